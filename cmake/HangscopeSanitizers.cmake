@@ -1,0 +1,5 @@
+# HANGSCOPE_SANITIZE=ON: AddressSanitizer + UndefinedBehaviorSanitizer for every target.
+if(HANGSCOPE_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()

@@ -1,0 +1,19 @@
+// Small, bounded reads of whole files (mostly /proc entries), reporting errno instead of throwing.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+namespace hangscope {
+
+// Contents of a file, or the errno that stopped the read.
+struct FileRead {
+  std::optional<std::string> text;
+  int error = 0;
+};
+
+// Reads at most max_bytes of path. /proc files report size 0, so this reads until EOF.
+FileRead read_file(const std::string& path, std::size_t max_bytes = 16u << 20);
+
+}  // namespace hangscope

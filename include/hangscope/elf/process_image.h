@@ -1,0 +1,53 @@
+// The ELF modules mapped into one process and where each is loaded (load bias per mapping).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "hangscope/elf/module.h"
+#include "hangscope/proc/maps.h"
+#include "hangscope/proc/process_fs.h"
+
+namespace hangscope::elf {
+
+// Where an address of the target lies.
+struct Location {
+  const proc::Mapping* mapping = nullptr;
+  const Module* module = nullptr;  // null when the file could not be opened
+  std::uint64_t bias = 0;          // runtime address - ELF virtual address (valid with module)
+  std::uint64_t vaddr = 0;         // the address as a virtual address of the module
+};
+
+class ProcessImage {
+ public:
+  ProcessImage(const proc::ProcessFs& fs, proc::MemoryMap maps);
+
+  const proc::MemoryMap& maps() const { return maps_; }
+
+  // nullopt when the address is in no mapping. Opens modules on first use; a file that
+  // cannot be opened is tried once and reported in notes().
+  std::optional<Location> locate(std::uint64_t address);
+
+  // Copies bytes of a file-backed mapping from the local copy of the file.
+  std::size_t read_file_backed(std::uint64_t address, void* out, std::size_t size);
+
+  // Messages about files that could not be opened or parsed, one per file.
+  const std::vector<std::string>& notes() const { return notes_; }
+
+ private:
+  const Module* module_for(const proc::Mapping& mapping);
+
+  const proc::ProcessFs& fs_;
+  proc::MemoryMap maps_;
+  std::vector<std::string> debug_roots_;
+  // Keyed by (device, inode, path): one Module per file, null after a failed open.
+  std::map<std::tuple<std::string, std::uint64_t, std::string>, std::unique_ptr<Module>> modules_;
+  std::vector<std::string> notes_;
+};
+
+}  // namespace hangscope::elf

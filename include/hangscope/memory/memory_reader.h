@@ -1,0 +1,57 @@
+// The one interface through which hangscope reads a target's memory: live process, copy or file.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <type_traits>
+
+namespace hangscope::memory {
+
+class MemoryReader {
+ public:
+  virtual ~MemoryReader() = default;
+
+  // Copies up to `size` bytes at `address` into `out`; returns how many bytes were copied
+  // (a prefix: reading stops at the first unreadable byte).
+  virtual std::size_t read(std::uint64_t address, void* out, std::size_t size) = 0;
+
+  bool read_exact(std::uint64_t address, void* out, std::size_t size) {
+    return read(address, out, size) == size;
+  }
+
+  template <typename T>
+  std::optional<T> read_value(std::uint64_t address) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    T value;
+    if (!read_exact(address, &value, sizeof value)) return std::nullopt;
+    return value;
+  }
+};
+
+// A copy of one region of a target's memory, addressed as in the target.
+class BufferMemory final : public MemoryReader {
+ public:
+  BufferMemory(std::uint64_t base, const std::byte* data, std::size_t size)
+      : base_(base), data_(data), size_(size) {}
+
+  std::size_t read(std::uint64_t address, void* out, std::size_t size) override {
+    if (address < base_ || address - base_ >= size_) return 0;
+    const std::size_t offset = address - base_;
+    const std::size_t n = size < size_ - offset ? size : size_ - offset;
+    std::memcpy(out, data_ + offset, n);
+    return n;
+  }
+
+  bool contains(std::uint64_t address, std::size_t size) const {
+    return address >= base_ && address - base_ <= size_ && size <= size_ - (address - base_);
+  }
+
+ private:
+  std::uint64_t base_;
+  const std::byte* data_;
+  std::size_t size_;
+};
+
+}  // namespace hangscope::memory

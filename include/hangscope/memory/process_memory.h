@@ -1,0 +1,47 @@
+// Reads a live process's memory: process_vm_readv, falling back to /proc/PID/mem.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "hangscope/memory/memory_reader.h"
+
+namespace hangscope::memory {
+
+// One piece of a batched read.
+struct ReadRequest {
+  std::uint64_t address = 0;
+  void* out = nullptr;
+  std::size_t size = 0;
+  std::size_t copied = 0;  // filled in by read_many
+};
+
+class ProcessMemory final : public MemoryReader {
+ public:
+  explicit ProcessMemory(pid_t pid);
+  ~ProcessMemory() override;
+  ProcessMemory(const ProcessMemory&) = delete;
+  ProcessMemory& operator=(const ProcessMemory&) = delete;
+
+  std::size_t read(std::uint64_t address, void* out, std::size_t size) override;
+
+  // Several reads with as few system calls as the kernel allows.
+  void read_many(std::span<ReadRequest> requests);
+
+  pid_t pid() const { return pid_; }
+  // Reads served by /proc/PID/mem because process_vm_readv was refused.
+  std::size_t fallback_reads() const { return fallback_reads_; }
+
+ private:
+  std::size_t read_via_proc_mem(std::uint64_t address, void* out, std::size_t size);
+
+  pid_t pid_;
+  int mem_fd_ = -1;
+  bool vm_readv_refused_ = false;
+  std::size_t fallback_reads_ = 0;
+};
+
+}  // namespace hangscope::memory

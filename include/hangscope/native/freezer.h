@@ -1,0 +1,60 @@
+// Stops a process's threads briefly, copies what unwinding needs (registers, stack), releases them.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hangscope/native/registers.h"
+#include "hangscope/proc/maps.h"
+#include "hangscope/proc/process_fs.h"
+#include "hangscope/proc/task_stat.h"
+
+namespace hangscope::native {
+
+enum class StopMode {
+  kEachThread,  // stop, copy and release one thread at a time: shortest pause per thread
+  kAllThreads,  // stop every thread, copy all, release all: one consistent instant
+};
+
+struct FreezeOptions {
+  StopMode mode = StopMode::kEachThread;
+  std::size_t max_stack_bytes = 512 * 1024;
+  // How long to wait for one thread to stop (a thread in state D may never stop).
+  std::chrono::milliseconds stop_timeout{100};
+  // Re-list /proc/PID/task until no new threads appear, at most this often.
+  int max_list_rounds = 16;
+};
+
+// What was learned about one thread: /proc facts read before it was stopped, and the copy.
+struct ThreadCopy {
+  pid_t tid = 0;
+  proc::TaskStat stat;      // read before stopping (state letter as the thread really was)
+  std::string wchan;        // read before stopping
+  bool copied = false;      // registers and stack were copied while stopped
+  std::string error;        // why not, when !copied
+  RegisterSet registers;
+  std::uint64_t stack_start = 0;  // target address of stack[0]
+  std::vector<std::byte> stack;
+  std::chrono::nanoseconds paused{0};
+};
+
+struct FreezeResult {
+  std::vector<ThreadCopy> threads;  // ascending tid
+  std::vector<std::string> notes;
+  std::chrono::nanoseconds wall{0};
+  std::chrono::nanoseconds max_paused{0};
+};
+
+// Runs the whole stop/copy/release sequence on a dedicated thread and joins it: when that
+// thread exits, the kernel detaches any tracee that never reached its stop.
+// Throws hangscope::Error when the process cannot be examined at all (its /proc is gone).
+FreezeResult freeze_and_copy(const proc::ProcessFs& fs, const proc::MemoryMap& maps,
+                             const FreezeOptions& options);
+
+}  // namespace hangscope::native

@@ -1,0 +1,57 @@
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <map>
+
+#include "hangscope/cli/commands.h"
+#include "hangscope/version.h"
+
+namespace hangscope::cli {
+namespace {
+
+void setup_logging(int verbosity) {
+  auto logger = spdlog::stderr_color_mt("hangscope");
+  logger->set_pattern("%^hangscope: %l:%$ %v");
+  logger->set_level(verbosity >= 2 ? spdlog::level::debug
+                                   : verbosity == 1 ? spdlog::level::info : spdlog::level::warn);
+  spdlog::set_default_logger(logger);
+}
+
+}  // namespace
+
+int run(int argc, char** argv) {
+  CLI::App app{
+      "hangscope: find the rank that diverged in a hung multi-node PyTorch / vLLM job.\n"
+      "Captures native (and, soon, Python) stacks of live processes without stopping them for "
+      "longer than a copy of their registers and stack takes.",
+      "hangscope"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version",
+                       std::string("hangscope ") + kVersion + " (git " + kGitRevision + ")");
+  int verbosity = 0;
+  app.add_flag("-v,--verbose", verbosity, "More log output on stderr (repeat for debug)");
+
+  std::map<CLI::App*, CommandRunner> runners;
+  auto* dump = app.add_subcommand("dump", "Print every thread's stack of one process");
+  runners[dump] = register_dump_command(*dump);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  }
+  setup_logging(verbosity);
+  for (auto& [command, runner] : runners) {
+    if (command->parsed()) return runner();
+  }
+  return kExitUsage;
+}
+
+}  // namespace hangscope::cli

@@ -1,0 +1,66 @@
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+#include <memory>
+
+#include "hangscope/capture/process_capture.h"
+#include "hangscope/cli/commands.h"
+#include "hangscope/common/error.h"
+#include "hangscope/report/dump_format.h"
+
+namespace hangscope::cli {
+namespace {
+
+struct DumpArguments {
+  int pid = 0;
+  bool json = false;
+  std::string stop_mode = "each";
+  std::size_t max_stack_kib = 512;
+  int stop_timeout_ms = 100;
+};
+
+int run_dump(const DumpArguments& args) {
+  capture::CaptureOptions options;
+  options.freeze.mode =
+      args.stop_mode == "all" ? native::StopMode::kAllThreads : native::StopMode::kEachThread;
+  options.freeze.max_stack_bytes = args.max_stack_kib * 1024;
+  options.freeze.stop_timeout = std::chrono::milliseconds(args.stop_timeout_ms);
+  try {
+    const auto dump = capture::capture_process(args.pid, options);
+    if (args.json) {
+      std::cout << report::dump_to_json(dump).dump(2) << "\n";
+    } else {
+      std::cout << report::dump_to_text(dump);
+    }
+    return kExitOk;
+  } catch (const Error& e) {
+    std::cerr << "hangscope: error: " << e.what() << "\n";
+    return kExitFailed;
+  }
+}
+
+}  // namespace
+
+CommandRunner register_dump_command(CLI::App& app) {
+  auto args = std::make_shared<DumpArguments>();
+  app.add_option("--pid,-p", args->pid, "Process to capture")->required()->check(CLI::PositiveNumber);
+  app.add_flag("--json", args->json, "Print the dump as JSON (keys as in docs/cli.md)");
+  app.add_option("--stop-mode", args->stop_mode,
+                 "each: stop one thread at a time (shortest pause); all: stop every thread at once")
+      ->check(CLI::IsMember({"each", "all"}))
+      ->capture_default_str();
+  app.add_option("--max-stack-kib", args->max_stack_kib, "Stack bytes copied per thread, in KiB")
+      ->check(CLI::Range(4, 65536))
+      ->capture_default_str();
+  app.add_option("--stop-timeout-ms", args->stop_timeout_ms,
+                 "Longest wait for one thread to stop (threads in state D may never stop)")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
+  app.footer(
+      "Examples:\n"
+      "  hangscope dump --pid 1234\n"
+      "  hangscope dump --pid 1234 --json > rank0.json");
+  return [args] { return run_dump(*args); };
+}
+
+}  // namespace hangscope::cli

@@ -1,0 +1,36 @@
+#include "hangscope/common/files.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace hangscope {
+
+FileRead read_file(const std::string& path, std::size_t max_bytes) {
+  FileRead result;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    result.error = errno;
+    return result;
+  }
+  std::string text;
+  char buffer[8192];
+  while (text.size() < max_bytes) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      result.error = errno;
+      ::close(fd);
+      return result;
+    }
+    if (n == 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  if (text.size() > max_bytes) text.resize(max_bytes);
+  result.text = std::move(text);
+  return result;
+}
+
+}  // namespace hangscope

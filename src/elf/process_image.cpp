@@ -1,0 +1,63 @@
+#include "hangscope/elf/process_image.h"
+
+#include <unistd.h>
+
+#include "hangscope/common/error.h"
+
+namespace hangscope::elf {
+
+ProcessImage::ProcessImage(const proc::ProcessFs& fs, proc::MemoryMap maps)
+    : fs_(fs), maps_(std::move(maps)), debug_roots_{fs.dir() + "/root", ""} {}
+
+const Module* ProcessImage::module_for(const proc::Mapping& mapping) {
+  if (!mapping.is_file()) return nullptr;
+  auto key = std::make_tuple(mapping.device, mapping.inode, mapping.path);
+  auto it = modules_.find(key);
+  if (it != modules_.end()) return it->second.get();
+  std::unique_ptr<Module> module;
+  // map_files opens exactly the mapped inode (even deleted or replaced files); the path through
+  // the target's root is the fallback for kernels or permissions that refuse map_files.
+  std::string first_error;
+  for (const auto& candidate : {fs_.map_files_path(mapping), fs_.path_in_root(mapping.path)}) {
+    try {
+      module = Module::open(mapping.path, candidate, debug_roots_);
+      break;
+    } catch (const Error& e) {
+      if (first_error.empty()) first_error = e.what();
+    }
+  }
+  if (!module) {
+    notes_.push_back("cannot read " + mapping.path + (mapping.deleted ? " (deleted)" : "") +
+                     ": frames in it show addresses only (" + first_error + ")");
+  }
+  const Module* result = module.get();
+  modules_.emplace(std::move(key), std::move(module));
+  return result;
+}
+
+std::optional<Location> ProcessImage::locate(std::uint64_t address) {
+  const proc::Mapping* mapping = maps_.find(address);
+  if (mapping == nullptr) return std::nullopt;
+  Location location;
+  location.mapping = mapping;
+  location.module = module_for(*mapping);
+  if (location.module != nullptr) {
+    const std::uint64_t file_offset = address - mapping->start + mapping->offset;
+    if (const auto vaddr = location.module->elf().vaddr_of_file_offset(file_offset)) {
+      location.vaddr = *vaddr;
+      location.bias = address - *vaddr;
+    } else {
+      location.module = nullptr;  // mapped bytes outside every PT_LOAD: no ELF meaning
+    }
+  }
+  return location;
+}
+
+std::size_t ProcessImage::read_file_backed(std::uint64_t address, void* out, std::size_t size) {
+  const auto location = locate(address);
+  if (!location || location->module == nullptr || location->mapping->writable) return 0;
+  const std::size_t in_mapping = location->mapping->end - address;
+  return location->module->read_vaddr(location->vaddr, out, std::min(size, in_mapping));
+}
+
+}  // namespace hangscope::elf

@@ -1,0 +1,177 @@
+#include "hangscope/native/freezer.h"
+
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <exception>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "hangscope/common/error.h"
+#include "hangscope/native/thread_stop.h"
+
+namespace hangscope::native {
+namespace {
+
+std::string stop_failure(pid_t pid, pid_t tid, int err, const proc::ProcessFs& fs) {
+  std::string why;
+  if (err == EPERM) {
+    const auto status = fs.task_status(tid);
+    if (status && status->tracer_pid != 0) {
+      why = "another tracer (pid " + std::to_string(status->tracer_pid) + ") holds it";
+    } else {
+      why = "not permitted (needs CAP_SYS_PTRACE, or Yama ptrace_scope forbids it)";
+    }
+  } else {
+    why = errno_message("ptrace", err);
+  }
+  return "cannot stop thread " + std::to_string(tid) + " of pid " + std::to_string(pid) + ": " + why;
+}
+
+// Copies registers and the live part of the stack of a stopped thread.
+void copy_stopped_thread(ThreadCopy& copy, const proc::MemoryMap& maps, std::size_t max_bytes) {
+  if (const int err = read_registers(copy.tid, copy.registers); err != 0) {
+    copy.error = errno_message("cannot read registers", err);
+    return;
+  }
+  const std::uint64_t sp = copy.registers.stack_pointer();
+  const std::uint64_t start = sp > RegisterSet::kRedZone ? sp - RegisterSet::kRedZone : sp;
+  std::uint64_t end = start + max_bytes;
+  if (const proc::Mapping* m = maps.find(sp)) end = std::min(end, m->end);
+  copy.stack.resize(end > start ? end - start : 0);
+  iovec local{copy.stack.data(), copy.stack.size()};
+  iovec remote{reinterpret_cast<void*>(start), copy.stack.size()};
+  const ssize_t n = copy.stack.empty() ? 0 : ::process_vm_readv(copy.tid, &local, 1, &remote, 1, 0);
+  copy.stack.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  copy.stack_start = start;
+  copy.copied = true;
+}
+
+class Freezer {
+ public:
+  Freezer(const proc::ProcessFs& fs, const proc::MemoryMap& maps, const FreezeOptions& options)
+      : fs_(fs), maps_(maps), options_(options) {}
+
+  FreezeResult run() {
+    const auto begin = std::chrono::steady_clock::now();
+    for (int round = 0; round < options_.max_list_rounds; ++round) {
+      int err = 0;
+      const auto tids = fs_.list_tasks(&err);
+      if (!tids) {
+        if (round == 0) throw_errno("cannot list threads of pid " + std::to_string(fs_.pid()), err);
+        break;  // the process went away mid-capture: keep what was copied
+      }
+      std::vector<pid_t> fresh;
+      for (pid_t tid : *tids) {
+        if (seen_.insert(tid).second) fresh.push_back(tid);
+      }
+      if (fresh.empty()) break;
+      if (round + 1 == options_.max_list_rounds) {
+        result_.notes.push_back("threads kept appearing; stopped re-listing after " +
+                                std::to_string(options_.max_list_rounds) + " rounds");
+      }
+      capture_round(fresh);
+    }
+    release_all();
+    result_.wall = std::chrono::steady_clock::now() - begin;
+    std::sort(result_.threads.begin(), result_.threads.end(),
+              [](const ThreadCopy& a, const ThreadCopy& b) { return a.tid < b.tid; });
+    return std::move(result_);
+  }
+
+ private:
+  void capture_round(const std::vector<pid_t>& tids) {
+    for (pid_t tid : tids) {
+      ThreadCopy copy;
+      copy.tid = tid;
+      const auto stat = fs_.task_stat(tid);
+      if (!stat) continue;  // exited before we looked: not a thread of this capture
+      copy.stat = *stat;
+      copy.wchan = fs_.task_wchan(tid);
+      if (stat->state == 'Z' || stat->state == 'X') {
+        copy.error = "thread has exited (zombie)";
+        result_.threads.push_back(std::move(copy));
+        continue;
+      }
+      ThreadStop stop(tid);
+      if (const int err = stop.seize_and_interrupt(); err != 0) {
+        if (err == ESRCH) continue;  // exited between listing and stopping
+        copy.error = stop_failure(fs_.pid(), tid, err, fs_);
+        result_.threads.push_back(std::move(copy));
+        continue;
+      }
+      pending_.emplace_back(result_.threads.size(), std::move(stop));
+      result_.threads.push_back(std::move(copy));
+      if (options_.mode == StopMode::kEachThread) finish_pending();
+    }
+    finish_pending();
+  }
+
+  // Waits for every pending stop, copies each stopped thread; in kEachThread mode releases it.
+  void finish_pending() {
+    for (auto& [index, stop] : pending_) {
+      ThreadCopy& copy = result_.threads[index];
+      switch (stop.wait(options_.stop_timeout)) {
+        case StopState::kStopped:
+          copy_stopped_thread(copy, maps_, options_.max_stack_bytes);
+          break;
+        case StopState::kGone:
+          copy.error = "thread exited during capture";
+          break;
+        default:
+          copy.error = "thread did not stop within " + std::to_string(options_.stop_timeout.count()) +
+                       " ms (state " + std::string(1, copy.stat.state) +
+                       (copy.wchan.empty() ? "" : ", waiting in " + copy.wchan) + "); not waited on";
+          break;
+      }
+      if (options_.mode == StopMode::kEachThread) release(index, stop);
+    }
+    if (options_.mode == StopMode::kEachThread) {
+      pending_.clear();
+    } else {
+      for (auto& entry : pending_) held_.push_back(std::move(entry));
+      pending_.clear();
+    }
+  }
+
+  void release(std::size_t index, ThreadStop& stop) {
+    stop.release();
+    result_.threads[index].paused = stop.paused_for();
+    result_.max_paused = std::max(result_.max_paused, result_.threads[index].paused);
+  }
+
+  void release_all() {
+    for (auto& [index, stop] : held_) release(index, stop);
+    held_.clear();
+  }
+
+  const proc::ProcessFs& fs_;
+  const proc::MemoryMap& maps_;
+  const FreezeOptions& options_;
+  FreezeResult result_;
+  std::set<pid_t> seen_;
+  std::vector<std::pair<std::size_t, ThreadStop>> pending_;
+  std::vector<std::pair<std::size_t, ThreadStop>> held_;
+};
+
+}  // namespace
+
+FreezeResult freeze_and_copy(const proc::ProcessFs& fs, const proc::MemoryMap& maps,
+                             const FreezeOptions& options) {
+  FreezeResult result;
+  std::exception_ptr failure;
+  std::thread tracer([&] {
+    try {
+      result = Freezer(fs, maps, options).run();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  });
+  tracer.join();
+  if (failure) std::rethrow_exception(failure);
+  return result;
+}
+
+}  // namespace hangscope::native

@@ -1,0 +1,66 @@
+#include <cinttypes>
+#include <cstdio>
+#include <sstream>
+
+#include "hangscope/proc/task_stat.h"
+#include "hangscope/report/dump_format.h"
+
+namespace hangscope::report {
+namespace {
+
+std::string hex(std::uint64_t value) {
+  char buffer[24];
+  std::snprintf(buffer, sizeof buffer, "0x%" PRIx64, value);
+  return buffer;
+}
+
+std::string frame_line(std::size_t index, const capture::Frame& frame) {
+  std::ostringstream line;
+  line << "  #" << index << (index < 10 ? "  " : " ");
+  if (frame.kind == capture::Frame::Kind::kPython) {
+    line << "[py] " << (frame.qualname.empty() ? frame.function : frame.qualname) << " ("
+         << frame.file << ":" << frame.line << ")";
+    return line.str();
+  }
+  char address[24];
+  std::snprintf(address, sizeof address, "0x%016" PRIx64, frame.address);
+  line << address << "  ";
+  if (!frame.function.empty()) {
+    line << frame.function << " + " << hex(frame.offset);
+  } else {
+    line << "??";
+  }
+  if (!frame.module.empty()) {
+    line << "  (" << frame.module;
+    if (frame.function.empty()) line << " + " << hex(frame.module_offset);
+    line << ")";
+  }
+  return line.str();
+}
+
+}  // namespace
+
+std::string dump_to_text(const capture::ProcessDump& dump) {
+  std::ostringstream out;
+  out << "Process " << dump.pid << " (" << dump.command << "), " << dump.threads.size()
+      << " thread" << (dump.threads.size() == 1 ? "" : "s");
+  if (dump.python) out << ", Python " << *dump.python;
+  out << "\n";
+  for (const auto& note : dump.notes) out << "note: " << note << "\n";
+  for (const auto& thread : dump.threads) {
+    out << "\nThread " << thread.tid << " \"" << thread.name << "\" " << thread.state << " ("
+        << proc::describe_state(thread.state) << ")";
+    if (!thread.wchan.empty()) out << " in " << thread.wchan;
+    if (thread.py_thread_name) out << " [Python " << *thread.py_thread_name << "]";
+    if (thread.holds_gil) out << " [holds GIL]";
+    out << "\n";
+    for (const auto& note : thread.notes) out << "  note: " << note << "\n";
+    for (std::size_t i = 0; i < thread.frames.size(); ++i) {
+      out << frame_line(i, thread.frames[i]) << "\n";
+    }
+    for (const auto& kernel_frame : thread.kernel_stack) out << "  [kernel] " << kernel_frame << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace hangscope::report

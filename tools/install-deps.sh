@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs everything hangscope needs to build and test on Debian 12 (run as root).
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential cmake pkg-config git clang-format
+  # libraries the build links against
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libspdlog-dev libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
+  libunwind-dev libelf-dev
+  # real targets and peers for tests and benchmarks
+  python3 python3-torch python3-setproctitle python3.11-dbg elfutils gdb graphviz
+  procps iproute2 util-linux psmisc
+)
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps.sh: must run as root (apt-get); try: sudo $0" >&2
+  exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps.sh: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+echo "install-deps.sh: installing ${missing[*]}"
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"
