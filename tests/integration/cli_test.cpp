@@ -1,0 +1,114 @@
+// The hangscope binary as a user runs it: output formats, exit codes, error messages.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "target_process.h"
+
+namespace hangscope {
+namespace {
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+CommandResult run_hangscope(const std::string& args) {
+  const std::string err_path = testing::temp_path("stderr");
+  const std::string command = std::string(HANGSCOPE_BINARY) + " " + args + " 2>" + err_path;
+  CommandResult result;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  std::array<char, 4096> buffer;
+  std::size_t n;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.out.append(buffer.data(), n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  FILE* err = std::fopen(err_path.c_str(), "r");
+  while (err && (n = std::fread(buffer.data(), 1, buffer.size(), err)) > 0) result.err.append(buffer.data(), n);
+  if (err) std::fclose(err);
+  ::unlink(err_path.c_str());
+  return result;
+}
+
+TEST(Cli, DumpJsonFollowsTheContract) {
+  testing::TargetProcess target({NATIVE_TARGET});
+  target.wait_for_line("ready");
+  const auto result = run_hangscope("dump --pid " + std::to_string(target.pid()) + " --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto json = nlohmann::json::parse(result.out);
+  EXPECT_EQ(json["pid"], target.pid());
+  EXPECT_TRUE(json["python"].is_null());
+  ASSERT_EQ(json["threads"].size(), 5u);
+  bool found = false;
+  for (const auto& thread : json["threads"]) {
+    for (const char* key : {"tid", "name", "state", "py_thread_id", "py_thread_name", "holds_gil",
+                            "merge", "frames"}) {
+      EXPECT_TRUE(thread.contains(key)) << key;
+    }
+    if (thread["name"] != "cv_waiter") continue;
+    found = true;
+    EXPECT_EQ(thread["state"], "S");
+    EXPECT_EQ(thread["merge"], "ok");
+    const auto& frames = thread["frames"];
+    ASSERT_FALSE(frames.empty());
+    for (const auto& frame : frames) {
+      EXPECT_EQ(frame["kind"], "native");
+      for (const char* key : {"function", "module", "offset", "address"}) {
+        EXPECT_TRUE(frame.contains(key)) << key;
+      }
+    }
+    int wait_at = -1, outer_at = -1;
+    for (int i = 0; i < static_cast<int>(frames.size()); ++i) {
+      const auto fn = frames[static_cast<std::size_t>(i)]["function"];
+      if (!fn.is_string()) continue;
+      if (fn.get<std::string>().find("wait_on_condition") != std::string::npos) wait_at = i;
+      if (fn.get<std::string>().find("cv_outer") != std::string::npos) outer_at = i;
+    }
+    EXPECT_GE(wait_at, 0);
+    EXPECT_GT(outer_at, wait_at);
+  }
+  EXPECT_TRUE(found);
+  EXPECT_TRUE(testing::no_thread_stopped(target.pid()));
+}
+
+TEST(Cli, DumpTextShowsThreadsLikeEuStack) {
+  testing::TargetProcess target({NATIVE_TARGET});
+  target.wait_for_line("ready");
+  const auto result = run_hangscope("dump --pid " + std::to_string(target.pid()));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.out.find("Process " + std::to_string(target.pid()) + " (native_target), 5 threads"),
+            std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("\"poller\" S (sleeping)"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("poll_forever"), std::string::npos);
+}
+
+TEST(Cli, MissingPidFailsWithExitCodeOneAndAReason) {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  const auto result = run_hangscope("dump --pid " + std::to_string(child));
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.err, "hangscope: error: pid " + std::to_string(child) + " does not exist\n");
+  EXPECT_TRUE(result.out.empty());
+}
+
+TEST(Cli, BadUsageExitsWithTwo) {
+  EXPECT_EQ(run_hangscope("dump").exit_code, 2);
+  EXPECT_EQ(run_hangscope("dump --pid nope").exit_code, 2);
+  EXPECT_EQ(run_hangscope("frobnicate").exit_code, 2);
+  EXPECT_EQ(run_hangscope("dump --pid 1 --stop-mode sometimes").exit_code, 2);
+}
+
+TEST(Cli, VersionNamesTheRevision) {
+  const auto result = run_hangscope("--version");
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_EQ(result.out.rfind("hangscope 0.1.0 (git ", 0), 0u) << result.out;
+}
+
+}  // namespace
+}  // namespace hangscope

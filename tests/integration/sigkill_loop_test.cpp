@@ -1,0 +1,23 @@
+// Slow tier: hangscope SIGKILLed 200 times at random points of captures of a 1,000-thread target.
+#include <gtest/gtest.h>
+
+#include "sigkill_loop.h"
+#include "target_process.h"
+
+namespace hangscope {
+namespace {
+
+TEST(SlowFaults, TwoHundredSigkillsLeaveNoThreadStopped) {
+  testing::TargetProcess target({NATIVE_TARGET, "--extra-threads", "1000"});
+  target.wait_for_line("ready", std::chrono::seconds(120));
+  const auto each = testing::sigkill_loop(target.pid(), 100, 50000, "each", 7);
+  const auto all = testing::sigkill_loop(target.pid(), 100, 50000, "all", 11);
+  EXPECT_EQ(each.iterations + all.iterations, 200);
+  EXPECT_EQ(each.left_stopped + all.left_stopped, 0);
+  EXPECT_GT(each.killed_mid_capture + all.killed_mid_capture, 100);
+  RecordProperty("killed_mid_capture", each.killed_mid_capture + all.killed_mid_capture);
+  EXPECT_TRUE(testing::no_thread_stopped(target.pid()));
+}
+
+}  // namespace
+}  // namespace hangscope

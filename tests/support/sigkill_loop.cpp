@@ -1,0 +1,45 @@
+#include "sigkill_loop.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <random>
+
+#include "target_process.h"
+
+namespace hangscope::testing {
+
+SigkillLoopResult sigkill_loop(pid_t target, int iterations, int max_delay_us,
+                               const std::string& stop_mode, unsigned seed) {
+  SigkillLoopResult result;
+  std::mt19937 random(seed);
+  std::uniform_int_distribution<int> delay(0, max_delay_us);
+  const std::string pid_text = std::to_string(target);
+  for (int i = 0; i < iterations; ++i) {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      const int devnull = ::open("/dev/null", O_WRONLY);
+      ::dup2(devnull, STDOUT_FILENO);
+      ::dup2(devnull, STDERR_FILENO);
+      ::execl(HANGSCOPE_BINARY, HANGSCOPE_BINARY, "dump", "--pid", pid_text.c_str(),
+              "--stop-mode", stop_mode.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::usleep(static_cast<useconds_t>(delay(random)));
+    int status = 0;
+    if (::waitpid(child, &status, WNOHANG) == 0) ++result.killed_mid_capture;
+    ::kill(child, SIGKILL);
+    ::waitpid(child, &status, 0);
+    ++result.iterations;
+    if (!eventually([&] { return no_thread_stopped(target); }, std::chrono::seconds(1))) {
+      ++result.left_stopped;
+    }
+  }
+  return result;
+}
+
+}  // namespace hangscope::testing

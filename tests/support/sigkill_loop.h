@@ -1,0 +1,21 @@
+// Test helper: kills `hangscope dump` with SIGKILL at random points of a capture, many times.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+namespace hangscope::testing {
+
+struct SigkillLoopResult {
+  int iterations = 0;
+  int killed_mid_capture = 0;  // runs that had not finished when SIGKILL arrived
+  int left_stopped = 0;        // iterations after which some target thread stayed in T/t
+};
+
+// Runs `hangscope dump --pid target --stop-mode MODE` `iterations` times, each killed after a
+// random delay up to max_delay_us; after each, waits up to 1 s for every target thread to run.
+SigkillLoopResult sigkill_loop(pid_t target, int iterations, int max_delay_us,
+                               const std::string& stop_mode, unsigned seed);
+
+}  // namespace hangscope::testing

@@ -1,0 +1,82 @@
+#include <gtest/gtest.h>
+
+#include "hangscope/report/dump_format.h"
+#include "hangscope/v1/process.pb.h"
+
+namespace hangscope::report {
+namespace {
+
+capture::ProcessDump sample_dump() {
+  capture::ProcessDump dump;
+  dump.pid = 123;
+  dump.command = "python3";
+  dump.notes = {"cannot read /gone.so (deleted)"};
+  capture::ThreadDump thread;
+  thread.tid = 124;
+  thread.name = "pt_main_thread";
+  thread.state = 'S';
+  thread.wchan = "futex_wait_queue";
+  capture::Frame named;
+  named.function = "gloo::barrier(gloo::BarrierOptions&)";
+  named.module = "/usr/lib/libgloo.so.0.5.0";
+  named.address = 0x7f0000001234;
+  named.offset = 0xaa;
+  named.module_offset = 0x37000;
+  capture::Frame unnamed;
+  unnamed.module = "/usr/lib/libx.so";
+  unnamed.address = 0x7f0000009999;
+  unnamed.offset = unnamed.module_offset = 0x9999;
+  thread.frames = {named, unnamed};
+  dump.threads.push_back(thread);
+  return dump;
+}
+
+TEST(DumpJson, UsesTheContractKeys) {
+  const auto json = dump_to_json(sample_dump());
+  EXPECT_EQ(json["pid"], 123);
+  EXPECT_TRUE(json["python"].is_null());
+  EXPECT_EQ(json["notes"][0], "cannot read /gone.so (deleted)");
+  const auto& thread = json["threads"][0];
+  EXPECT_EQ(thread["tid"], 124);
+  EXPECT_EQ(thread["name"], "pt_main_thread");
+  EXPECT_EQ(thread["state"], "S");
+  EXPECT_TRUE(thread["py_thread_id"].is_null());
+  EXPECT_TRUE(thread["py_thread_name"].is_null());
+  EXPECT_EQ(thread["holds_gil"], false);
+  EXPECT_EQ(thread["merge"], "ok");
+  const auto& frame = thread["frames"][0];
+  EXPECT_EQ(frame["kind"], "native");
+  EXPECT_EQ(frame["function"], "gloo::barrier(gloo::BarrierOptions&)");
+  EXPECT_EQ(frame["module"], "/usr/lib/libgloo.so.0.5.0");
+  EXPECT_EQ(frame["offset"], 0xaa);
+  EXPECT_EQ(frame["address"], 0x7f0000001234);
+  EXPECT_TRUE(thread["frames"][1]["function"].is_null());
+}
+
+TEST(DumpText, ShowsNamedAndUnnamedFrames) {
+  const auto text = dump_to_text(sample_dump());
+  EXPECT_NE(text.find("Process 123 (python3), 1 thread\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("note: cannot read /gone.so (deleted)"), std::string::npos);
+  EXPECT_NE(text.find("Thread 124 \"pt_main_thread\" S (sleeping) in futex_wait_queue"), std::string::npos);
+  EXPECT_NE(text.find("#0  0x00007f0000001234  gloo::barrier(gloo::BarrierOptions&) + 0xaa  "
+                      "(/usr/lib/libgloo.so.0.5.0)"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("#1  0x00007f0000009999  ??  (/usr/lib/libx.so + 0x9999)"), std::string::npos) << text;
+}
+
+TEST(DumpProto, RoundTripsThroughTheWireFormat) {
+  v1::ProcessDump message;
+  dump_to_proto(sample_dump(), message);
+  std::string wire;
+  ASSERT_TRUE(message.SerializeToString(&wire));
+  v1::ProcessDump back;
+  ASSERT_TRUE(back.ParseFromString(wire));
+  EXPECT_EQ(back.pid(), 123);
+  ASSERT_EQ(back.threads_size(), 1);
+  EXPECT_EQ(back.threads(0).frames(0).function(), "gloo::barrier(gloo::BarrierOptions&)");
+  EXPECT_EQ(back.threads(0).frames(0).kind(), v1::Frame::KIND_NATIVE);
+  EXPECT_EQ(back.threads(0).frames(1).module_offset(), 0x9999u);
+}
+
+}  // namespace
+}  // namespace hangscope::report

@@ -1,0 +1,98 @@
+#!/usr/bin/python3
+"""A real torch.distributed (gloo) job hung the way multi-node inference jobs hang.
+
+Every rank but one enters ``dist.barrier()``; the diverged rank takes another path
+(``load_weights`` sleeping) and never arrives, so the others wait in gloo until the timeout.
+
+Launcher mode (default) starts ``--world-size`` rank processes with torchrun-style environment
+variables (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and prints one line per rank:
+    rank <r> pid <pid> <waiting|diverged>
+then waits for them. Ranks die with the launcher (PR_SET_PDEATHSIG), so killing the launcher's
+process group cleans everything up.
+"""
+import argparse
+import ctypes
+import datetime
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+
+def die_with_parent():
+    libc = ctypes.CDLL(None, use_errno=True)
+    PR_SET_PDEATHSIG = 1
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def load_weights(path):
+    """The diverged rank's path: stuck somewhere other than the collective."""
+    while True:
+        time.sleep(3600)
+
+
+def run_rank(args):
+    import torch.distributed as dist
+
+    die_with_parent()
+    rank = int(os.environ["RANK"])
+    world_size = int(os.environ["WORLD_SIZE"])
+    dist.init_process_group(
+        "gloo",
+        init_method="env://",
+        rank=rank,
+        world_size=world_size,
+        timeout=datetime.timedelta(seconds=args.timeout),
+    )
+    if rank == args.diverged_rank:
+        print(f"rank {rank} pid {os.getpid()} diverged", flush=True)
+        load_weights("/models/none")
+    else:
+        print(f"rank {rank} pid {os.getpid()} waiting", flush=True)
+        dist.barrier()
+        print(f"rank {rank} left the barrier", flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(args):
+    port = free_port()
+    ranks = []
+    for rank in range(args.world_size):
+        env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank),
+                   WORLD_SIZE=str(args.world_size), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
+        ranks.append(subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--rank-worker",
+             "--diverged-rank", str(args.diverged_rank), "--timeout", str(args.timeout)],
+            env=env))
+    try:
+        for process in ranks:
+            process.wait()
+    finally:
+        for process in ranks:
+            if process.poll() is None:
+                process.kill()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--world-size", type=int, default=2)
+    parser.add_argument("--diverged-rank", type=int, default=1)
+    parser.add_argument("--timeout", type=int, default=1800, help="process-group timeout, seconds")
+    parser.add_argument("--rank-worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.rank_worker:
+        run_rank(args)
+    else:
+        launch(args)
+
+
+if __name__ == "__main__":
+    main()
