@@ -28,7 +28,8 @@ proc::TaskStat check_capturable(const proc::ProcessFs& fs) {
   if (stat->state == 'Z' || stat->state == 'X') {
     const auto tasks = fs.list_tasks();
     if (!tasks || tasks->size() <= 1) {
-      throw Error(pid_label(pid, stat->comm) + " is a zombie: it has exited and waits for its parent (pid " +
+      throw Error(pid_label(pid, stat->comm) +
+                  " is a zombie: it has exited and waits for its parent (pid " +
                   std::to_string(stat->ppid) + ") to reap it; nothing to capture");
     }
   }

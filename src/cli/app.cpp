@@ -14,8 +14,9 @@ namespace {
 void setup_logging(int verbosity) {
   auto logger = spdlog::stderr_color_mt("hangscope");
   logger->set_pattern("%^hangscope: %l:%$ %v");
-  logger->set_level(verbosity >= 2 ? spdlog::level::debug
-                                   : verbosity == 1 ? spdlog::level::info : spdlog::level::warn);
+  logger->set_level(verbosity >= 2   ? spdlog::level::debug
+                    : verbosity == 1 ? spdlog::level::info
+                                     : spdlog::level::warn);
   spdlog::set_default_logger(logger);
 }
 

@@ -43,7 +43,9 @@ int run_dump(const DumpArguments& args) {
 
 CommandRunner register_dump_command(CLI::App& app) {
   auto args = std::make_shared<DumpArguments>();
-  app.add_option("--pid,-p", args->pid, "Process to capture")->required()->check(CLI::PositiveNumber);
+  app.add_option("--pid,-p", args->pid, "Process to capture")
+      ->required()
+      ->check(CLI::PositiveNumber);
   app.add_flag("--json", args->json, "Print the dump as JSON (keys as in docs/cli.md)");
   app.add_option("--stop-mode", args->stop_mode,
                  "each: stop one thread at a time (shortest pause); all: stop every thread at once")

@@ -8,6 +8,8 @@ std::string errno_message(const std::string& what, int err) {
   return what + ": " + std::strerror(err);
 }
 
-void throw_errno(const std::string& what, int err) { throw Error(errno_message(what, err)); }
+void throw_errno(const std::string& what, int err) {
+  throw Error(errno_message(what, err));
+}
 
 }  // namespace hangscope

@@ -19,27 +19,40 @@ std::optional<std::uint64_t> read_encoded(std::span<const std::byte> data, std::
   std::uint64_t value = 0;
   std::size_t width = 0;
   switch (encoding & kFormatMask) {
-    case kAbsptr: case kUdata8: case kSdata8: width = 8; break;
-    case kUdata4: case kSdata4: width = 4; break;
-    default: return std::nullopt;
+    case kAbsptr:
+    case kUdata8:
+    case kSdata8:
+      width = 8;
+      break;
+    case kUdata4:
+    case kSdata4:
+      width = 4;
+      break;
+    default:
+      return std::nullopt;
   }
   if (pos + width > data.size()) return std::nullopt;
   const std::uint64_t field_vaddr = section_vaddr + pos;
   if (width == 4) {
     std::uint32_t raw;
     std::memcpy(&raw, data.data() + pos, 4);
-    value = (encoding & kFormatMask) == kSdata4
-                ? static_cast<std::uint64_t>(static_cast<std::int64_t>(static_cast<std::int32_t>(raw)))
-                : raw;
+    value =
+        (encoding & kFormatMask) == kSdata4
+            ? static_cast<std::uint64_t>(static_cast<std::int64_t>(static_cast<std::int32_t>(raw)))
+            : raw;
   } else {
     std::memcpy(&value, data.data() + pos, 8);
   }
   pos += width;
   switch (encoding & kApplicationMask) {
-    case 0: return value;
-    case kPcrel: return field_vaddr + value;
-    case kDatarel: return section_vaddr + value;
-    default: return std::nullopt;
+    case 0:
+      return value;
+    case kPcrel:
+      return field_vaddr + value;
+    case kDatarel:
+      return section_vaddr + value;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -60,7 +73,8 @@ std::optional<EhFrameHdr> parse_eh_frame_hdr(std::span<const std::byte> data, st
   hdr.table_encoding = table_enc;
   hdr.table_vaddr = vaddr + pos;
   // Each table entry is two values of the table encoding; check that they fit.
-  const std::size_t entry = (table_enc & kFormatMask) == kSdata4 || (table_enc & kFormatMask) == kUdata4 ? 8 : 16;
+  const std::size_t entry =
+      (table_enc & kFormatMask) == kSdata4 || (table_enc & kFormatMask) == kUdata4 ? 8 : 16;
   if (hdr.fde_count > (data.size() - pos) / entry) return std::nullopt;
   return hdr;
 }

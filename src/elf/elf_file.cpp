@@ -53,8 +53,8 @@ ElfFile ElfFile::parse(std::span<const std::byte> image) {
     }
     for (unsigned i = 0; i < header->e_phnum; ++i) {
       const auto ph = *read_at<Elf64_Phdr>(image, header->e_phoff + i * sizeof(Elf64_Phdr));
-      file.segments_.push_back({ph.p_type, ph.p_flags, ph.p_offset, ph.p_vaddr, ph.p_filesz,
-                                ph.p_memsz, ph.p_align});
+      file.segments_.push_back(
+          {ph.p_type, ph.p_flags, ph.p_offset, ph.p_vaddr, ph.p_filesz, ph.p_memsz, ph.p_align});
     }
   }
 
@@ -73,9 +73,8 @@ ElfFile ElfFile::parse(std::span<const std::byte> image) {
       }
     }
     for (const auto& sh : raw) {
-      file.sections_.push_back({std::string(string_at(names, sh.sh_name)), sh.sh_type,
-                                sh.sh_flags, sh.sh_addr, sh.sh_offset, sh.sh_size, sh.sh_link,
-                                sh.sh_entsize});
+      file.sections_.push_back({std::string(string_at(names, sh.sh_name)), sh.sh_type, sh.sh_flags,
+                                sh.sh_addr, sh.sh_offset, sh.sh_size, sh.sh_link, sh.sh_entsize});
     }
   }
   return file;
@@ -167,7 +166,8 @@ std::vector<Symbol> ElfFile::symbols(std::string_view table_name) const {
     const auto sym = *read_at<Elf64_Sym>(data, i * sizeof(Elf64_Sym));
     const auto name = string_at(strings, sym.st_name);
     if (name.empty()) continue;
-    out.push_back({name, sym.st_value, sym.st_size, static_cast<std::uint8_t>(ELF64_ST_TYPE(sym.st_info))});
+    out.push_back(
+        {name, sym.st_value, sym.st_size, static_cast<std::uint8_t>(ELF64_ST_TYPE(sym.st_info))});
   }
   return out;
 }

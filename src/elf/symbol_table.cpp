@@ -42,8 +42,9 @@ std::optional<SymbolMatch> SymbolTable::lookup(std::uint64_t vaddr) const {
                              [](std::uint64_t a, const Entry& e) { return a < e.start; });
   if (it == entries_.begin()) return std::nullopt;
   --it;
-  const bool inside = it->size != 0 ? vaddr - it->start < it->size
-                                    : (std::next(it) == entries_.end() || vaddr < std::next(it)->start);
+  const bool inside = it->size != 0
+                          ? vaddr - it->start < it->size
+                          : (std::next(it) == entries_.end() || vaddr < std::next(it)->start);
   if (!inside) return std::nullopt;
   return SymbolMatch{it->name, it->start, vaddr - it->start};
 }

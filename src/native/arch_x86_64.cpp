@@ -24,8 +24,12 @@ int arch::search_unwind_table(unw_addr_space_t as, unw_word_t ip, unw_dyn_info_t
 
 static_assert(UNW_X86_64_RIP == RegisterSet::kCount - 1, "unwind numbering: RIP is the last slot");
 
-std::uint64_t RegisterSet::instruction_pointer() const { return values_[UNW_X86_64_RIP]; }
-std::uint64_t RegisterSet::stack_pointer() const { return values_[UNW_X86_64_RSP]; }
+std::uint64_t RegisterSet::instruction_pointer() const {
+  return values_[UNW_X86_64_RIP];
+}
+std::uint64_t RegisterSet::stack_pointer() const {
+  return values_[UNW_X86_64_RSP];
+}
 
 std::optional<std::uint64_t> RegisterSet::by_unwind_number(int number) const {
   if (number < 0 || number >= kCount) return std::nullopt;

@@ -27,7 +27,8 @@ std::string stop_failure(pid_t pid, pid_t tid, int err, const proc::ProcessFs& f
   } else {
     why = errno_message("ptrace", err);
   }
-  return "cannot stop thread " + std::to_string(tid) + " of pid " + std::to_string(pid) + ": " + why;
+  return "cannot stop thread " + std::to_string(tid) + " of pid " + std::to_string(pid) + ": " +
+         why;
 }
 
 // Copies registers and the live part of the stack of a stopped thread.
@@ -121,9 +122,10 @@ class Freezer {
           copy.error = "thread exited during capture";
           break;
         default:
-          copy.error = "thread did not stop within " + std::to_string(options_.stop_timeout.count()) +
-                       " ms (state " + std::string(1, copy.stat.state) +
-                       (copy.wchan.empty() ? "" : ", waiting in " + copy.wchan) + "); not waited on";
+          copy.error =
+              "thread did not stop within " + std::to_string(options_.stop_timeout.count()) +
+              " ms (state " + std::string(1, copy.stat.state) +
+              (copy.wchan.empty() ? "" : ", waiting in " + copy.wchan) + "); not waited on";
           break;
       }
       if (options_.mode == StopMode::kEachThread) release(index, stop);

@@ -65,7 +65,8 @@ StopState ThreadStop::wait(std::chrono::nanoseconds budget) {
 
 void ThreadStop::release() {
   if (state_ == StopState::kStopped) {
-    ::ptrace(PTRACE_DETACH, tid_, nullptr, reinterpret_cast<void*>(static_cast<long>(signal_to_deliver_)));
+    ::ptrace(PTRACE_DETACH, tid_, nullptr,
+             reinterpret_cast<void*>(static_cast<long>(signal_to_deliver_)));
     released_at_ = std::chrono::steady_clock::now();
     state_ = StopState::kReleased;
   } else if (state_ == StopState::kPending) {

@@ -9,7 +9,6 @@
 #include "hangscope/elf/eh_frame_hdr.h"
 #include "native/arch_unwind.h"
 
-
 namespace hangscope::native {
 
 struct Unwinder::Impl {
@@ -28,7 +27,9 @@ struct WalkContext {
   std::size_t live_reads = 0;
 };
 
-WalkContext& context_of(void* arg) { return *static_cast<WalkContext*>(arg); }
+WalkContext& context_of(void* arg) {
+  return *static_cast<WalkContext*>(arg);
+}
 
 int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t* pi, int need_unwind_info,
                    void* arg) {
@@ -59,7 +60,9 @@ int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t* pi, int 
 
 void put_unwind_info(unw_addr_space_t, unw_proc_info_t*, void*) {}
 
-int get_dyn_info_list_addr(unw_addr_space_t, unw_word_t*, void*) { return -UNW_ENOINFO; }
+int get_dyn_info_list_addr(unw_addr_space_t, unw_word_t*, void*) {
+  return -UNW_ENOINFO;
+}
 
 int access_mem(unw_addr_space_t, unw_word_t address, unw_word_t* value, int write, void* arg) {
   if (write) return -UNW_EINVAL;
@@ -81,9 +84,13 @@ int access_reg(unw_addr_space_t, unw_regnum_t number, unw_word_t* value, int wri
   return 0;
 }
 
-int access_fpreg(unw_addr_space_t, unw_regnum_t, unw_fpreg_t*, int, void*) { return -UNW_EBADREG; }
+int access_fpreg(unw_addr_space_t, unw_regnum_t, unw_fpreg_t*, int, void*) {
+  return -UNW_EBADREG;
+}
 
-int resume(unw_addr_space_t, unw_cursor_t*, void*) { return -UNW_EINVAL; }
+int resume(unw_addr_space_t, unw_cursor_t*, void*) {
+  return -UNW_EINVAL;
+}
 
 int get_proc_name(unw_addr_space_t, unw_word_t, char*, size_t, unw_word_t*, void*) {
   return -UNW_ENOINFO;  // hangscope symbolizes from its own ELF reader, after the walk
@@ -118,8 +125,9 @@ Unwinder::~Unwinder() {
 
 UnwindResult Unwinder::unwind(const ThreadCopy& thread, std::size_t max_frames) {
   UnwindResult result;
-  WalkContext ctx{impl_.get(), &thread,
-                  memory::BufferMemory(thread.stack_start, thread.stack.data(), thread.stack.size())};
+  WalkContext ctx{
+      impl_.get(), &thread,
+      memory::BufferMemory(thread.stack_start, thread.stack.data(), thread.stack.size())};
   unw_cursor_t cursor;
   if (const int rc = unw_init_remote(&cursor, impl_->address_space, &ctx); rc < 0) {
     result.stop_reason = std::string("libunwind init failed: ") + unw_strerror(rc);

@@ -42,9 +42,9 @@ std::optional<TaskStat> parse_task_stat(std::string_view text) {
   if (fields.size() < 20 || fields[0].size() != 1) return std::nullopt;
   stat.state = fields[0][0];
   if (!parse_number(fields[1], stat.ppid)) return std::nullopt;
-  if (!parse_number(fields[6], stat.flags)) return std::nullopt;        // field 9
-  if (!parse_number(fields[11], stat.utime_ticks)) return std::nullopt;  // field 14
-  if (!parse_number(fields[12], stat.stime_ticks)) return std::nullopt;  // field 15
+  if (!parse_number(fields[6], stat.flags)) return std::nullopt;              // field 9
+  if (!parse_number(fields[11], stat.utime_ticks)) return std::nullopt;       // field 14
+  if (!parse_number(fields[12], stat.stime_ticks)) return std::nullopt;       // field 15
   if (!parse_number(fields[19], stat.start_time_ticks)) return std::nullopt;  // field 22
   return stat;
 }
@@ -75,16 +75,26 @@ TaskStatus parse_task_status(std::string_view text) {
 
 std::string_view describe_state(char state) {
   switch (state) {
-    case 'R': return "running";
-    case 'S': return "sleeping";
-    case 'D': return "uninterruptible sleep";
-    case 'T': return "stopped";
-    case 't': return "tracing stop";
-    case 'Z': return "zombie";
-    case 'X': return "dead";
-    case 'I': return "idle";
-    case 'P': return "parked";
-    default: return "unknown state";
+    case 'R':
+      return "running";
+    case 'S':
+      return "sleeping";
+    case 'D':
+      return "uninterruptible sleep";
+    case 'T':
+      return "stopped";
+    case 't':
+      return "tracing stop";
+    case 'Z':
+      return "zombie";
+    case 'X':
+      return "dead";
+    case 'I':
+      return "idle";
+    case 'P':
+      return "parked";
+    default:
+      return "unknown state";
   }
 }
 

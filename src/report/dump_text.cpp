@@ -42,8 +42,8 @@ std::string frame_line(std::size_t index, const capture::Frame& frame) {
 
 std::string dump_to_text(const capture::ProcessDump& dump) {
   std::ostringstream out;
-  out << "Process " << dump.pid << " (" << dump.command << "), " << dump.threads.size()
-      << " thread" << (dump.threads.size() == 1 ? "" : "s");
+  out << "Process " << dump.pid << " (" << dump.command << "), " << dump.threads.size() << " thread"
+      << (dump.threads.size() == 1 ? "" : "s");
   if (dump.python) out << ", Python " << *dump.python;
   out << "\n";
   for (const auto& note : dump.notes) out << "note: " << note << "\n";
@@ -58,7 +58,8 @@ std::string dump_to_text(const capture::ProcessDump& dump) {
     for (std::size_t i = 0; i < thread.frames.size(); ++i) {
       out << frame_line(i, thread.frames[i]) << "\n";
     }
-    for (const auto& kernel_frame : thread.kernel_stack) out << "  [kernel] " << kernel_frame << "\n";
+    for (const auto& kernel_frame : thread.kernel_stack)
+      out << "  [kernel] " << kernel_frame << "\n";
   }
   return out.str();
 }

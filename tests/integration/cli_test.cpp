@@ -25,11 +25,13 @@ CommandResult run_hangscope(const std::string& args) {
   FILE* pipe = ::popen(command.c_str(), "r");
   std::array<char, 4096> buffer;
   std::size_t n;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.out.append(buffer.data(), n);
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
+    result.out.append(buffer.data(), n);
   const int status = ::pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   FILE* err = std::fopen(err_path.c_str(), "r");
-  while (err && (n = std::fread(buffer.data(), 1, buffer.size(), err)) > 0) result.err.append(buffer.data(), n);
+  while (err && (n = std::fread(buffer.data(), 1, buffer.size(), err)) > 0)
+    result.err.append(buffer.data(), n);
   if (err) std::fclose(err);
   ::unlink(err_path.c_str());
   return result;
@@ -81,8 +83,10 @@ TEST(Cli, DumpTextShowsThreadsLikeEuStack) {
   target.wait_for_line("ready");
   const auto result = run_hangscope("dump --pid " + std::to_string(target.pid()));
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_NE(result.out.find("Process " + std::to_string(target.pid()) + " (native_target), 5 threads"),
-            std::string::npos) << result.out;
+  EXPECT_NE(
+      result.out.find("Process " + std::to_string(target.pid()) + " (native_target), 5 threads"),
+      std::string::npos)
+      << result.out;
   EXPECT_NE(result.out.find("\"poller\" S (sleeping)"), std::string::npos) << result.out;
   EXPECT_NE(result.out.find("poll_forever"), std::string::npos);
 }

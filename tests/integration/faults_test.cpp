@@ -129,7 +129,8 @@ TEST(Faults, ThreadHeldByAnotherTracerIsNamedAndTheRestCaptured) {
   ASSERT_NE(held, nullptr);
   ASSERT_EQ(held->notes.size(), 1u);
   EXPECT_NE(held->notes[0].find("another tracer (pid " + std::to_string(tracer) + ")"),
-            std::string::npos) << held->notes[0];
+            std::string::npos)
+      << held->notes[0];
   EXPECT_TRUE(testing::has_frames_in_order(*find_thread(dump, "poller"), {"poll_forever"}));
   EXPECT_TRUE(testing::no_thread_stopped(target.pid()));
 }
@@ -139,7 +140,8 @@ TEST(Faults, UninterruptibleThreadIsReportedWithinBoundedTime) {
   target.wait_for_line("ready");
   const pid_t vforker = tid_named(target.pid(), "vforker");
   ASSERT_NE(vforker, 0);
-  ASSERT_TRUE(testing::eventually([&] { return testing::thread_states(target.pid())[vforker] == 'D'; }));
+  ASSERT_TRUE(
+      testing::eventually([&] { return testing::thread_states(target.pid())[vforker] == 'D'; }));
   capture::CaptureOptions options;
   options.freeze.stop_timeout = std::chrono::milliseconds(50);
   const auto begin = std::chrono::steady_clock::now();
@@ -150,7 +152,8 @@ TEST(Faults, UninterruptibleThreadIsReportedWithinBoundedTime) {
   EXPECT_EQ(stuck->state, 'D');
   EXPECT_FALSE(stuck->wchan.empty());
   ASSERT_FALSE(stuck->notes.empty());
-  EXPECT_NE(stuck->notes[0].find("did not stop within 50 ms"), std::string::npos) << stuck->notes[0];
+  EXPECT_NE(stuck->notes[0].find("did not stop within 50 ms"), std::string::npos)
+      << stuck->notes[0];
   EXPECT_TRUE(testing::has_frames_in_order(*find_thread(dump, "cv_waiter"), {"wait_on_condition"}));
   // The D thread was never left in a ptrace stop; the rest run on.
   ::usleep(50000);
@@ -180,7 +183,8 @@ TEST(Faults, TargetExitingMidCaptureGivesADumpOrAClearError) {
         ++dumps;
       } catch (const Error& e) {
         ++errors;
-        EXPECT_NE(std::string(e.what()).find("pid " + std::to_string(target.pid())), std::string::npos)
+        EXPECT_NE(std::string(e.what()).find("pid " + std::to_string(target.pid())),
+                  std::string::npos)
             << e.what();
       }
     }

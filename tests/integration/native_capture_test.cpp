@@ -1,13 +1,14 @@
 // Captures a real process built like production code and checks every thread's frames.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
 
 #include "hangscope/capture/process_capture.h"
 #include "hangscope/common/error.h"
+#include "hangscope/common/files.h"
 #include "stack_assertions.h"
 #include "target_process.h"
 
@@ -57,6 +58,13 @@ struct NativeTarget {
           return argv;
         }()) {
     process.wait_for_line("ready");
+    // "ready" is written by the main thread just before it blocks in join(): wait until it has.
+    const std::string wchan_path = "/proc/" + std::to_string(process.pid()) + "/wchan";
+    EXPECT_TRUE(testing::eventually([&] {
+      const auto wchan = read_file(wchan_path);
+      return testing::thread_states(process.pid())[process.pid()] == 'S' && wchan.text &&
+             wchan.text->find("futex") != std::string::npos;
+    }));
   }
 };
 
@@ -91,13 +99,14 @@ void expect_known_stacks(const capture::ProcessDump& dump) {
   const auto* main_thread = find_thread(dump, "native_target");
   ASSERT_NE(main_thread, nullptr);
   EXPECT_EQ(main_thread->tid, dump.pid);
-  EXPECT_TRUE(has_frames_in_order(*main_thread, {"std::thread::join", "main_wait", "main", "_start"}));
+  EXPECT_TRUE(
+      has_frames_in_order(*main_thread, {"std::thread::join", "main_wait", "main", "_start"}));
 }
 
 TEST(NativeCapture, EachThreadModeNamesEveryFrameInOrder) {
   NativeTarget target;
-  const auto dump = capture::capture_process(target.process.pid(),
-                                             options_for(native::StopMode::kEachThread));
+  const auto dump =
+      capture::capture_process(target.process.pid(), options_for(native::StopMode::kEachThread));
   EXPECT_EQ(dump.pid, target.process.pid());
   EXPECT_EQ(dump.command, "native_target");
   EXPECT_EQ(dump.threads.size(), 5u);
@@ -108,8 +117,8 @@ TEST(NativeCapture, EachThreadModeNamesEveryFrameInOrder) {
 
 TEST(NativeCapture, AllThreadsModeNamesEveryFrameInOrder) {
   NativeTarget target;
-  const auto dump = capture::capture_process(target.process.pid(),
-                                             options_for(native::StopMode::kAllThreads));
+  const auto dump =
+      capture::capture_process(target.process.pid(), options_for(native::StopMode::kAllThreads));
   expect_known_stacks(dump);
   EXPECT_TRUE(testing::no_thread_stopped(target.process.pid()));
   EXPECT_TRUE(target.counter.advances());
@@ -134,8 +143,8 @@ TEST(NativeCapture, ModulesAndOffsetsAreReported) {
 
 TEST(NativeCapture, ManyThreadsAreAllCapturedAndReleased) {
   NativeTarget target({"--extra-threads", "60"});
-  const auto dump = capture::capture_process(target.process.pid(),
-                                             options_for(native::StopMode::kAllThreads));
+  const auto dump =
+      capture::capture_process(target.process.pid(), options_for(native::StopMode::kAllThreads));
   EXPECT_EQ(dump.threads.size(), 65u);
   int idle = 0;
   for (const auto& t : dump.threads) {

@@ -1,7 +1,8 @@
 // Slow tier: hangscope SIGKILLed 200 times at random points of captures of a 1,000-thread target.
+#include "sigkill_loop.h"
+
 #include <gtest/gtest.h>
 
-#include "sigkill_loop.h"
 #include "target_process.h"
 
 namespace hangscope {

@@ -25,8 +25,8 @@ SigkillLoopResult sigkill_loop(pid_t target, int iterations, int max_delay_us,
       const int devnull = ::open("/dev/null", O_WRONLY);
       ::dup2(devnull, STDOUT_FILENO);
       ::dup2(devnull, STDERR_FILENO);
-      ::execl(HANGSCOPE_BINARY, HANGSCOPE_BINARY, "dump", "--pid", pid_text.c_str(),
-              "--stop-mode", stop_mode.c_str(), static_cast<char*>(nullptr));
+      ::execl(HANGSCOPE_BINARY, HANGSCOPE_BINARY, "dump", "--pid", pid_text.c_str(), "--stop-mode",
+              stop_mode.c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }
     ::usleep(static_cast<useconds_t>(delay(random)));

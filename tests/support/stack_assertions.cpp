@@ -33,8 +33,9 @@ std::string describe_stack(const capture::ThreadDump& thread) {
   for (const auto& needle : needles) {
     const int at = frame_index(thread, needle, from);
     if (at < 0) {
-      return ::testing::AssertionFailure() << "'" << needle << "' not found at or after frame "
-                                           << from << " in\n" << describe_stack(thread);
+      return ::testing::AssertionFailure()
+             << "'" << needle << "' not found at or after frame " << from << " in\n"
+             << describe_stack(thread);
     }
     from = at + 1;
   }

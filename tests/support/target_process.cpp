@@ -66,7 +66,8 @@ std::string TargetProcess::wait_for_line(const std::string& prefix,
     if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
     char buffer[4096];
     const ssize_t n = ::read(stdout_fd_, buffer, sizeof buffer);
-    if (n <= 0) throw std::runtime_error("target closed stdout before '" + prefix + "': " + output_);
+    if (n <= 0)
+      throw std::runtime_error("target closed stdout before '" + prefix + "': " + output_);
     output_.append(buffer, static_cast<std::size_t>(n));
     pending_.append(buffer, static_cast<std::size_t>(n));
   }

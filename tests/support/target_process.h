@@ -51,7 +51,9 @@ bool eventually(Pred pred, std::chrono::milliseconds timeout = std::chrono::seco
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     if (pred()) return true;
-    struct timespec t {0, 2000000};
+    struct timespec t {
+      0, 2000000
+    };
     nanosleep(&t, nullptr);
   }
   return pred();

@@ -1,6 +1,7 @@
+#include "hangscope/report/dump_format.h"
+
 #include <gtest/gtest.h>
 
-#include "hangscope/report/dump_format.h"
 #include "hangscope/v1/process.pb.h"
 
 namespace hangscope::report {
@@ -57,11 +58,14 @@ TEST(DumpText, ShowsNamedAndUnnamedFrames) {
   const auto text = dump_to_text(sample_dump());
   EXPECT_NE(text.find("Process 123 (python3), 1 thread\n"), std::string::npos) << text;
   EXPECT_NE(text.find("note: cannot read /gone.so (deleted)"), std::string::npos);
-  EXPECT_NE(text.find("Thread 124 \"pt_main_thread\" S (sleeping) in futex_wait_queue"), std::string::npos);
+  EXPECT_NE(text.find("Thread 124 \"pt_main_thread\" S (sleeping) in futex_wait_queue"),
+            std::string::npos);
   EXPECT_NE(text.find("#0  0x00007f0000001234  gloo::barrier(gloo::BarrierOptions&) + 0xaa  "
                       "(/usr/lib/libgloo.so.0.5.0)"),
-            std::string::npos) << text;
-  EXPECT_NE(text.find("#1  0x00007f0000009999  ??  (/usr/lib/libx.so + 0x9999)"), std::string::npos) << text;
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("#1  0x00007f0000009999  ??  (/usr/lib/libx.so + 0x9999)"), std::string::npos)
+      << text;
 }
 
 TEST(DumpProto, RoundTripsThroughTheWireFormat) {

@@ -11,12 +11,16 @@
 #include "hangscope/elf/mapped_file.h"
 #include "hangscope/elf/symbol_table.h"
 
-extern "C" __attribute__((noinline, used)) int hangscope_elf_test_marker(int x) { return x * 3 + 1; }
+extern "C" __attribute__((noinline, used)) int hangscope_elf_test_marker(int x) {
+  return x * 3 + 1;
+}
 
 namespace hangscope::elf {
 namespace {
 
-std::unique_ptr<MappedFile> own_executable() { return MappedFile::open("/proc/self/exe"); }
+std::unique_ptr<MappedFile> own_executable() {
+  return MappedFile::open("/proc/self/exe");
+}
 
 TEST(ElfFile, ReadsTheHeadersOfARealExecutable) {
   const auto file = own_executable();
@@ -50,7 +54,8 @@ TEST(SymbolTable, FindsTheFunctionContainingAnAddress) {
 }
 
 TEST(SymbolTable, Demangles) {
-  EXPECT_EQ(demangle("_ZN4gloo7barrierERNS_14BarrierOptionsE"), "gloo::barrier(gloo::BarrierOptions&)");
+  EXPECT_EQ(demangle("_ZN4gloo7barrierERNS_14BarrierOptionsE"),
+            "gloo::barrier(gloo::BarrierOptions&)");
   EXPECT_EQ(demangle("poll"), "poll");
   EXPECT_EQ(demangle("_Znot_really"), "_Znot_really");
 }
@@ -114,7 +119,8 @@ TEST(ElfFile, RejectsBrokenFilesWithTheReason) {
 TEST(ElfFile, SurvivesRandomCorruption) {
   const auto file = own_executable();
   const auto original = file->bytes();
-  std::vector<std::byte> bytes(original.begin(), original.begin() + std::min<std::size_t>(original.size(), 1 << 16));
+  std::vector<std::byte> bytes(original.begin(),
+                               original.begin() + std::min<std::size_t>(original.size(), 1 << 16));
   std::mt19937 random(1234);
   int parsed = 0;
   for (int round = 0; round < 2000; ++round) {
@@ -145,7 +151,8 @@ TEST(MappedFile, NamesThePathWhenItCannotOpen) {
     MappedFile::open("/nonexistent/libfoo.so");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "cannot open /nonexistent/libfoo.so: No such file or directory");
+    EXPECT_EQ(std::string(e.what()),
+              "cannot open /nonexistent/libfoo.so: No such file or directory");
   }
   EXPECT_THROW(MappedFile::open("/proc/self"), Error);
 }

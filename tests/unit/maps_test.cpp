@@ -6,7 +6,9 @@
 namespace hangscope::proc {
 namespace {
 
-__attribute__((noinline)) int code_marker() { return 7; }
+__attribute__((noinline)) int code_marker() {
+  return 7;
+}
 
 TEST(Maps, ParsesFileAnonymousSpecialAndDeletedMappings) {
   const auto map = MemoryMap::parse(

@@ -37,14 +37,16 @@ TEST(ProcessMemory, ReadsLiveMemoryOfAProcess) {
 
 TEST(ProcessMemory, ReadStopsAtAnUnmappedPage) {
   const long page = ::sysconf(_SC_PAGESIZE);
-  auto* area = static_cast<char*>(::mmap(nullptr, static_cast<std::size_t>(2 * page),
-                                         PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  auto* area =
+      static_cast<char*>(::mmap(nullptr, static_cast<std::size_t>(2 * page), PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   ASSERT_NE(area, MAP_FAILED);
   std::memset(area, 'x', static_cast<std::size_t>(page));
   ASSERT_EQ(::munmap(area + page, static_cast<std::size_t>(page)), 0);
   ProcessMemory mem(::getpid());
   std::array<char, 64> out{};
-  EXPECT_EQ(mem.read(reinterpret_cast<std::uint64_t>(area + page - 16), out.data(), out.size()), 16u);
+  EXPECT_EQ(mem.read(reinterpret_cast<std::uint64_t>(area + page - 16), out.data(), out.size()),
+            16u);
   ::munmap(area, static_cast<std::size_t>(page));
 }
 

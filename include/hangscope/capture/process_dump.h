@@ -14,11 +14,11 @@ namespace hangscope::capture {
 struct Frame {
   enum class Kind { kNative, kPython };
   Kind kind = Kind::kNative;
-  std::string function;        // demangled symbol / co_name; "" when unknown
+  std::string function;  // demangled symbol / co_name; "" when unknown
   // native
-  std::string module;          // path of the ELF file; "" when in no file mapping
+  std::string module;  // path of the ELF file; "" when in no file mapping
   std::uint64_t address = 0;
-  std::uint64_t offset = 0;    // from the function start, or from the module when unnamed
+  std::uint64_t offset = 0;  // from the function start, or from the module when unnamed
   std::uint64_t module_offset = 0;
   // python
   std::string qualname;
@@ -28,16 +28,16 @@ struct Frame {
 
 struct ThreadDump {
   pid_t tid = 0;
-  std::string name;                   // comm
-  char state = '?';                   // before hangscope stopped it
+  std::string name;  // comm
+  char state = '?';  // before hangscope stopped it
   std::string wchan;
   std::vector<std::string> kernel_stack;  // for threads that could not be stopped (state D)
   std::optional<std::uint64_t> py_thread_id;
   std::optional<std::string> py_thread_name;
   bool holds_gil = false;
   std::string merge = "ok";
-  std::vector<Frame> frames;          // merged view, innermost first
-  std::vector<std::string> notes;     // what went wrong for this thread
+  std::vector<Frame> frames;       // merged view, innermost first
+  std::vector<std::string> notes;  // what went wrong for this thread
   std::chrono::nanoseconds paused{0};
 };
 

@@ -11,7 +11,7 @@ struct EhFrameHdr {
   std::uint64_t eh_frame_vaddr = 0;  // start of .eh_frame
   std::uint64_t table_vaddr = 0;     // start of the (initial_location, fde) table
   std::uint64_t fde_count = 0;
-  std::uint8_t table_encoding = 0;   // DW_EH_PE_* of the table entries
+  std::uint8_t table_encoding = 0;  // DW_EH_PE_* of the table entries
 };
 
 // `data` is the section's bytes and `vaddr` the virtual address they are loaded at.

@@ -1,4 +1,5 @@
-// One ELF file loaded in a target: its image, symbols and unwind index, opened from the target's view.
+// One ELF file loaded in a target: its image, symbols and unwind index, opened from the target's
+// view.
 #pragma once
 
 #include <cstdint>

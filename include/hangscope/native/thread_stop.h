@@ -1,4 +1,5 @@
-// RAII ptrace stop of one thread: PTRACE_SEIZE + PTRACE_INTERRUPT, bounded wait, detach on every path.
+// RAII ptrace stop of one thread: PTRACE_SEIZE + PTRACE_INTERRUPT, bounded wait, detach on every
+// path.
 #pragma once
 
 #include <sys/types.h>

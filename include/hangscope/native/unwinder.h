@@ -19,8 +19,8 @@ struct RawFrame {
 
 struct UnwindResult {
   std::vector<RawFrame> frames;  // innermost first
-  std::string stop_reason;       // why the walk ended early ("" when it reached the outermost frame)
-  std::size_t live_reads = 0;    // reads the copy could not serve, taken from the live process
+  std::string stop_reason;     // why the walk ended early ("" when it reached the outermost frame)
+  std::size_t live_reads = 0;  // reads the copy could not serve, taken from the live process
 };
 
 // One per process: caches unwind information across its threads.

@@ -20,9 +20,9 @@ struct Mapping {
   bool executable = false;
   std::uint64_t offset = 0;  // file offset of `start`
   std::uint64_t inode = 0;
-  std::string device;        // "major:minor"
-  std::string path;          // file path, "[stack]", "[heap]", "" for anonymous
-  bool deleted = false;      // the file was deleted after it was mapped
+  std::string device;    // "major:minor"
+  std::string path;      // file path, "[stack]", "[heap]", "" for anonymous
+  bool deleted = false;  // the file was deleted after it was mapped
 
   bool contains(std::uint64_t address) const { return address >= start && address < end; }
   bool is_file() const { return inode != 0 && !path.empty() && path.front() == '/'; }

@@ -1,4 +1,5 @@
-// Parsers for /proc/PID/task/TID/{stat,status}: state letter, name, flags, CPU times, tracer, NSpid.
+// Parsers for /proc/PID/task/TID/{stat,status}: state letter, name, flags, CPU times, tracer,
+// NSpid.
 #pragma once
 
 #include <sys/types.h>
@@ -14,8 +15,8 @@ namespace hangscope::proc {
 // The fields of /proc/.../stat that hangscope uses.
 struct TaskStat {
   pid_t tid = 0;
-  std::string comm;        // between the first '(' and the last ')'; may hold spaces and ')'
-  char state = '?';        // R S D T t Z X I ...
+  std::string comm;  // between the first '(' and the last ')'; may hold spaces and ')'
+  char state = '?';  // R S D T t Z X I ...
   pid_t ppid = 0;
   std::uint32_t flags = 0;  // PF_* flags (PF_KTHREAD marks kernel threads)
   std::uint64_t utime_ticks = 0;
@@ -30,8 +31,8 @@ std::optional<TaskStat> parse_task_stat(std::string_view text);
 
 // The fields of /proc/.../status that hangscope uses.
 struct TaskStatus {
-  pid_t tracer_pid = 0;          // TracerPid: another process tracing this task, 0 when none
-  std::vector<pid_t> ns_pids;    // NSpid: ids from the host namespace inward
+  pid_t tracer_pid = 0;        // TracerPid: another process tracing this task, 0 when none
+  std::vector<pid_t> ns_pids;  // NSpid: ids from the host namespace inward
 };
 
 TaskStatus parse_task_status(std::string_view text);
