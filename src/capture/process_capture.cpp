@@ -1,13 +1,17 @@
 #include "hangscope/capture/process_capture.h"
 
 #include <cerrno>
+#include <map>
 
+#include "capture/python_session.h"
 #include "hangscope/common/error.h"
+#include "hangscope/common/redaction.h"
 #include "hangscope/elf/process_image.h"
 #include "hangscope/memory/process_memory.h"
 #include "hangscope/native/symbolizer.h"
 #include "hangscope/native/unwinder.h"
 #include "hangscope/proc/process_fs.h"
+#include "hangscope/python/merge.h"
 
 namespace hangscope::capture {
 namespace {
@@ -43,7 +47,7 @@ ThreadDump describe_thread(const native::ThreadCopy& copy, const proc::ProcessFs
   thread.state = copy.stat.state;
   thread.wchan = copy.wchan;
   thread.paused = copy.paused;
-  if (!copy.copied) {
+  if (!copy.copied && !copy.error.empty()) {
     thread.notes.push_back(copy.error);
     // What the kernel knows is all there is for a thread that could not be stopped.
     if (copy.stat.state == 'D' || copy.stat.state == 'T' || copy.stat.state == 't') {
@@ -51,6 +55,109 @@ ThreadDump describe_thread(const native::ThreadCopy& copy, const proc::ProcessFs
     }
   }
   return thread;
+}
+
+// Python-only mode: thread facts from /proc, nothing stopped.
+std::vector<native::ThreadCopy> list_without_stopping(const proc::ProcessFs& fs) {
+  std::vector<native::ThreadCopy> threads;
+  for (pid_t tid : fs.list_tasks().value_or(std::vector<pid_t>{})) {
+    native::ThreadCopy copy;
+    copy.tid = tid;
+    const auto stat = fs.task_stat(tid);
+    if (!stat) continue;
+    copy.stat = *stat;
+    copy.wchan = fs.task_wchan(tid);
+    threads.push_back(std::move(copy));
+  }
+  return threads;
+}
+
+// Which host thread runs a Python thread state.
+class ThreadMatcher {
+ public:
+  ThreadMatcher(const proc::ProcessFs& fs, const std::vector<native::ThreadCopy>& copies,
+                memory::MemoryReader& memory)
+      : memory_(memory) {
+    for (const auto& copy : copies) {
+      host_tids_.insert({copy.tid, copy.tid});
+      if (const auto status = fs.task_status(copy.tid); status && !status->ns_pids.empty()) {
+        ns_to_host_[status->ns_pids.back()] = copy.tid;
+      }
+      if (copy.copied) by_thread_pointer_[copy.registers.thread_pointer()] = copy.tid;
+    }
+  }
+
+  std::optional<pid_t> host_tid(const python::PyThread& thread) {
+    if (thread.native_thread_id) {
+      const auto it = ns_to_host_.find(static_cast<pid_t>(*thread.native_thread_id));
+      if (it != ns_to_host_.end()) return it->second;
+    }
+    if (const auto it = by_thread_pointer_.find(thread.thread_id); it != by_thread_pointer_.end()) {
+      return it->second;
+    }
+    // 3.10 without registers: glibc (x86-64, 2.26+) keeps the kernel tid in struct pthread.
+    constexpr std::uint64_t kGlibcPthreadTid = 0x2d0;
+    std::int32_t tid = 0;
+    if (memory_.read_exact(thread.thread_id + kGlibcPthreadTid, &tid, sizeof tid)) {
+      if (const auto it = ns_to_host_.find(tid); it != ns_to_host_.end()) return it->second;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  memory::MemoryReader& memory_;
+  std::map<pid_t, pid_t> host_tids_;
+  std::map<pid_t, pid_t> ns_to_host_;
+  std::map<std::uint64_t, pid_t> by_thread_pointer_;
+};
+
+void mask_locals(std::vector<Frame>& frames) {
+  for (auto& frame : frames) {
+    for (auto& [name, value] : frame.locals) value = mask_if_secret(name, value);
+  }
+}
+
+// Gives one thread its Python frames and, unless Python-only, the merged view.
+void fill_python(ThreadDump& thread, const python::PyThread& py,
+                 const std::string& interpreter_module, StackKinds stacks) {
+  thread.py_thread_id = py.thread_id;
+  thread.holds_gil = py.holds_gil;
+  for (const auto& f : py.frames) thread.python_frames.push_back(python::to_frame(f));
+  mask_locals(thread.python_frames);
+  if (!py.error.empty()) thread.notes.push_back("Python stack: " + py.error);
+  if (stacks == StackKinds::kPythonOnly) {
+    thread.frames = thread.python_frames;
+    return;
+  }
+  auto merged = python::merge_stacks(thread.native_frames, py.frames, interpreter_module);
+  mask_locals(merged.frames);
+  thread.frames = std::move(merged.frames);
+  thread.merge = merged.merge;
+}
+
+// Attaches Python threads to the native ones; a Python thread whose native thread is not
+// found is kept as a thread of its own (tid 0) with a note.
+void attach_python(ProcessDump& dump, const std::vector<python::PyThread>& py_threads,
+                   ThreadMatcher& matcher, const std::string& interpreter_module,
+                   StackKinds stacks) {
+  std::map<pid_t, ThreadDump*> by_tid;
+  for (auto& t : dump.threads) by_tid[t.tid] = &t;
+  std::vector<const python::PyThread*> unmatched;
+  for (const auto& py : py_threads) {
+    const auto tid = matcher.host_tid(py);
+    if (tid && by_tid.count(*tid)) {
+      fill_python(*by_tid[*tid], py, interpreter_module, stacks);
+    } else {
+      unmatched.push_back(&py);
+    }
+  }
+  for (const auto* py : unmatched) {
+    dump.notes.push_back("Python thread " + std::to_string(py->thread_id) +
+                         " matches no thread of the process (it may have exited)");
+    ThreadDump thread;
+    fill_python(thread, *py, interpreter_module, StackKinds::kPythonOnly);
+    dump.threads.push_back(std::move(thread));
+  }
 }
 
 }  // namespace
@@ -69,26 +176,67 @@ ProcessDump capture_process(pid_t pid, const CaptureOptions& options) {
   dump.command = leader.comm;
   if (leader.state == 'Z') dump.notes.push_back("the main thread has exited (zombie leader)");
 
-  const native::FreezeResult frozen = native::freeze_and_copy(fs, *maps, options.freeze);
-  dump.notes.insert(dump.notes.end(), frozen.notes.begin(), frozen.notes.end());
-  dump.max_paused = frozen.max_paused;
-  if (frozen.threads.empty()) throw Error(pid_label(pid, leader.comm) + " exited during capture");
-
-  // Everything below runs after every thread was released.
   elf::ProcessImage image(fs, std::move(*maps));
   memory::ProcessMemory live(pid);
+
+  // Find the interpreter before stopping anything: it opens files, which can wait.
+  std::unique_ptr<PythonSession> python;
+  if (options.stacks != StackKinds::kNativeOnly) {
+    std::string note;
+    python = PythonSession::open(image, live, &note);
+    if (python) {
+      dump.python = python->interpreter().version.to_string();
+    } else if (options.stacks == StackKinds::kPythonOnly || note.rfind("not a Python", 0) != 0) {
+      dump.notes.push_back(note);
+    }
+  }
+  std::vector<python::PyThread> py_threads;
+  bool python_read = false;
+  std::string python_error;
+  const auto read_python = [&](int attempts) {
+    try {
+      py_threads = python->read_threads(options.locals, attempts);
+    } catch (const Error& e) {
+      python_error = e.what();
+    }
+    python_read = true;
+  };
+
+  std::vector<native::ThreadCopy> copies;
+  if (options.stacks == StackKinds::kPythonOnly) {
+    copies = list_without_stopping(fs);
+  } else {
+    native::FreezeOptions freeze = options.freeze;
+    if (python && freeze.mode == native::StopMode::kAllThreads) {
+      freeze.while_all_stopped = [&] { read_python(1); };  // one consistent instant
+    }
+    native::FreezeResult frozen = native::freeze_and_copy(fs, image.maps(), freeze);
+    dump.notes.insert(dump.notes.end(), frozen.notes.begin(), frozen.notes.end());
+    dump.max_paused = frozen.max_paused;
+    copies = std::move(frozen.threads);
+  }
+  if (copies.empty()) throw Error(pid_label(pid, leader.comm) + " exited during capture");
+  // Everything below runs with every thread running again.
+  if (python && !python_read) read_python(3);
+  if (!python_error.empty()) dump.notes.push_back("Python stacks unavailable: " + python_error);
+
   native::Unwinder unwinder(image, &live);
   native::Symbolizer symbolizer(image);
-  for (const auto& copy : frozen.threads) {
+  for (const auto& copy : copies) {
     ThreadDump thread = describe_thread(copy, fs);
     if (copy.copied) {
-      const auto walk = unwinder.unwind(copy, options.max_frames);
-      thread.frames = symbolizer.symbolize(walk.frames);
+      const auto walk = unwinder.unwind(copy, options.max_native_frames);
+      thread.native_frames = symbolizer.symbolize(walk.frames);
+      thread.frames = thread.native_frames;
       if (!walk.stop_reason.empty()) thread.notes.push_back(walk.stop_reason);
     }
     dump.threads.push_back(std::move(thread));
   }
-  dump.notes.insert(dump.notes.end(), image.notes().begin(), image.notes().end());
+  if (python && !py_threads.empty()) {
+    ThreadMatcher matcher(fs, copies, live);
+    attach_python(dump, py_threads, matcher, python->interpreter().module_path, options.stacks);
+  }
+  for (auto& note : image.notes()) dump.notes.push_back(std::move(note));
   dump.capture_time = std::chrono::steady_clock::now() - begin;
   return dump;
 }

@@ -17,6 +17,9 @@ struct DumpArguments {
   std::string stop_mode = "each";
   std::size_t max_stack_kib = 512;
   int stop_timeout_ms = 100;
+  bool native_only = false;
+  bool python_only = false;
+  bool locals = false;
 };
 
 int run_dump(const DumpArguments& args) {
@@ -25,6 +28,10 @@ int run_dump(const DumpArguments& args) {
       args.stop_mode == "all" ? native::StopMode::kAllThreads : native::StopMode::kEachThread;
   options.freeze.max_stack_bytes = args.max_stack_kib * 1024;
   options.freeze.stop_timeout = std::chrono::milliseconds(args.stop_timeout_ms);
+  options.stacks = args.native_only   ? capture::StackKinds::kNativeOnly
+                   : args.python_only ? capture::StackKinds::kPythonOnly
+                                      : capture::StackKinds::kMerged;
+  options.locals = args.locals;
   try {
     const auto dump = capture::capture_process(args.pid, options);
     if (args.json) {
@@ -47,6 +54,13 @@ CommandRunner register_dump_command(CLI::App& app) {
       ->required()
       ->check(CLI::PositiveNumber);
   app.add_flag("--json", args->json, "Print the dump as JSON (keys as in docs/cli.md)");
+  auto* native_only =
+      app.add_flag("--native-only", args->native_only, "Native stacks only: no interpreter reads");
+  app.add_flag("--python-only", args->python_only,
+               "Python stacks only, read without stopping any thread")
+      ->excludes(native_only);
+  app.add_flag("--locals", args->locals,
+               "Python locals of every frame (simple values; secrets masked)");
   app.add_option("--stop-mode", args->stop_mode,
                  "each: stop one thread at a time (shortest pause); all: stop every thread at once")
       ->check(CLI::IsMember({"each", "all"}))
@@ -61,6 +75,8 @@ CommandRunner register_dump_command(CLI::App& app) {
   app.footer(
       "Examples:\n"
       "  hangscope dump --pid 1234\n"
+      "  hangscope dump --pid 1234 --locals\n"
+      "  hangscope dump --pid 1234 --python-only   # nothing is stopped\n"
       "  hangscope dump --pid 1234 --json > rank0.json");
   return [args] { return run_dump(*args); };
 }

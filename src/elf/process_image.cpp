@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <set>
+
 #include "hangscope/common/error.h"
 
 namespace hangscope::elf {
@@ -27,8 +30,8 @@ const Module* ProcessImage::module_for(const proc::Mapping& mapping) {
     }
   }
   if (!module) {
-    notes_.push_back("cannot read " + mapping.path + (mapping.deleted ? " (deleted)" : "") +
-                     ": frames in it show addresses only (" + first_error + ")");
+    failures_.push_back({&mapping, "cannot read " + mapping.path + (mapping.deleted ? " (deleted)" : "") +
+                                       ": frames in it show addresses only (" + first_error + ")"});
   }
   const Module* result = module.get();
   modules_.emplace(std::move(key), std::move(module));
@@ -51,6 +54,35 @@ std::optional<Location> ProcessImage::locate(std::uint64_t address) {
     }
   }
   return location;
+}
+
+std::vector<std::string> ProcessImage::notes() const {
+  std::vector<std::string> notes;
+  for (const auto& failure : failures_) {
+    const bool has_code = std::any_of(maps_.mappings().begin(), maps_.mappings().end(), [&](const proc::Mapping& m) {
+      return m.executable && m.inode == failure.mapping->inode && m.device == failure.mapping->device;
+    });
+    if (has_code) notes.push_back(failure.message);
+  }
+  return notes;
+}
+
+std::vector<ProcessImage::LoadedFile> ProcessImage::loaded_files() {
+  std::vector<LoadedFile> files;
+  std::set<std::tuple<std::string, std::uint64_t, std::string>> seen;
+  for (const auto& mapping : maps_.mappings()) {
+    if (!mapping.is_file() || !seen.emplace(mapping.device, mapping.inode, mapping.path).second) {
+      continue;
+    }
+    LoadedFile file;
+    file.first_mapping = &mapping;
+    if (const auto location = locate(mapping.start); location && location->module) {
+      file.module = location->module;
+      file.bias = location->bias;
+    }
+    files.push_back(file);
+  }
+  return files;
 }
 
 std::size_t ProcessImage::read_file_backed(std::uint64_t address, void* out, std::size_t size) {

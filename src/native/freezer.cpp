@@ -75,6 +75,9 @@ class Freezer {
       }
       capture_round(fresh);
     }
+    if (options_.mode == StopMode::kAllThreads && options_.while_all_stopped) {
+      options_.while_all_stopped();
+    }
     release_all();
     result_.wall = std::chrono::steady_clock::now() - begin;
     std::sort(result_.threads.begin(), result_.threads.end(),

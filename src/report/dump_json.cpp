@@ -3,21 +3,36 @@
 namespace hangscope::report {
 namespace {
 
+nlohmann::json nullable(const std::string& text) {
+  return text.empty() ? nlohmann::json(nullptr) : nlohmann::json(text);
+}
+
 nlohmann::json frame_to_json(const capture::Frame& frame) {
   if (frame.kind == capture::Frame::Kind::kPython) {
-    return {{"kind", "python"},
-            {"function", frame.function},
-            {"qualname", frame.qualname},
-            {"file", frame.file},
-            {"line", frame.line}};
+    nlohmann::json json{{"kind", "python"},
+                        {"function", frame.function},
+                        {"qualname", frame.qualname},
+                        {"file", frame.file},
+                        {"line", frame.line}};
+    if (!frame.locals.empty()) {
+      nlohmann::json locals = nlohmann::json::object();
+      for (const auto& [name, value] : frame.locals) locals[name] = value;
+      json["locals"] = std::move(locals);
+    }
+    return json;
   }
   return {{"kind", "native"},
-          {"function",
-           frame.function.empty() ? nlohmann::json(nullptr) : nlohmann::json(frame.function)},
-          {"module", frame.module.empty() ? nlohmann::json(nullptr) : nlohmann::json(frame.module)},
+          {"function", nullable(frame.function)},
+          {"module", nullable(frame.module)},
           {"offset", frame.offset},
           {"module_offset", frame.module_offset},
           {"address", frame.address}};
+}
+
+nlohmann::json frames_json(const std::vector<capture::Frame>& frames) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& f : frames) out.push_back(frame_to_json(f));
+  return out;
 }
 
 template <typename T>
@@ -25,35 +40,36 @@ nlohmann::json optional_json(const std::optional<T>& value) {
   return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
 }
 
+std::int64_t micros(std::chrono::nanoseconds d) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+}
+
 }  // namespace
 
 nlohmann::json dump_to_json(const capture::ProcessDump& dump) {
   nlohmann::json threads = nlohmann::json::array();
   for (const auto& t : dump.threads) {
-    nlohmann::json frames = nlohmann::json::array();
-    for (const auto& f : t.frames) frames.push_back(frame_to_json(f));
-    threads.push_back(
-        {{"tid", t.tid},
-         {"name", t.name},
-         {"state", std::string(1, t.state)},
-         {"wchan", t.wchan.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.wchan)},
-         {"py_thread_id", optional_json(t.py_thread_id)},
-         {"py_thread_name", optional_json(t.py_thread_name)},
-         {"holds_gil", t.holds_gil},
-         {"merge", t.merge},
-         {"paused_us", std::chrono::duration_cast<std::chrono::microseconds>(t.paused).count()},
-         {"notes", t.notes},
-         {"kernel_stack", t.kernel_stack},
-         {"frames", std::move(frames)}});
+    threads.push_back({{"tid", t.tid},
+                       {"name", t.name},
+                       {"state", std::string(1, t.state)},
+                       {"wchan", nullable(t.wchan)},
+                       {"py_thread_id", optional_json(t.py_thread_id)},
+                       {"py_thread_name", optional_json(t.py_thread_name)},
+                       {"holds_gil", t.holds_gil},
+                       {"merge", t.merge},
+                       {"paused_us", micros(t.paused)},
+                       {"notes", t.notes},
+                       {"kernel_stack", t.kernel_stack},
+                       {"frames", frames_json(t.frames)},
+                       {"native_frames", frames_json(t.native_frames)},
+                       {"python_frames", frames_json(t.python_frames)}});
   }
   return {{"pid", dump.pid},
           {"command", dump.command},
           {"python", optional_json(dump.python)},
           {"notes", dump.notes},
-          {"capture_us",
-           std::chrono::duration_cast<std::chrono::microseconds>(dump.capture_time).count()},
-          {"max_paused_us",
-           std::chrono::duration_cast<std::chrono::microseconds>(dump.max_paused).count()},
+          {"capture_us", micros(dump.capture_time)},
+          {"max_paused_us", micros(dump.max_paused)},
           {"threads", std::move(threads)}};
 }
 

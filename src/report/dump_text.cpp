@@ -20,6 +20,7 @@ std::string frame_line(std::size_t index, const capture::Frame& frame) {
   if (frame.kind == capture::Frame::Kind::kPython) {
     line << "[py] " << (frame.qualname.empty() ? frame.function : frame.qualname) << " ("
          << frame.file << ":" << frame.line << ")";
+    for (const auto& [name, value] : frame.locals) line << "\n        " << name << " = " << value;
     return line.str();
   }
   char address[24];
@@ -52,6 +53,7 @@ std::string dump_to_text(const capture::ProcessDump& dump) {
         << proc::describe_state(thread.state) << ")";
     if (!thread.wchan.empty()) out << " in " << thread.wchan;
     if (thread.py_thread_name) out << " [Python " << *thread.py_thread_name << "]";
+    if (thread.merge != "ok") out << "\n  merge " << thread.merge;
     if (thread.holds_gil) out << " [holds GIL]";
     out << "\n";
     for (const auto& note : thread.notes) out << "  note: " << note << "\n";

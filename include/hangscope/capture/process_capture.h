@@ -1,4 +1,5 @@
-// Captures one process: checks it can be examined, freezes and copies threads, unwinds, symbolizes.
+// Captures one process: checks it can be examined, freezes and copies threads, unwinds,
+// symbolizes, reads the Python interpreter, and merges native and Python stacks.
 #pragma once
 
 #include <sys/types.h>
@@ -8,14 +9,22 @@
 
 namespace hangscope::capture {
 
+enum class StackKinds {
+  kMerged,      // native + Python, merged (Python processes) or native alone
+  kNativeOnly,  // no interpreter reads
+  kPythonOnly,  // no thread is stopped: Python stacks read from memory while the process runs
+};
+
 struct CaptureOptions {
   native::FreezeOptions freeze;
-  std::size_t max_frames = 256;
+  std::size_t max_native_frames = 2048;
+  StackKinds stacks = StackKinds::kMerged;
+  bool locals = false;  // Python locals of every frame (simple values, masked)
 };
 
 // Throws hangscope::Error with a one-line message naming the pid and the reason when the
 // process cannot be captured at all (does not exist, zombie, kernel thread, /proc unreadable).
-// Problems with single threads or files become notes in the dump instead.
+// Problems with single threads, files or the interpreter become notes in the dump instead.
 ProcessDump capture_process(pid_t pid, const CaptureOptions& options);
 
 }  // namespace hangscope::capture

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace hangscope::capture {
@@ -24,6 +25,7 @@ struct Frame {
   std::string qualname;
   std::string file;
   int line = 0;
+  std::vector<std::pair<std::string, std::string>> locals;  // name, repr (--locals)
 };
 
 struct ThreadDump {
@@ -36,7 +38,9 @@ struct ThreadDump {
   std::optional<std::string> py_thread_name;
   bool holds_gil = false;
   std::string merge = "ok";
-  std::vector<Frame> frames;       // merged view, innermost first
+  std::vector<Frame> frames;         // merged view, innermost first
+  std::vector<Frame> native_frames;  // raw native stack (kept for snapshots)
+  std::vector<Frame> python_frames;  // raw Python stack (kept for snapshots)
   std::vector<std::string> notes;  // what went wrong for this thread
   std::chrono::nanoseconds paused{0};
 };

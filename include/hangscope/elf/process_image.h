@@ -33,11 +33,21 @@ class ProcessImage {
   // cannot be opened is tried once and reported in notes().
   std::optional<Location> locate(std::uint64_t address);
 
+  // Every distinct file mapped into the process, in address order, opened (null when it
+  // could not be) with its load bias.
+  struct LoadedFile {
+    const proc::Mapping* first_mapping = nullptr;
+    const Module* module = nullptr;
+    std::uint64_t bias = 0;
+  };
+  std::vector<LoadedFile> loaded_files();
+
   // Copies bytes of a file-backed mapping from the local copy of the file.
   std::size_t read_file_backed(std::uint64_t address, void* out, std::size_t size);
 
-  // Messages about files that could not be opened or parsed, one per file.
-  const std::vector<std::string>& notes() const { return notes_; }
+  // Messages about code files that could not be opened or parsed, one per file (data files
+  // that are not ELF, such as locale archives, are not worth a note).
+  std::vector<std::string> notes() const;
 
  private:
   const Module* module_for(const proc::Mapping& mapping);
@@ -47,7 +57,11 @@ class ProcessImage {
   std::vector<std::string> debug_roots_;
   // Keyed by (device, inode, path): one Module per file, null after a failed open.
   std::map<std::tuple<std::string, std::uint64_t, std::string>, std::unique_ptr<Module>> modules_;
-  std::vector<std::string> notes_;
+  struct OpenFailure {
+    const proc::Mapping* mapping;
+    std::string message;
+  };
+  std::vector<OpenFailure> failures_;
 };
 
 }  // namespace hangscope::elf

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +30,9 @@ struct FreezeOptions {
   std::chrono::milliseconds stop_timeout{100};
   // Re-list /proc/PID/task until no new threads appear, at most this often.
   int max_list_rounds = 16;
+  // kAllThreads only: runs once every thread is stopped and copied, before any is released
+  // (reads that must see the process at one instant, e.g. the Python interpreter's state).
+  std::function<void()> while_all_stopped;
 };
 
 // What was learned about one thread: /proc facts read before it was stopped, and the copy.

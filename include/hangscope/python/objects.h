@@ -1,0 +1,56 @@
+// Typed, bounds-checked reads of CPython objects in another process: pointers, str, bytes,
+// type names, and short reprs of simple values (for --locals).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hangscope/memory/memory_reader.h"
+#include "hangscope/proc/maps.h"
+#include "hangscope/python/layout.h"
+
+namespace hangscope::python {
+
+class ObjectReader {
+ public:
+  ObjectReader(memory::MemoryReader& memory, const proc::MemoryMap& maps, const Layout& layout)
+      : memory_(memory), maps_(maps), layout_(layout) {}
+
+  const Layout& layout() const { return layout_; }
+  memory::MemoryReader& memory() { return memory_; }
+
+  // True when address is 8-aligned and inside a readable mapping.
+  bool plausible(std::uint64_t address) const;
+  std::optional<std::uint64_t> pointer_at(std::uint64_t address);
+  bool read(std::uint64_t address, void* out, std::size_t size);
+
+  // A str object as UTF-8 (ASCII, Latin-1, UCS-2, UCS-4), cut to max_chars code points.
+  std::optional<std::string> string(std::uint64_t object, std::size_t max_chars = 1024);
+  // A bytes object's contents, cut to max_bytes.
+  std::optional<std::string> bytes(std::uint64_t object, std::size_t max_bytes = 1 << 20);
+  // The type's tp_name ("code", "str", "int", ...), cached per type.
+  std::optional<std::string> type_name(std::uint64_t object);
+  // Number of items of a tuple (PyVarObject.ob_size).
+  std::optional<std::int64_t> var_size(std::uint64_t object);
+  std::optional<std::uint64_t> tuple_item(std::uint64_t tuple, std::int64_t index);
+
+  // A short Python-like repr of simple values (int, float, bool, None, str, bytes, small
+  // tuples and lists of them); any other object is shown as <type name>.
+  std::string repr(std::uint64_t object, int depth = 2);
+
+ private:
+  std::optional<std::string> int_repr(std::uint64_t object);
+
+  memory::MemoryReader& memory_;
+  const proc::MemoryMap& maps_;
+  const Layout& layout_;
+  std::map<std::uint64_t, std::string> type_names_;
+};
+
+// Appends code point cp to out as UTF-8 (invalid code points become U+FFFD).
+void append_utf8(std::string& out, std::uint32_t cp);
+
+}  // namespace hangscope::python

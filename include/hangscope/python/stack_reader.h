@@ -1,0 +1,75 @@
+// Walks the interpreter's thread states and frames in another process's memory: one algorithm
+// for every supported version, driven by the version's Layout.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hangscope/python/objects.h"
+
+namespace hangscope::python {
+
+struct PyFrame {
+  std::string function;  // co_name
+  std::string qualname;  // co_qualname (3.11+), else co_name
+  std::string file;      // co_filename
+  int line = 0;          // 0 when the instruction has no line
+  // The outermost Python frame run by one native _PyEval_EvalFrameDefault call.
+  bool eval_entry = false;
+  std::vector<std::pair<std::string, std::string>> locals;  // name, repr (with --locals)
+};
+
+struct PyThread {
+  std::uint64_t tstate = 0;
+  std::uint64_t thread_id = 0;                 // pthread_t
+  std::optional<std::int64_t> native_thread_id;  // gettid() in the target's PID namespace (3.11+)
+  bool holds_gil = false;
+  std::vector<PyFrame> frames;  // innermost first
+  std::string error;            // why the walk stopped early ("" when it reached the bottom)
+};
+
+struct StackReaderOptions {
+  bool locals = false;
+  std::size_t max_frames = 4096;
+  std::size_t max_threads = 4096;
+};
+
+class StackReader {
+ public:
+  StackReader(ObjectReader& objects, std::uint64_t runtime_address, StackReaderOptions options)
+      : objects_(objects), layout_(objects.layout()), runtime_(runtime_address), options_(options) {}
+
+  // Every thread of the main interpreter. Throws hangscope::Error when the interpreter itself
+  // cannot be reached (not initialised yet, finalising, or memory that does not fit the layout).
+  std::vector<PyThread> read_threads();
+
+ private:
+  struct CodeInfo {
+    bool valid = false;
+    std::string name, qualname, file;
+    int first_line = 0;
+    std::string line_table;
+    int first_traceable = 0;
+    std::vector<std::string> local_names;
+    std::string local_kinds;
+  };
+
+  const CodeInfo& code_info(std::uint64_t code);
+  std::optional<std::uint64_t> gil_holder(std::uint64_t interp);
+  std::optional<std::uint64_t> first_frame(std::uint64_t tstate);
+  void walk_frames(std::uint64_t frame, PyThread& thread);
+  void read_locals(const CodeInfo& code, std::uint64_t localsplus, PyFrame& frame);
+  int line_of(const CodeInfo& code, std::uint64_t code_address, std::uint64_t instr) const;
+
+  ObjectReader& objects_;
+  const Layout& layout_;
+  std::uint64_t runtime_;
+  StackReaderOptions options_;
+  std::map<std::uint64_t, CodeInfo> codes_;
+};
+
+}  // namespace hangscope::python

@@ -1,0 +1,42 @@
+// Private to capture: one process's interpreter, its layout, and reads of its Python threads.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hangscope/elf/process_image.h"
+#include "hangscope/memory/memory_reader.h"
+#include "hangscope/python/interpreter.h"
+#include "hangscope/python/layout.h"
+#include "hangscope/python/objects.h"
+#include "hangscope/python/stack_reader.h"
+
+namespace hangscope::capture {
+
+class PythonSession {
+ public:
+  // Finds the interpreter and its layout; nullptr with the reason in *note when there is none
+  // (not Python, unknown version, unreadable) so the capture goes on with native stacks.
+  static std::unique_ptr<PythonSession> open(elf::ProcessImage& image, memory::MemoryReader& memory,
+                                             std::string* note);
+
+  const python::Interpreter& interpreter() const { return interpreter_; }
+
+  // Reads every Python thread; retries when a walk broke (the process kept running).
+  // Throws hangscope::Error when the interpreter cannot be read at all.
+  std::vector<python::PyThread> read_threads(bool locals, int attempts);
+
+ private:
+  PythonSession(python::Interpreter interpreter, python::Layout layout, memory::MemoryReader& memory,
+                const proc::MemoryMap& maps)
+      : interpreter_(std::move(interpreter)), layout_(std::move(layout)), memory_(memory), maps_(maps) {}
+
+  python::Interpreter interpreter_;
+  python::Layout layout_;
+  memory::MemoryReader& memory_;
+  const proc::MemoryMap& maps_;
+};
+
+}  // namespace hangscope::capture

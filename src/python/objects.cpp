@@ -1,0 +1,193 @@
+#include "hangscope/python/objects.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+namespace hangscope::python {
+
+void append_utf8(std::string& out, std::uint32_t cp) {
+  if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) cp = 0xFFFD;
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+bool ObjectReader::plausible(std::uint64_t address) const {
+  if (address == 0 || (address & 7) != 0) return false;
+  const proc::Mapping* mapping = maps_.find(address);
+  return mapping != nullptr && mapping->readable;
+}
+
+bool ObjectReader::read(std::uint64_t address, void* out, std::size_t size) {
+  return address != 0 && memory_.read_exact(address, out, size);
+}
+
+std::optional<std::uint64_t> ObjectReader::pointer_at(std::uint64_t address) {
+  std::uint64_t value = 0;
+  if (!read(address, &value, sizeof value)) return std::nullopt;
+  return value;
+}
+
+std::optional<std::string> ObjectReader::type_name(std::uint64_t object) {
+  if (!plausible(object)) return std::nullopt;
+  const auto type = pointer_at(object + layout_.object_type);
+  if (!type || !plausible(*type)) return std::nullopt;
+  if (const auto it = type_names_.find(*type); it != type_names_.end()) return it->second;
+  const auto name_ptr = pointer_at(*type + layout_.type_name);
+  if (!name_ptr || *name_ptr == 0) return std::nullopt;
+  char buffer[128] = {};
+  const std::size_t n = memory_.read(*name_ptr, buffer, sizeof buffer - 1);
+  if (n == 0) return std::nullopt;
+  std::string name(buffer, strnlen(buffer, n));
+  type_names_.emplace(*type, name);
+  return name;
+}
+
+std::optional<std::int64_t> ObjectReader::var_size(std::uint64_t object) {
+  std::int64_t size = 0;
+  if (!read(object + layout_.var_size, &size, sizeof size) || size < 0) return std::nullopt;
+  return size;
+}
+
+std::optional<std::uint64_t> ObjectReader::tuple_item(std::uint64_t tuple, std::int64_t index) {
+  return pointer_at(tuple + layout_.tuple_items + static_cast<std::uint64_t>(index) * 8);
+}
+
+std::optional<std::string> ObjectReader::string(std::uint64_t object, std::size_t max_chars) {
+  if (!plausible(object)) return std::nullopt;
+  std::int64_t length = 0;
+  std::uint32_t state = 0;
+  if (!read(object + layout_.unicode_length, &length, sizeof length) ||
+      !read(object + layout_.unicode_state, &state, sizeof state) || length < 0) {
+    return std::nullopt;
+  }
+  const unsigned kind = (state >> 2) & 7u;
+  const bool compact = (state >> 5) & 1u;
+  const bool ascii = (state >> 6) & 1u;
+  if (kind != 1 && kind != 2 && kind != 4) return std::nullopt;  // legacy, not-ready string
+  std::uint64_t data = 0;
+  if (compact) {
+    data = object + (ascii ? layout_.unicode_ascii_data : layout_.unicode_compact_data);
+  } else {
+    const auto pointer = pointer_at(object + layout_.unicode_legacy_data);
+    if (!pointer) return std::nullopt;
+    data = *pointer;
+  }
+  const std::size_t count = std::min<std::size_t>(static_cast<std::size_t>(length), max_chars);
+  std::vector<std::uint8_t> raw(count * kind);
+  if (!raw.empty() && !read(data, raw.data(), raw.size())) return std::nullopt;
+  std::string out;
+  out.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    std::uint32_t cp = 0;
+    std::memcpy(&cp, raw.data() + i * kind, kind);  // little-endian
+    append_utf8(out, cp);
+  }
+  if (count < static_cast<std::size_t>(length)) out += "…";
+  return out;
+}
+
+std::optional<std::string> ObjectReader::bytes(std::uint64_t object, std::size_t max_bytes) {
+  const auto size = var_size(object);
+  if (!size) return std::nullopt;
+  std::string out(std::min<std::size_t>(static_cast<std::size_t>(*size), max_bytes), '\0');
+  if (!out.empty() && !read(object + layout_.bytes_data, out.data(), out.size())) {
+    return std::nullopt;
+  }
+  return out;
+}
+
+std::optional<std::string> ObjectReader::int_repr(std::uint64_t object) {
+  std::int64_t tag = 0;
+  if (!read(object + layout_.var_size, &tag, sizeof tag)) return std::nullopt;
+  std::uint64_t digits = 0;
+  bool negative = false;
+  if (layout_.long_has_tag) {
+    const auto bits = static_cast<std::uint64_t>(tag);
+    digits = bits >> 3;
+    negative = (bits & 3) == 2;
+    if ((bits & 3) == 1) return "0";
+  } else {
+    negative = tag < 0;
+    digits = static_cast<std::uint64_t>(negative ? -tag : tag);
+  }
+  if (digits == 0) return "0";
+  if (digits > 2) return std::string("<int with ") + std::to_string(digits * 30) + " bits>";
+  std::uint32_t d[2] = {0, 0};
+  if (!read(object + layout_.long_digits, d, digits * 4)) return std::nullopt;
+  const std::uint64_t value = d[0] | (static_cast<std::uint64_t>(d[1]) << 30);
+  return (negative ? "-" : "") + std::to_string(value);
+}
+
+std::string ObjectReader::repr(std::uint64_t object, int depth) {
+  if (object == 0) return "<NULL>";
+  const auto type = type_name(object);
+  if (!type) return "<unreadable>";
+  if (*type == "NoneType") return "None";
+  if (*type == "bool") {
+    const auto value = int_repr(object);
+    return value && *value != "0" ? "True" : "False";
+  }
+  if (*type == "int") return int_repr(object).value_or("<int>");
+  if (*type == "float") {
+    double value = 0;
+    if (!read(object + layout_.float_value, &value, sizeof value)) return "<float>";
+    char buffer[64];
+    std::snprintf(buffer, sizeof buffer, "%.17g", value);
+    return buffer;
+  }
+  if (*type == "str") {
+    const auto text = string(object, 256);
+    return text ? "'" + *text + "'" : "<str>";
+  }
+  if (*type == "bytes") {
+    const auto data = bytes(object, 64);
+    if (!data) return "<bytes>";
+    std::string out = "b'";
+    for (unsigned char c : *data) {
+      if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
+        out += static_cast<char>(c);
+      } else {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "\\x%02x", c);
+        out += hex;
+      }
+    }
+    return out + "'";
+  }
+  if ((*type == "tuple" || *type == "list") && depth > 0) {
+    const auto size = var_size(object);
+    if (!size) return "<" + *type + ">";
+    const bool tuple = *type == "tuple";
+    std::optional<std::uint64_t> items =
+        tuple ? std::optional<std::uint64_t>(object + layout_.tuple_items)
+              : pointer_at(object + layout_.list_items);
+    if (!items) return "<" + *type + ">";
+    std::string out = tuple ? "(" : "[";
+    const std::int64_t shown = std::min<std::int64_t>(*size, 8);
+    for (std::int64_t i = 0; i < shown; ++i) {
+      if (i) out += ", ";
+      const auto item = pointer_at(*items + static_cast<std::uint64_t>(i) * 8);
+      out += item ? repr(*item, depth - 1) : "<unreadable>";
+    }
+    if (*size > shown) out += ", …";
+    if (tuple && *size == 1) out += ",";
+    return out + (tuple ? ")" : "]");
+  }
+  return "<" + *type + ">";
+}
+
+}  // namespace hangscope::python

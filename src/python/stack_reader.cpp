@@ -1,0 +1,212 @@
+#include "hangscope/python/stack_reader.h"
+
+#include <cstring>
+#include <set>
+
+#include "hangscope/common/error.h"
+#include "hangscope/python/line_table.h"
+
+namespace hangscope::python {
+namespace {
+
+template <typename T>
+T field(const std::vector<std::uint8_t>& bytes, std::uint64_t offset) {
+  T value{};
+  if (offset + sizeof(T) <= bytes.size()) std::memcpy(&value, bytes.data() + offset, sizeof(T));
+  return value;
+}
+
+constexpr std::uint8_t kFastHidden = 0x10;  // CO_FAST_HIDDEN (3.12+): comprehension temporaries
+constexpr std::uint8_t kFastCell = 0x40;
+constexpr std::uint8_t kFastFree = 0x80;
+
+}  // namespace
+
+std::vector<PyThread> StackReader::read_threads() {
+  const auto interp = objects_.pointer_at(runtime_ + layout_.runtime_interpreters_head);
+  if (!interp || *interp == 0) {
+    throw Error("the Python interpreter is not initialised (or is shutting down)");
+  }
+  if (!objects_.plausible(*interp)) {
+    throw Error("_PyRuntime does not match the CPython " + layout_.version.to_string() + " layout");
+  }
+  const auto holder = gil_holder(*interp);
+  std::vector<PyThread> threads;
+  std::set<std::uint64_t> seen;
+  auto tstate = objects_.pointer_at(*interp + layout_.interp_threads_head);
+  while (tstate && *tstate != 0 && threads.size() < options_.max_threads) {
+    if (!objects_.plausible(*tstate) || !seen.insert(*tstate).second) break;
+    PyThread thread;
+    thread.tstate = *tstate;
+    objects_.read(*tstate + layout_.tstate_thread_id, &thread.thread_id, sizeof thread.thread_id);
+    if (layout_.tstate_native_thread_id) {
+      std::int64_t native = 0;
+      if (objects_.read(*tstate + *layout_.tstate_native_thread_id, &native, sizeof native) &&
+          native > 0) {
+        thread.native_thread_id = native;
+      }
+    }
+    thread.holds_gil = holder && *holder == *tstate;
+    if (const auto frame = first_frame(*tstate)) walk_frames(*frame, thread);
+    threads.push_back(std::move(thread));
+    tstate = objects_.pointer_at(*tstate + layout_.tstate_next);
+  }
+  return threads;
+}
+
+std::optional<std::uint64_t> StackReader::gil_holder(std::uint64_t interp) {
+  std::optional<std::uint64_t> gil;
+  if (layout_.runtime_gil) {
+    gil = runtime_ + *layout_.runtime_gil;
+  } else if (layout_.interp_gil_pointer) {
+    gil = objects_.pointer_at(interp + *layout_.interp_gil_pointer);
+  }
+  if (!gil || *gil == 0) return std::nullopt;
+  std::int32_t locked = 0;
+  if (!objects_.read(*gil + layout_.gil_locked, &locked, sizeof locked) || locked != 1) {
+    return std::nullopt;
+  }
+  return objects_.pointer_at(*gil + layout_.gil_last_holder);
+}
+
+std::optional<std::uint64_t> StackReader::first_frame(std::uint64_t tstate) {
+  auto pointer = objects_.pointer_at(tstate + layout_.tstate_frame);
+  if (!pointer || *pointer == 0) return std::nullopt;
+  if (layout_.frame_link == FrameLink::kCFrame) {
+    pointer = objects_.pointer_at(*pointer + layout_.cframe_current_frame);
+    if (!pointer || *pointer == 0) return std::nullopt;
+  }
+  return pointer;
+}
+
+const StackReader::CodeInfo& StackReader::code_info(std::uint64_t code) {
+  if (const auto it = codes_.find(code); it != codes_.end()) return it->second;
+  CodeInfo& info = codes_[code];
+  std::vector<std::uint8_t> header(layout_.code_size);
+  if (objects_.type_name(code) != "code" || !objects_.read(code, header.data(), header.size())) {
+    return info;
+  }
+  const auto name = objects_.string(field<std::uint64_t>(header, layout_.code_name));
+  const auto file = objects_.string(field<std::uint64_t>(header, layout_.code_filename), 4096);
+  const auto table = objects_.bytes(field<std::uint64_t>(header, layout_.code_linetable));
+  if (!name || !file || !table) return info;
+  info.name = *name;
+  info.file = *file;
+  info.line_table = *table;
+  info.first_line = field<std::int32_t>(header, layout_.code_firstlineno);
+  info.qualname = info.name;
+  if (layout_.code_qualname) {
+    if (auto q = objects_.string(field<std::uint64_t>(header, *layout_.code_qualname))) info.qualname = *q;
+  }
+  if (layout_.code_firsttraceable) {
+    info.first_traceable = field<std::int32_t>(header, *layout_.code_firsttraceable);
+  }
+  if (options_.locals) {
+    // 3.11+: one names tuple and a kinds bytes; 3.10: varnames, then cellvars, then freevars.
+    std::vector<std::uint64_t> name_tuples;
+    if (layout_.code_localsplusnames) {
+      name_tuples.push_back(field<std::uint64_t>(header, *layout_.code_localsplusnames));
+      info.local_kinds =
+          objects_.bytes(field<std::uint64_t>(header, *layout_.code_localspluskinds)).value_or("");
+    } else {
+      for (const auto offset : {layout_.code_varnames, layout_.code_cellvars, layout_.code_freevars}) {
+        name_tuples.push_back(field<std::uint64_t>(header, *offset));
+      }
+    }
+    for (const auto tuple : name_tuples) {
+      const auto count = objects_.var_size(tuple);
+      for (std::int64_t i = 0; count && i < std::min<std::int64_t>(*count, 512); ++i) {
+        const auto item = objects_.tuple_item(tuple, i);
+        info.local_names.push_back(item ? objects_.string(*item, 256).value_or("?") : "?");
+      }
+    }
+  }
+  info.valid = true;
+  return info;
+}
+
+int StackReader::line_of(const CodeInfo& code, std::uint64_t code_address,
+                         std::uint64_t instr) const {
+  const auto table = std::as_bytes(std::span(code.line_table.data(), code.line_table.size()));
+  std::optional<int> line;
+  if (!layout_.code_code_adaptive) {
+    const auto lasti = static_cast<std::int32_t>(instr);  // f_lasti, in code units
+    line = line_for_offset_310(table, code.first_line, lasti < 0 ? -1 : lasti * 2);
+  } else {
+    const std::uint64_t start = code_address + *layout_.code_code_adaptive;
+    const auto unit = instr >= start ? static_cast<std::int64_t>((instr - start) / 2) : -1;
+    line = line_for_offset_311(table, code.first_line, static_cast<int>(unit));
+  }
+  return line.value_or(0);
+}
+
+void StackReader::read_locals(const CodeInfo& code, std::uint64_t localsplus, PyFrame& frame) {
+  for (std::size_t i = 0; i < code.local_names.size(); ++i) {
+    const auto kind = i < code.local_kinds.size() ? static_cast<std::uint8_t>(code.local_kinds[i]) : 0;
+    if (kind & kFastHidden) continue;
+    auto value = objects_.pointer_at(localsplus + i * 8);
+    if (!value || *value == 0) continue;  // unbound
+    if (layout_.executable_is_stackref) *value &= ~std::uint64_t{3};
+    // Cells hold the value one level down (3.10: every cell/free slot; 3.11+: by kind).
+    const bool cell = layout_.code_localsplusnames ? (kind & (kFastCell | kFastFree)) != 0
+                                                   : objects_.type_name(*value) == "cell";
+    if (cell) {
+      value = objects_.pointer_at(*value + layout_.cell_ref);
+      if (!value || *value == 0) continue;
+    }
+    frame.locals.emplace_back(code.local_names[i], objects_.repr(*value));
+  }
+}
+
+void StackReader::walk_frames(std::uint64_t frame_address, PyThread& thread) {
+  std::set<std::uint64_t> seen;
+  std::vector<std::uint8_t> frame(layout_.frame_size);
+  std::uint64_t address = frame_address;
+  while (address != 0) {
+    if (thread.frames.size() >= options_.max_frames) {
+      thread.error = "stopped after " + std::to_string(options_.max_frames) + " Python frames";
+      return;
+    }
+    if (!objects_.plausible(address) || !seen.insert(address).second ||
+        !objects_.read(address, frame.data(), frame.size())) {
+      thread.error = "frame chain broken at 0x" + std::to_string(address);
+      return;
+    }
+    const auto previous = field<std::uint64_t>(frame, layout_.frame_previous);
+    std::uint64_t code = field<std::uint64_t>(frame, layout_.frame_code);
+    if (layout_.executable_is_stackref) code &= ~std::uint64_t{3};
+    const int owner = layout_.frame_owner ? field<std::uint8_t>(frame, *layout_.frame_owner) : 0;
+    if (owner >= layout_.owner_shim_first) {
+      // A shim between two native eval calls: the Python frame before it started an eval call.
+      if (!thread.frames.empty()) thread.frames.back().eval_entry = true;
+      address = previous;
+      continue;
+    }
+    const CodeInfo& info = code_info(code);
+    if (!info.valid) {
+      thread.error = "unreadable code object in frame (torn read or unknown layout)";
+      return;
+    }
+    const std::uint64_t instr = layout_.code_code_adaptive
+                                    ? field<std::uint64_t>(frame, layout_.frame_instr)
+                                    : static_cast<std::uint64_t>(field<std::int32_t>(frame, layout_.frame_instr));
+    // Frames still being set up are not shown by CPython either (_PyFrame_IsIncomplete).
+    const bool incomplete = layout_.code_code_adaptive && owner != 1 &&
+                            instr < code + *layout_.code_code_adaptive + 2u * info.first_traceable;
+    if (!incomplete) {
+      PyFrame py;
+      py.function = info.name;
+      py.qualname = info.qualname;
+      py.file = info.file;
+      py.line = line_of(info, code, instr);
+      py.eval_entry = !layout_.frame_owner ||  // 3.10: one eval call per frame
+                      (layout_.frame_is_entry && field<std::uint8_t>(frame, *layout_.frame_is_entry));
+      if (options_.locals) read_locals(info, address + layout_.frame_localsplus, py);
+      thread.frames.push_back(std::move(py));
+    }
+    address = previous;
+  }
+  if (!thread.frames.empty()) thread.frames.back().eval_entry = true;
+}
+
+}  // namespace hangscope::python
