@@ -5,7 +5,8 @@
 namespace hangscope::capture {
 
 std::unique_ptr<PythonSession> PythonSession::open(elf::ProcessImage& image,
-                                                   memory::MemoryReader& memory, std::string* note) {
+                                                   memory::MemoryReader& memory,
+                                                   std::string* note) {
   auto search = python::find_interpreter(image, memory);
   if (!search.interpreter) {
     *note = search.note;
@@ -45,7 +46,8 @@ std::vector<python::PyThread> PythonSession::read_threads(bool locals, int attem
     python::StackReader reader(objects, interpreter_.runtime_address, options);
     threads = reader.read_threads();
     bool torn = false;
-    for (const auto& t : threads) torn = torn || (!t.error.empty() && t.error.rfind("stopped after", 0) != 0);
+    for (const auto& t : threads)
+      torn = torn || (!t.error.empty() && t.error.rfind("stopped after", 0) != 0);
     if (!torn) break;
   }
   return threads;

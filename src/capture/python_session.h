@@ -29,9 +29,12 @@ class PythonSession {
   std::vector<python::PyThread> read_threads(bool locals, int attempts);
 
  private:
-  PythonSession(python::Interpreter interpreter, python::Layout layout, memory::MemoryReader& memory,
-                const proc::MemoryMap& maps)
-      : interpreter_(std::move(interpreter)), layout_(std::move(layout)), memory_(memory), maps_(maps) {}
+  PythonSession(python::Interpreter interpreter, python::Layout layout,
+                memory::MemoryReader& memory, const proc::MemoryMap& maps)
+      : interpreter_(std::move(interpreter)),
+        layout_(std::move(layout)),
+        memory_(memory),
+        maps_(maps) {}
 
   python::Interpreter interpreter_;
   python::Layout layout_;

@@ -30,7 +30,8 @@ const Module* ProcessImage::module_for(const proc::Mapping& mapping) {
     }
   }
   if (!module) {
-    failures_.push_back({&mapping, "cannot read " + mapping.path + (mapping.deleted ? " (deleted)" : "") +
+    failures_.push_back({&mapping, "cannot read " + mapping.path +
+                                       (mapping.deleted ? " (deleted)" : "") +
                                        ": frames in it show addresses only (" + first_error + ")"});
   }
   const Module* result = module.get();
@@ -59,9 +60,11 @@ std::optional<Location> ProcessImage::locate(std::uint64_t address) {
 std::vector<std::string> ProcessImage::notes() const {
   std::vector<std::string> notes;
   for (const auto& failure : failures_) {
-    const bool has_code = std::any_of(maps_.mappings().begin(), maps_.mappings().end(), [&](const proc::Mapping& m) {
-      return m.executable && m.inode == failure.mapping->inode && m.device == failure.mapping->device;
-    });
+    const bool has_code =
+        std::any_of(maps_.mappings().begin(), maps_.mappings().end(), [&](const proc::Mapping& m) {
+          return m.executable && m.inode == failure.mapping->inode &&
+                 m.device == failure.mapping->device;
+        });
     if (has_code) notes.push_back(failure.message);
   }
   return notes;

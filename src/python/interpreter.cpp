@@ -58,9 +58,10 @@ InterpreterSearch find_interpreter(elf::ProcessImage& image, memory::MemoryReade
     search.interpreter = interpreter;
     return search;
   }
-  search.note = unreadable.empty()
-                    ? "not a Python process (no libpython or python executable with _PyRuntime is mapped)"
-                    : "cannot read " + unreadable + ": Python stacks unavailable";
+  search.note =
+      unreadable.empty()
+          ? "not a Python process (no libpython or python executable with _PyRuntime is mapped)"
+          : "cannot read " + unreadable + ": Python stacks unavailable";
   return search;
 }
 

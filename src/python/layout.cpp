@@ -129,15 +129,15 @@ struct TablePositions {
       float_fval, long_digit, bytes_ob_sval, unicode_state, unicode_length, unicode_ascii_size;
 };
 
-constexpr TablePositions kTable313{
-    584, 40,  64,  72,  88,  112, 120, 136, 144, 168, 176, 184, 192, 200, 224, 232, 240,
-    248, 256, 264, 272, 280, 288, 296, 304, 312, 328, 336, 344, 360, 376, 408, 432, 456,
-    464, 480, 504, 528, 544, 552, 560};
+constexpr TablePositions kTable313{584, 40,  64,  72,  88,  112, 120, 136, 144, 168, 176,
+                                   184, 192, 200, 224, 232, 240, 248, 256, 264, 272, 280,
+                                   288, 296, 304, 312, 328, 336, 344, 360, 376, 408, 432,
+                                   456, 464, 480, 504, 528, 544, 552, 560};
 
-constexpr TablePositions kTable314{
-    760, 40,  64,  72,  96,  120, 128, 144, 152, 192, 200, 208, 216, 224, 248, 256, 264,
-    272, 280, 288, 312, 320, 328, 336, 344, 352, 368, 376, 384, 408, 424, 456, 480, 536,
-    544, 560, 584, 608, 624, 632, 640};
+constexpr TablePositions kTable314{760, 40,  64,  72,  96,  120, 128, 144, 152, 192, 200,
+                                   208, 216, 224, 248, 256, 264, 272, 280, 288, 312, 320,
+                                   328, 336, 344, 352, 368, 376, 384, 408, 424, 456, 480,
+                                   536, 544, 560, 584, 608, 624, 632, 640};
 
 std::uint64_t table_u64(std::span<const std::byte> table, std::size_t at) {
   std::uint64_t value = 0;
@@ -151,10 +151,17 @@ std::optional<Layout> builtin_layout(const PythonVersion& version) {
   if (version.major != 3) return std::nullopt;
   std::optional<Layout> layout;
   switch (version.minor) {
-    case 10: layout = layout_310(); break;
-    case 11: layout = layout_311(); break;
-    case 12: layout = layout_312(); break;
-    default: return std::nullopt;
+    case 10:
+      layout = layout_310();
+      break;
+    case 11:
+      layout = layout_311();
+      break;
+    case 12:
+      layout = layout_312();
+      break;
+    default:
+      return std::nullopt;
   }
   layout->version = version;
   return layout;
@@ -233,9 +240,9 @@ Layout layout_from_debug_offsets(std::span<const std::byte> table) {
   l.unicode_compact_data = l.unicode_ascii_data + 16;  // + utf8_length, utf8
   l.unicode_legacy_data = l.unicode_compact_data;
   // Every offset is used to read a few bytes at it: reject tables that point far away.
-  for (const std::uint64_t offset : {l.frame_previous, l.frame_code, l.frame_instr, *l.frame_owner,
-                                     l.code_filename, l.code_name, l.code_linetable,
-                                     l.code_size, l.tstate_frame, l.tstate_thread_id}) {
+  for (const std::uint64_t offset :
+       {l.frame_previous, l.frame_code, l.frame_instr, *l.frame_owner, l.code_filename, l.code_name,
+        l.code_linetable, l.code_size, l.tstate_frame, l.tstate_thread_id}) {
     if (offset > 4096) throw Error("_Py_DebugOffsets holds an implausible offset");
   }
   return l;

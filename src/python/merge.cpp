@@ -58,8 +58,8 @@ MergedStack merge_stacks(const std::vector<capture::Frame>& native,
   if (eval_frames != groups.size()) {
     for (const auto& frame : python) result.frames.push_back(to_frame(frame));
     result.frames.insert(result.frames.end(), native.begin(), native.end());
-    result.merge = "failed: " + std::to_string(eval_frames) +
-                   " native eval frames for " + std::to_string(groups.size()) +
+    result.merge = "failed: " + std::to_string(eval_frames) + " native eval frames for " +
+                   std::to_string(groups.size()) +
                    " Python frame groups; both stacks shown, Python first";
     return result;
   }

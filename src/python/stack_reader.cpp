@@ -96,7 +96,8 @@ const StackReader::CodeInfo& StackReader::code_info(std::uint64_t code) {
   info.first_line = field<std::int32_t>(header, layout_.code_firstlineno);
   info.qualname = info.name;
   if (layout_.code_qualname) {
-    if (auto q = objects_.string(field<std::uint64_t>(header, *layout_.code_qualname))) info.qualname = *q;
+    if (auto q = objects_.string(field<std::uint64_t>(header, *layout_.code_qualname)))
+      info.qualname = *q;
   }
   if (layout_.code_firsttraceable) {
     info.first_traceable = field<std::int32_t>(header, *layout_.code_firsttraceable);
@@ -109,7 +110,8 @@ const StackReader::CodeInfo& StackReader::code_info(std::uint64_t code) {
       info.local_kinds =
           objects_.bytes(field<std::uint64_t>(header, *layout_.code_localspluskinds)).value_or("");
     } else {
-      for (const auto offset : {layout_.code_varnames, layout_.code_cellvars, layout_.code_freevars}) {
+      for (const auto offset :
+           {layout_.code_varnames, layout_.code_cellvars, layout_.code_freevars}) {
         name_tuples.push_back(field<std::uint64_t>(header, *offset));
       }
     }
@@ -142,7 +144,8 @@ int StackReader::line_of(const CodeInfo& code, std::uint64_t code_address,
 
 void StackReader::read_locals(const CodeInfo& code, std::uint64_t localsplus, PyFrame& frame) {
   for (std::size_t i = 0; i < code.local_names.size(); ++i) {
-    const auto kind = i < code.local_kinds.size() ? static_cast<std::uint8_t>(code.local_kinds[i]) : 0;
+    const auto kind =
+        i < code.local_kinds.size() ? static_cast<std::uint8_t>(code.local_kinds[i]) : 0;
     if (kind & kFastHidden) continue;
     auto value = objects_.pointer_at(localsplus + i * 8);
     if (!value || *value == 0) continue;  // unbound
@@ -187,9 +190,10 @@ void StackReader::walk_frames(std::uint64_t frame_address, PyThread& thread) {
       thread.error = "unreadable code object in frame (torn read or unknown layout)";
       return;
     }
-    const std::uint64_t instr = layout_.code_code_adaptive
-                                    ? field<std::uint64_t>(frame, layout_.frame_instr)
-                                    : static_cast<std::uint64_t>(field<std::int32_t>(frame, layout_.frame_instr));
+    const std::uint64_t instr =
+        layout_.code_code_adaptive
+            ? field<std::uint64_t>(frame, layout_.frame_instr)
+            : static_cast<std::uint64_t>(field<std::int32_t>(frame, layout_.frame_instr));
     // Frames still being set up are not shown by CPython either (_PyFrame_IsIncomplete).
     const bool incomplete = layout_.code_code_adaptive && owner != 1 &&
                             instr < code + *layout_.code_code_adaptive + 2u * info.first_traceable;
@@ -199,8 +203,9 @@ void StackReader::walk_frames(std::uint64_t frame_address, PyThread& thread) {
       py.qualname = info.qualname;
       py.file = info.file;
       py.line = line_of(info, code, instr);
-      py.eval_entry = !layout_.frame_owner ||  // 3.10: one eval call per frame
-                      (layout_.frame_is_entry && field<std::uint8_t>(frame, *layout_.frame_is_entry));
+      py.eval_entry =
+          !layout_.frame_owner ||  // 3.10: one eval call per frame
+          (layout_.frame_is_entry && field<std::uint8_t>(frame, *layout_.frame_is_entry));
       if (options_.locals) read_locals(info, address + layout_.frame_localsplus, py);
       thread.frames.push_back(std::move(py));
     }

@@ -21,7 +21,8 @@ std::optional<PythonVersion> PythonVersion::from_file_name(std::string_view path
     name.remove_prefix(prefix.size());
     PythonVersion v;
     auto r = std::from_chars(name.data(), name.data() + name.size(), v.major);
-    if (r.ec != std::errc() || r.ptr == name.data() + name.size() || *r.ptr != '.') return std::nullopt;
+    if (r.ec != std::errc() || r.ptr == name.data() + name.size() || *r.ptr != '.')
+      return std::nullopt;
     const char* minor_at = r.ptr + 1;
     r = std::from_chars(minor_at, name.data() + name.size(), v.minor);
     if (r.ec != std::errc() || v.major != 3) return std::nullopt;

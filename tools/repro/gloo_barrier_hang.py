@@ -27,6 +27,11 @@ def die_with_parent():
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+def announce(line):
+    """One write(2) per line, so lines of several ranks sharing stdout never interleave."""
+    os.write(1, (line + "\n").encode())
+
+
 def load_weights(path):
     """The diverged rank's path: stuck somewhere other than the collective."""
     while True:
@@ -47,12 +52,12 @@ def run_rank(args):
         timeout=datetime.timedelta(seconds=args.timeout),
     )
     if rank == args.diverged_rank:
-        print(f"rank {rank} pid {os.getpid()} diverged", flush=True)
+        announce(f"rank {rank} pid {os.getpid()} diverged")
         load_weights("/models/none")
     else:
-        print(f"rank {rank} pid {os.getpid()} waiting", flush=True)
+        announce(f"rank {rank} pid {os.getpid()} waiting")
         dist.barrier()
-        print(f"rank {rank} left the barrier", flush=True)
+        announce(f"rank {rank} left the barrier")
 
 
 def free_port():

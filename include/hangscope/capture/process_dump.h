@@ -41,7 +41,7 @@ struct ThreadDump {
   std::vector<Frame> frames;         // merged view, innermost first
   std::vector<Frame> native_frames;  // raw native stack (kept for snapshots)
   std::vector<Frame> python_frames;  // raw Python stack (kept for snapshots)
-  std::vector<std::string> notes;  // what went wrong for this thread
+  std::vector<std::string> notes;    // what went wrong for this thread
   std::chrono::nanoseconds paused{0};
 };
 

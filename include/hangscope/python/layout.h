@@ -46,15 +46,15 @@ struct Layout {
   std::uint64_t cframe_current_frame = 0;  // 3.11/3.12
 
   // Frames: PyFrameObject (3.10) or _PyInterpreterFrame (3.11+)
-  std::uint64_t frame_size = 0;       // bytes read per frame
-  std::uint64_t frame_code = 0;       // f_code / f_executable
-  std::uint64_t frame_previous = 0;   // f_back / previous
-  std::uint64_t frame_instr = 0;      // 3.10: int f_lasti; 3.11+: prev_instr / instr_ptr pointer
+  std::uint64_t frame_size = 0;      // bytes read per frame
+  std::uint64_t frame_code = 0;      // f_code / f_executable
+  std::uint64_t frame_previous = 0;  // f_back / previous
+  std::uint64_t frame_instr = 0;     // 3.10: int f_lasti; 3.11+: prev_instr / instr_ptr pointer
   std::uint64_t frame_localsplus = 0;
   std::optional<std::uint64_t> frame_owner;     // 3.11+
   std::optional<std::uint64_t> frame_is_entry;  // 3.11 only
-  int owner_shim_first = 3;  // owners >= this are not Python code (3.12+ shims)
-  bool executable_is_stackref = false;  // 3.14: f_executable is a tagged _PyStackRef
+  int owner_shim_first = 3;                     // owners >= this are not Python code (3.12+ shims)
+  bool executable_is_stackref = false;          // 3.14: f_executable is a tagged _PyStackRef
 
   // PyCodeObject
   std::uint64_t code_size = 0;  // bytes read per code object header
@@ -63,8 +63,8 @@ struct Layout {
   std::optional<std::uint64_t> code_qualname;  // 3.11+
   std::uint64_t code_firstlineno = 0;
   std::uint64_t code_linetable = 0;
-  std::optional<std::uint64_t> code_code_adaptive;   // 3.11+: inline bytecode
-  std::optional<std::uint64_t> code_firsttraceable;  // 3.11-3.13: frames before it are incomplete
+  std::optional<std::uint64_t> code_code_adaptive;    // 3.11+: inline bytecode
+  std::optional<std::uint64_t> code_firsttraceable;   // 3.11-3.13: frames before it are incomplete
   std::optional<std::uint64_t> code_localsplusnames;  // 3.11+
   std::optional<std::uint64_t> code_localspluskinds;  // 3.11+
   std::optional<std::uint64_t> code_varnames;         // 3.10

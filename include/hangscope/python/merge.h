@@ -21,8 +21,7 @@ capture::Frame to_frame(const PyFrame& frame);
 // When the native eval frames and the Python frame groups do not pair up, the result holds
 // the Python frames followed by the native frames, and `merge` says why.
 MergedStack merge_stacks(const std::vector<capture::Frame>& native,
-                         const std::vector<PyFrame>& python,
-                         const std::string& interpreter_module);
+                         const std::vector<PyFrame>& python, const std::string& interpreter_module);
 
 // True for a native frame that runs Python code (_PyEval_EvalFrameDefault, incl. .cold parts).
 bool is_eval_frame(const capture::Frame& frame);

@@ -25,7 +25,7 @@ struct PyFrame {
 
 struct PyThread {
   std::uint64_t tstate = 0;
-  std::uint64_t thread_id = 0;                 // pthread_t
+  std::uint64_t thread_id = 0;                   // pthread_t
   std::optional<std::int64_t> native_thread_id;  // gettid() in the target's PID namespace (3.11+)
   bool holds_gil = false;
   std::vector<PyFrame> frames;  // innermost first
@@ -41,7 +41,10 @@ struct StackReaderOptions {
 class StackReader {
  public:
   StackReader(ObjectReader& objects, std::uint64_t runtime_address, StackReaderOptions options)
-      : objects_(objects), layout_(objects.layout()), runtime_(runtime_address), options_(options) {}
+      : objects_(objects),
+        layout_(objects.layout()),
+        runtime_(runtime_address),
+        options_(options) {}
 
   // Every thread of the main interpreter. Throws hangscope::Error when the interpreter itself
   // cannot be reached (not initialised yet, finalising, or memory that does not fit the layout).

@@ -1,0 +1,44 @@
+#include "python_targets.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+
+namespace hangscope::testing {
+
+std::vector<PythonInterpreter> python_interpreters() {
+  std::vector<PythonInterpreter> found;
+  std::set<std::string> roots;
+  if (const char* root = std::getenv("PYENV_ROOT")) roots.insert(root);
+  if (const char* home = std::getenv("HOME")) roots.insert(std::string(home) + "/.pyenv");
+  roots.insert("/root/.pyenv");
+  std::set<std::string> seen;
+  for (const auto& root : roots) {
+    DIR* dir = ::opendir((root + "/versions").c_str());
+    if (dir == nullptr) continue;
+    while (const dirent* entry = ::readdir(dir)) {
+      const std::string version = entry->d_name;
+      int major = 0, minor = 0;
+      if (std::sscanf(version.c_str(), "%d.%d", &major, &minor) != 2 || major != 3 || minor < 10) {
+        continue;
+      }
+      const std::string path = root + "/versions/" + version + "/bin/python3";
+      if (::access(path.c_str(), X_OK) != 0 || !seen.insert(version).second) continue;
+      std::string label = "pyenv_" + version;
+      std::replace(label.begin(), label.end(), '.', '_');
+      found.push_back({label, path});
+    }
+    ::closedir(dir);
+  }
+  std::sort(found.begin(), found.end(), [](const PythonInterpreter& a, const PythonInterpreter& b) {
+    return a.label < b.label;
+  });
+  if (::access("/usr/bin/python3", X_OK) == 0)
+    found.push_back({"debian_python3", "/usr/bin/python3"});
+  return found;
+}
+
+}  // namespace hangscope::testing
