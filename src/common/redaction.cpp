@@ -21,7 +21,8 @@ bool is_secret_name(std::string_view name) {
                                 "access_key", "private_key", "credential", "auth"}) {
     if (n.find(word) != std::string::npos) return true;
   }
-  return n == "key" || (n.size() > 4 && n.substr(n.size() - 4) == "_key");
+  // OPENAI_API_KEY, hf_key, ... but not a plain "key" (store keys are what a user needs to see).
+  return n.size() > 4 && n.substr(n.size() - 4) == "_key";
 }
 
 bool looks_like_secret(std::string_view value) {

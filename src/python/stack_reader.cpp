@@ -1,5 +1,6 @@
 #include "hangscope/python/stack_reader.h"
 
+#include <cstdio>
 #include <cstring>
 #include <set>
 
@@ -172,7 +173,9 @@ void StackReader::walk_frames(std::uint64_t frame_address, PyThread& thread) {
     }
     if (!objects_.plausible(address) || !seen.insert(address).second ||
         !objects_.read(address, frame.data(), frame.size())) {
-      thread.error = "frame chain broken at 0x" + std::to_string(address);
+      char hex[32];
+      std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(address));
+      thread.error = std::string("frame chain broken at ") + hex;
       return;
     }
     const auto previous = field<std::uint64_t>(frame, layout_.frame_previous);

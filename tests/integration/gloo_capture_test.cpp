@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <sstream>
 
 #include "hangscope/capture/process_capture.h"
@@ -13,6 +14,7 @@ namespace hangscope {
 namespace {
 
 constexpr const char* kPython = "/usr/bin/python3";
+const std::string kScript = HANGSCOPE_SOURCE_DIR "/tools/repro/gloo_barrier_hang.py";
 
 pid_t pid_from_line(const std::string& line) {  // "rank <r> pid <pid> <what>"
   std::istringstream in(line);
@@ -32,8 +34,8 @@ const capture::ThreadDump* thread_with(const capture::ProcessDump& dump, const s
 
 TEST(GlooCapture, WaitingRankShowsGlooBarrierAndDivergedRankDoesNot) {
   if (::access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " missing (tools/install-deps.sh)";
-  testing::TargetProcess job({kPython, HANGSCOPE_SOURCE_DIR "/tools/repro/gloo_barrier_hang.py",
-                              "--world-size", "2", "--diverged-rank", "1", "--timeout", "600"});
+  testing::TargetProcess job(
+      {kPython, kScript, "--world-size", "2", "--diverged-rank", "1", "--timeout", "600"});
   const pid_t waiting = pid_from_line(job.wait_for_line("rank 0 pid", std::chrono::seconds(120)));
   const pid_t diverged = pid_from_line(job.wait_for_line("rank 1 pid", std::chrono::seconds(120)));
   ASSERT_GT(waiting, 0);
@@ -65,6 +67,70 @@ TEST(GlooCapture, WaitingRankShowsGlooBarrierAndDivergedRankDoesNot) {
   const auto diverged_dump = capture::capture_process(diverged, {});
   EXPECT_EQ(thread_with(diverged_dump, "gloo::barrier"), nullptr);
   EXPECT_TRUE(testing::no_thread_stopped(diverged));
+}
+
+// The number of the script line that is exactly `statement` (leading spaces ignored).
+int script_line(const std::string& statement) {
+  std::ifstream in(kScript);
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (line.substr(std::min(line.size(), line.find_first_not_of(' '))) == statement) return number;
+  }
+  return -1;
+}
+
+const capture::Frame* python_frame(const capture::ThreadDump& thread, const std::string& function) {
+  for (const auto& f : thread.frames) {
+    if (f.kind == capture::Frame::Kind::kPython && f.function == function) return &f;
+  }
+  return nullptr;
+}
+
+std::string local(const capture::Frame& frame, const std::string& name) {
+  for (const auto& [key, value] : frame.locals) {
+    if (key == name) return value;
+  }
+  return "<absent>";
+}
+
+TEST(GlooCapture, MergedStacksShowThePythonCallSitesAndTheirLocals) {
+  if (::access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " missing (tools/install-deps.sh)";
+  testing::TargetProcess job({kPython, kScript, "--world-size", "2", "--diverged-rank", "1"});
+  const pid_t waiting = pid_from_line(job.wait_for_line("rank 0 pid", std::chrono::seconds(120)));
+  const pid_t diverged = pid_from_line(job.wait_for_line("rank 1 pid", std::chrono::seconds(120)));
+  capture::CaptureOptions options;
+  options.locals = true;
+  capture::ProcessDump dump;
+  ASSERT_TRUE(testing::eventually(
+      [&] {
+        dump = capture::capture_process(waiting, options);
+        return thread_with(dump, "gloo::barrier") != nullptr;
+      },
+      std::chrono::seconds(60)));
+  ASSERT_EQ(dump.python, "3.11.2");
+  const auto& main_thread = dump.threads.front();
+  EXPECT_EQ(main_thread.merge, "ok");
+  // Native wait, then the torch.distributed call, then the script's call site.
+  const int wait_at = testing::frame_index(main_thread, "c10d::Work::wait");
+  const auto* barrier = python_frame(main_thread, "barrier");
+  const auto* call_site = python_frame(main_thread, "run_rank");
+  ASSERT_GE(wait_at, 0) << testing::describe_stack(main_thread);
+  ASSERT_NE(barrier, nullptr);
+  ASSERT_NE(call_site, nullptr);
+  EXPECT_LT(wait_at, barrier - main_thread.frames.data());
+  EXPECT_LT(barrier, call_site);
+  EXPECT_NE(barrier->file.find("torch/distributed/distributed_c10d.py"), std::string::npos);
+  EXPECT_EQ(call_site->file, kScript);
+  EXPECT_EQ(call_site->line, script_line("dist.barrier()"));
+  EXPECT_EQ(local(*barrier, "group"), "None");  // the default group
+  EXPECT_EQ(local(*barrier, "default_pg"), "<torch._C._distributed_c10d.ProcessGroupGloo>");
+
+  const auto other = capture::capture_process(diverged, options);
+  const auto& other_main = other.threads.front();
+  const auto* load = python_frame(other_main, "load_weights");
+  ASSERT_NE(load, nullptr) << testing::describe_stack(other_main);
+  EXPECT_EQ(local(*load, "key"), "'weights/1/ready'");
+  EXPECT_EQ(load->line, script_line("store.wait([key], datetime.timedelta(hours=1))"));
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 """A real torch.distributed (gloo) job hung the way multi-node inference jobs hang.
 
 Every rank but one enters ``dist.barrier()``; the diverged rank takes another path
-(``load_weights`` sleeping) and never arrives, so the others wait in gloo until the timeout.
+(``load_weights``, waiting for a TCPStore key nobody sets) and never arrives, so the others wait in gloo until the timeout.
 
 Launcher mode (default) starts ``--world-size`` rank processes with torchrun-style environment
 variables (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and prints one line per rank:
@@ -32,10 +32,10 @@ def announce(line):
     os.write(1, (line + "\n").encode())
 
 
-def load_weights(path):
-    """The diverged rank's path: stuck somewhere other than the collective."""
-    while True:
-        time.sleep(3600)
+def load_weights(store, rank):
+    """The diverged rank's path: it waits for a store key that no rank will ever set."""
+    key = f"weights/{rank}/ready"
+    store.wait([key], datetime.timedelta(hours=1))
 
 
 def run_rank(args):
@@ -53,7 +53,7 @@ def run_rank(args):
     )
     if rank == args.diverged_rank:
         announce(f"rank {rank} pid {os.getpid()} diverged")
-        load_weights("/models/none")
+        load_weights(dist.distributed_c10d._get_default_store(), rank)
     else:
         announce(f"rank {rank} pid {os.getpid()} waiting")
         dist.barrier()
