@@ -121,6 +121,7 @@ void mask_locals(std::vector<Frame>& frames) {
 void fill_python(ThreadDump& thread, const python::PyThread& py,
                  const std::string& interpreter_module, StackKinds stacks) {
   thread.py_thread_id = py.thread_id;
+  thread.py_thread_name = py.name;
   thread.holds_gil = py.holds_gil;
   for (const auto& f : py.frames) thread.python_frames.push_back(python::to_frame(f));
   mask_locals(thread.python_frames);

@@ -37,6 +37,8 @@ Layout layout_310() {
   l.unicode_ascii_data = 48;
   l.unicode_compact_data = 72;
   l.unicode_legacy_data = 72;
+  l.dict_keys_310 = true;
+  l.heap_type_cached_keys = 872;
   return l;
 }
 
@@ -75,6 +77,8 @@ Layout layout_311() {
   l.unicode_ascii_data = 48;
   l.unicode_compact_data = 72;
   l.unicode_legacy_data = 72;
+  l.heap_type_cached_keys = 872;
+  l.managed_dict = Layout::ManagedDict::kValuesAtMinus4;
   return l;
 }
 
@@ -112,6 +116,8 @@ Layout layout_312() {
   l.unicode_compact_data = 56;
   l.unicode_legacy_data = 56;
   l.long_has_tag = true;
+  l.heap_type_cached_keys = 880;
+  l.managed_dict = Layout::ManagedDict::kTaggedAtMinus3;
   return l;
 }
 
@@ -125,19 +131,97 @@ struct TablePositions {
   std::size_t fr_size, fr_previous, fr_executable, fr_instr_ptr, fr_localsplus, fr_owner;
   std::size_t co_size, co_filename, co_name, co_qualname, co_linetable, co_firstlineno,
       co_localsplusnames, co_localspluskinds, co_code_adaptive;
-  std::size_t ob_type, tp_name, tuple_ob_item, list_ob_item, dict_ma_keys, dict_ma_values,
+  std::size_t ob_type, tp_name, tp_flags, tuple_ob_item, list_ob_item, dict_ma_keys, dict_ma_values,
       float_fval, long_digit, bytes_ob_sval, unicode_state, unicode_length, unicode_ascii_size;
 };
 
-constexpr TablePositions kTable313{584, 40,  64,  72,  88,  112, 120, 136, 144, 168, 176,
-                                   184, 192, 200, 224, 232, 240, 248, 256, 264, 272, 280,
-                                   288, 296, 304, 312, 328, 336, 344, 360, 376, 408, 432,
-                                   456, 464, 480, 504, 528, 544, 552, 560};
+constexpr TablePositions kTable313{.size = 584,
+                                   .runtime_interpreters_head = 40,
+                                   .interp_next = 64,
+                                   .interp_threads_head = 72,
+                                   .interp_imports_modules = 88,
+                                   .interp_ceval_gil = 112,
+                                   .interp_gil_runtime_state = 120,
+                                   .interp_gil_locked = 136,
+                                   .interp_gil_holder = 144,
+                                   .ts_next = 168,
+                                   .ts_interp = 176,
+                                   .ts_current_frame = 184,
+                                   .ts_thread_id = 192,
+                                   .ts_native_thread_id = 200,
+                                   .fr_size = 224,
+                                   .fr_previous = 232,
+                                   .fr_executable = 240,
+                                   .fr_instr_ptr = 248,
+                                   .fr_localsplus = 256,
+                                   .fr_owner = 264,
+                                   .co_size = 272,
+                                   .co_filename = 280,
+                                   .co_name = 288,
+                                   .co_qualname = 296,
+                                   .co_linetable = 304,
+                                   .co_firstlineno = 312,
+                                   .co_localsplusnames = 328,
+                                   .co_localspluskinds = 336,
+                                   .co_code_adaptive = 344,
+                                   .ob_type = 360,
+                                   .tp_name = 376,
+                                   .tp_flags = 392,
+                                   .tuple_ob_item = 408,
+                                   .list_ob_item = 432,
+                                   .dict_ma_keys = 456,
+                                   .dict_ma_values = 464,
+                                   .float_fval = 480,
+                                   .long_digit = 504,
+                                   .bytes_ob_sval = 528,
+                                   .unicode_state = 544,
+                                   .unicode_length = 552,
+                                   .unicode_ascii_size = 560};
 
-constexpr TablePositions kTable314{760, 40,  64,  72,  96,  120, 128, 144, 152, 192, 200,
-                                   208, 216, 224, 248, 256, 264, 272, 280, 288, 312, 320,
-                                   328, 336, 344, 352, 368, 376, 384, 408, 424, 456, 480,
-                                   536, 544, 560, 584, 608, 624, 632, 640};
+// 3.14 adds threads_main, code_object_generation, tlbc_generation, stackpointer, tlbc_index,
+// co_tlbc, set_object, gen_object, llist_node and debugger_support (see docs/python-capture.md).
+constexpr TablePositions kTable314{.size = 760,
+                                   .runtime_interpreters_head = 40,
+                                   .interp_next = 64,
+                                   .interp_threads_head = 72,
+                                   .interp_imports_modules = 96,
+                                   .interp_ceval_gil = 120,
+                                   .interp_gil_runtime_state = 128,
+                                   .interp_gil_locked = 144,
+                                   .interp_gil_holder = 152,
+                                   .ts_next = 192,
+                                   .ts_interp = 200,
+                                   .ts_current_frame = 208,
+                                   .ts_thread_id = 216,
+                                   .ts_native_thread_id = 224,
+                                   .fr_size = 248,
+                                   .fr_previous = 256,
+                                   .fr_executable = 264,
+                                   .fr_instr_ptr = 272,
+                                   .fr_localsplus = 280,
+                                   .fr_owner = 288,
+                                   .co_size = 312,
+                                   .co_filename = 320,
+                                   .co_name = 328,
+                                   .co_qualname = 336,
+                                   .co_linetable = 344,
+                                   .co_firstlineno = 352,
+                                   .co_localsplusnames = 368,
+                                   .co_localspluskinds = 376,
+                                   .co_code_adaptive = 384,
+                                   .ob_type = 408,
+                                   .tp_name = 424,
+                                   .tp_flags = 440,
+                                   .tuple_ob_item = 456,
+                                   .list_ob_item = 480,
+                                   .dict_ma_keys = 536,
+                                   .dict_ma_values = 544,
+                                   .float_fval = 560,
+                                   .long_digit = 584,
+                                   .bytes_ob_sval = 608,
+                                   .unicode_state = 624,
+                                   .unicode_length = 632,
+                                   .unicode_ascii_size = 640};
 
 std::uint64_t table_u64(std::span<const std::byte> table, std::size_t at) {
   std::uint64_t value = 0;
@@ -239,6 +323,10 @@ Layout layout_from_debug_offsets(std::span<const std::byte> table) {
   l.unicode_ascii_data = at(p->unicode_ascii_size);
   l.unicode_compact_data = l.unicode_ascii_data + 16;  // + utf8_length, utf8
   l.unicode_legacy_data = l.unicode_compact_data;
+  l.dict_values_items = 8;
+  l.type_flags = at(p->tp_flags);
+  l.heap_type_cached_keys = 880;  // not in the table; PyTypeObject is 416 bytes in 3.13 and 3.14
+  l.managed_dict = Layout::ManagedDict::kInlineValues;
   // Every offset is used to read a few bytes at it: reject tables that point far away.
   for (const std::uint64_t offset :
        {l.frame_previous, l.frame_code, l.frame_instr, *l.frame_owner, l.code_filename, l.code_name,

@@ -132,6 +132,129 @@ std::optional<std::string> ObjectReader::int_repr(std::uint64_t object) {
   return (negative ? "-" : "") + std::to_string(value);
 }
 
+std::optional<std::uint64_t> ObjectReader::int_value(std::uint64_t object) {
+  const auto text = int_repr(object);
+  if (!text || text->empty() || (*text)[0] == '-' || (*text)[0] == '<') return std::nullopt;
+  return std::stoull(*text);
+}
+
+std::vector<std::pair<std::uint64_t, std::uint64_t>> ObjectReader::keys_entries(
+    std::uint64_t keys, std::uint64_t values, std::size_t max_items) {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> items;
+  std::uint64_t entries = 0, count = 0, entry_size = 24, key_at = 8, value_at = 16;
+  if (layout_.dict_keys_310) {
+    // {dk_refcnt, dk_size, dk_lookup, dk_usable, dk_nentries, dk_indices[]}
+    std::int64_t header[5];
+    if (!read(keys, header, sizeof header) || header[1] <= 0 || header[1] > (1 << 26)) return items;
+    const auto size = static_cast<std::uint64_t>(header[1]);
+    const std::uint64_t width = size <= 0xff ? 1 : size <= 0xffff ? 2 : size <= 0xffffffff ? 4 : 8;
+    entries = keys + 40 + size * width;
+    count = static_cast<std::uint64_t>(header[4]);
+  } else {
+    // {dk_refcnt, u8 log2_size, u8 log2_index_bytes, u8 kind, u32 version, dk_usable, dk_nentries}
+    std::uint8_t shape[3];
+    std::int64_t nentries = 0;
+    if (!read(keys + 8, shape, sizeof shape) || !read(keys + 24, &nentries, sizeof nentries) ||
+        shape[1] > 40 || nentries < 0) {
+      return items;
+    }
+    entries = keys + 32 + (std::uint64_t{1} << shape[1]);
+    count = static_cast<std::uint64_t>(nentries);
+    if (shape[2] != 0) {  // unicode keys: {key, value}
+      entry_size = 16;
+      key_at = 0;
+      value_at = 8;
+    }
+  }
+  count = std::min<std::uint64_t>(count, max_items);
+  std::vector<std::uint64_t> raw(count * entry_size / 8);
+  if (raw.empty() || !read(entries, raw.data(), raw.size() * 8)) return items;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const std::uint64_t key = raw[(i * entry_size + key_at) / 8];
+    std::uint64_t value = raw[(i * entry_size + value_at) / 8];
+    if (values != 0) {
+      value = pointer_at(values + layout_.dict_values_items + i * 8).value_or(0);
+    }
+    if (key != 0 && value != 0) items.emplace_back(key, value);
+  }
+  return items;
+}
+
+std::vector<std::pair<std::uint64_t, std::uint64_t>> ObjectReader::dict_items(
+    std::uint64_t dict, std::size_t max_items) {
+  const auto keys = pointer_at(dict + layout_.dict_keys);
+  const auto values = pointer_at(dict + layout_.dict_values);
+  if (!keys || !plausible(*keys)) return {};
+  return keys_entries(*keys, values.value_or(0), max_items);
+}
+
+std::optional<std::uint64_t> ObjectReader::dict_get(std::uint64_t dict, std::string_view key) {
+  for (const auto& [k, v] : dict_items(dict)) {
+    if (string(k, key.size() + 1) == key) return v;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::uint64_t> ObjectReader::attribute(std::uint64_t object, std::string_view name) {
+  const auto type = pointer_at(object + layout_.object_type);
+  if (!type || !plausible(*type)) return std::nullopt;
+  std::uint64_t flags = 0;
+  read(*type + layout_.type_flags, &flags, sizeof flags);
+  constexpr std::uint64_t kManagedDict = 1u << 4, kInlineValues = 1u << 2;
+  const auto from_values = [&](std::uint64_t values) -> std::optional<std::uint64_t> {
+    const auto keys = pointer_at(*type + layout_.heap_type_cached_keys);
+    if (!keys || !plausible(*keys)) return std::nullopt;
+    for (const auto& [k, v] : keys_entries(*keys, values, 256)) {
+      if (string(k, name.size() + 1) == name) return v;
+    }
+    return std::nullopt;
+  };
+  std::optional<std::uint64_t> dict;
+  switch (layout_.managed_dict) {
+    case Layout::ManagedDict::kNone: {
+      std::int64_t offset = 0;
+      if (read(*type + layout_.type_dictoffset, &offset, sizeof offset) && offset > 0) {
+        dict = pointer_at(object + static_cast<std::uint64_t>(offset));
+      }
+      break;
+    }
+    case Layout::ManagedDict::kValuesAtMinus4:
+      if (!(flags & kManagedDict)) return std::nullopt;
+      dict = pointer_at(object - 24);
+      if (!dict || *dict == 0) {
+        const auto values = pointer_at(object - 32);
+        return values && *values ? from_values(*values) : std::nullopt;
+      }
+      break;
+    case Layout::ManagedDict::kTaggedAtMinus3: {
+      if (!(flags & kManagedDict)) return std::nullopt;
+      const auto tagged = pointer_at(object - 24);
+      if (!tagged || *tagged == 0) return std::nullopt;
+      if (*tagged & 1) return from_values(*tagged + 1);  // stored as values - 1
+      dict = tagged;
+      break;
+    }
+    case Layout::ManagedDict::kInlineValues: {
+      if (!(flags & kManagedDict)) return std::nullopt;
+      dict = pointer_at(object - 24);
+      if ((!dict || *dict == 0) && (flags & kInlineValues)) {
+        std::int64_t basic_size = 0;
+        std::uint8_t valid = 0;
+        if (!read(*type + layout_.type_basicsize, &basic_size, sizeof basic_size) ||
+            basic_size <= 0) {
+          return std::nullopt;
+        }
+        const std::uint64_t values = object + static_cast<std::uint64_t>(basic_size);
+        if (!read(values + 3, &valid, 1) || !valid) return std::nullopt;
+        return from_values(values);
+      }
+      break;
+    }
+  }
+  if (!dict || *dict == 0) return std::nullopt;
+  return dict_get(*dict, name);
+}
+
 std::string ObjectReader::repr(std::uint64_t object, int depth) {
   if (object == 0) return "<NULL>";
   const auto type = type_name(object);

@@ -32,6 +32,7 @@ std::vector<PyThread> StackReader::read_threads() {
     throw Error("_PyRuntime does not match the CPython " + layout_.version.to_string() + " layout");
   }
   const auto holder = gil_holder(*interp);
+  const auto names = thread_names(*interp);
   std::vector<PyThread> threads;
   std::set<std::uint64_t> seen;
   auto tstate = objects_.pointer_at(*interp + layout_.interp_threads_head);
@@ -48,6 +49,7 @@ std::vector<PyThread> StackReader::read_threads() {
       }
     }
     thread.holds_gil = holder && *holder == *tstate;
+    if (const auto it = names.find(thread.thread_id); it != names.end()) thread.name = it->second;
     if (const auto frame = first_frame(*tstate)) walk_frames(*frame, thread);
     threads.push_back(std::move(thread));
     tstate = objects_.pointer_at(*tstate + layout_.tstate_next);
@@ -68,6 +70,25 @@ std::optional<std::uint64_t> StackReader::gil_holder(std::uint64_t interp) {
     return std::nullopt;
   }
   return objects_.pointer_at(*gil + layout_.gil_last_holder);
+}
+
+std::map<std::uint64_t, std::string> StackReader::thread_names(std::uint64_t interp) {
+  std::map<std::uint64_t, std::string> names;
+  const auto modules = objects_.pointer_at(interp + layout_.interp_modules);
+  if (!modules || !objects_.plausible(*modules)) return names;
+  const auto threading = objects_.dict_get(*modules, "threading");
+  if (!threading) return names;  // threading was never imported
+  const auto globals = objects_.pointer_at(*threading + layout_.module_dict);
+  if (!globals || !objects_.plausible(*globals)) return names;
+  const auto active = objects_.dict_get(*globals, "_active");
+  if (!active || !objects_.plausible(*active)) return names;
+  for (const auto& [ident, thread] : objects_.dict_items(*active, options_.max_threads)) {
+    const auto id = objects_.int_value(ident);
+    const auto name = objects_.attribute(thread, "_name");
+    if (!id || !name) continue;
+    if (auto text = objects_.string(*name, 256)) names[*id] = std::move(*text);
+  }
+  return names;
 }
 
 std::optional<std::uint64_t> StackReader::first_frame(std::uint64_t tstate) {

@@ -3,6 +3,28 @@
 
 namespace hangscope::report {
 
+namespace {
+
+void fill_frame(v1::Frame& frame, const capture::Frame& f) {
+  const bool python = f.kind == capture::Frame::Kind::kPython;
+  frame.set_kind(python ? v1::Frame::KIND_PYTHON : v1::Frame::KIND_NATIVE);
+  frame.set_function(f.function);
+  frame.set_module(f.module);
+  frame.set_address(f.address);
+  frame.set_offset(f.offset);
+  frame.set_module_offset(f.module_offset);
+  frame.set_qualname(f.qualname);
+  frame.set_file(f.file);
+  frame.set_line(f.line);
+  for (const auto& [name, value] : f.locals) {
+    auto* local = frame.add_locals();
+    local->set_name(name);
+    local->set_value(value);
+  }
+}
+
+}  // namespace
+
 void dump_to_proto(const capture::ProcessDump& dump, v1::ProcessDump& out) {
   out.Clear();
   out.set_pid(dump.pid);
@@ -20,19 +42,13 @@ void dump_to_proto(const capture::ProcessDump& dump, v1::ProcessDump& out) {
     thread->set_merge(t.merge);
     thread->set_paused_ns(static_cast<std::uint64_t>(t.paused.count()));
     for (const auto& note : t.notes) thread->add_notes(note);
-    for (const auto& f : t.frames) {
-      auto* frame = thread->add_frames();
-      const bool python = f.kind == capture::Frame::Kind::kPython;
-      frame->set_kind(python ? v1::Frame::KIND_PYTHON : v1::Frame::KIND_NATIVE);
-      frame->set_function(f.function);
-      frame->set_module(f.module);
-      frame->set_address(f.address);
-      frame->set_offset(f.offset);
-      frame->set_module_offset(f.module_offset);
-      frame->set_qualname(f.qualname);
-      frame->set_file(f.file);
-      frame->set_line(f.line);
-    }
+    for (const auto& f : t.frames) fill_frame(*thread->add_frames(), f);
+    for (const auto& f : t.native_frames) fill_frame(*thread->add_native_frames(), f);
+    for (const auto& f : t.python_frames) fill_frame(*thread->add_python_frames(), f);
+    if (t.py_thread_id) thread->set_py_thread_id(*t.py_thread_id);
+    if (t.py_thread_name) thread->set_py_thread_name(*t.py_thread_name);
+    thread->set_holds_gil(t.holds_gil);
+    for (const auto& k : t.kernel_stack) thread->add_kernel_stack(k);
   }
 }
 

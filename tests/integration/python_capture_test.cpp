@@ -112,6 +112,7 @@ void expect_matches_truth(const capture::ProcessDump& dump, const nlohmann::json
                                << ")";
     SCOPED_TRACE(want["name"].get<std::string>());
     EXPECT_EQ(thread->py_thread_id, want["ident"].get<std::uint64_t>());
+    EXPECT_EQ(thread->py_thread_name, want["name"].get<std::string>());
     EXPECT_TRUE(same_frames(want["frames"], thread->python_frames, qualnames));
     if (merged) {
       EXPECT_EQ(thread->merge, "ok") << testing::describe_stack(*thread);
@@ -212,6 +213,22 @@ TEST(PythonCaptureNamespaces, TargetInItsOwnPidNamespace) {
   EXPECT_TRUE(dump.notes.empty()) << dump.notes.front();
   expect_matches_truth(dump, target.truth, /*merged=*/true);
   for (const auto& t : dump.threads) EXPECT_NE(t.tid, 0);
+}
+
+TEST(PythonCaptureNotes, UnsupportedPythonGetsNativeStacksAndAClearNote) {
+  const auto old = testing::old_python_interpreters();
+  if (old.empty()) GTEST_SKIP() << "no CPython older than 3.10 on this machine";
+  testing::TargetProcess target(
+      {old.back().path, "-c", "import sys, time; print('ready', flush=True); time.sleep(600)"});
+  target.wait_for_line("ready");
+  const auto dump = capture::capture_process(target.pid(), {});
+  ASSERT_EQ(dump.notes.size(), 1u);
+  EXPECT_NE(dump.notes[0].find(" is not supported (known: 3.10 to 3.14): native stacks only"),
+            std::string::npos)
+      << dump.notes[0];
+  EXPECT_FALSE(dump.python.has_value());
+  ASSERT_EQ(dump.threads.size(), 1u);
+  EXPECT_GE(testing::frame_index(dump.threads[0], "_PyEval_EvalFrameDefault"), 0);
 }
 
 TEST(PythonCaptureNotes, NonPythonProcessGetsNativeStacksAndNoPythonNote) {

@@ -9,7 +9,11 @@
 
 namespace hangscope::testing {
 
-std::vector<PythonInterpreter> python_interpreters() {
+namespace {
+
+// pyenv CPython 3.x builds whose minor version satisfies `wanted`.
+template <typename Wanted>
+std::vector<PythonInterpreter> pyenv_interpreters(Wanted wanted) {
   std::vector<PythonInterpreter> found;
   std::set<std::string> roots;
   if (const char* root = std::getenv("PYENV_ROOT")) roots.insert(root);
@@ -22,7 +26,8 @@ std::vector<PythonInterpreter> python_interpreters() {
     while (const dirent* entry = ::readdir(dir)) {
       const std::string version = entry->d_name;
       int major = 0, minor = 0;
-      if (std::sscanf(version.c_str(), "%d.%d", &major, &minor) != 2 || major != 3 || minor < 10) {
+      if (std::sscanf(version.c_str(), "%d.%d", &major, &minor) != 2 || major != 3 ||
+          !wanted(minor)) {
         continue;
       }
       const std::string path = root + "/versions/" + version + "/bin/python3";
@@ -36,6 +41,17 @@ std::vector<PythonInterpreter> python_interpreters() {
   std::sort(found.begin(), found.end(), [](const PythonInterpreter& a, const PythonInterpreter& b) {
     return a.label < b.label;
   });
+  return found;
+}
+
+}  // namespace
+
+std::vector<PythonInterpreter> old_python_interpreters() {
+  return pyenv_interpreters([](int minor) { return minor < 10; });
+}
+
+std::vector<PythonInterpreter> python_interpreters() {
+  auto found = pyenv_interpreters([](int minor) { return minor >= 10; });
   if (::access("/usr/bin/python3", X_OK) == 0)
     found.push_back({"debian_python3", "/usr/bin/python3"});
   return found;

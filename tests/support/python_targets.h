@@ -19,4 +19,7 @@ inline void PrintTo(const PythonInterpreter& interpreter, std::ostream* out) {
 // pyenv versions 3.10+ under $PYENV_ROOT, $HOME/.pyenv or /root/.pyenv, and /usr/bin/python3.
 std::vector<PythonInterpreter> python_interpreters();
 
+// A pyenv CPython older than 3.10 (unsupported by hangscope), when the machine has one.
+std::vector<PythonInterpreter> old_python_interpreters();
+
 }  // namespace hangscope::testing

@@ -27,7 +27,19 @@ capture::ProcessDump sample_dump() {
   unnamed.module = "/usr/lib/libx.so";
   unnamed.address = 0x7f0000009999;
   unnamed.offset = unnamed.module_offset = 0x9999;
-  thread.frames = {named, unnamed};
+  capture::Frame py;
+  py.kind = capture::Frame::Kind::kPython;
+  py.function = "barrier";
+  py.qualname = "GroupCoordinator.barrier";
+  py.file = "/srv/vllm/distributed/parallel_state.py";
+  py.line = 480;
+  py.locals = {{"group_name", "'tp:0'"}};
+  thread.frames = {named, py, unnamed};
+  thread.native_frames = {named, unnamed};
+  thread.python_frames = {py};
+  thread.py_thread_id = 140000000000;
+  thread.py_thread_name = "MainThread";
+  thread.holds_gil = true;
   dump.threads.push_back(thread);
   return dump;
 }
@@ -41,9 +53,8 @@ TEST(DumpJson, UsesTheContractKeys) {
   EXPECT_EQ(thread["tid"], 124);
   EXPECT_EQ(thread["name"], "pt_main_thread");
   EXPECT_EQ(thread["state"], "S");
-  EXPECT_TRUE(thread["py_thread_id"].is_null());
-  EXPECT_TRUE(thread["py_thread_name"].is_null());
-  EXPECT_EQ(thread["holds_gil"], false);
+  EXPECT_EQ(thread["py_thread_id"], 140000000000);
+  EXPECT_EQ(thread["holds_gil"], true);
   EXPECT_EQ(thread["merge"], "ok");
   const auto& frame = thread["frames"][0];
   EXPECT_EQ(frame["kind"], "native");
@@ -51,7 +62,16 @@ TEST(DumpJson, UsesTheContractKeys) {
   EXPECT_EQ(frame["module"], "/usr/lib/libgloo.so.0.5.0");
   EXPECT_EQ(frame["offset"], 0xaa);
   EXPECT_EQ(frame["address"], 0x7f0000001234);
-  EXPECT_TRUE(thread["frames"][1]["function"].is_null());
+  EXPECT_TRUE(thread["frames"][2]["function"].is_null());
+  const auto& py = thread["frames"][1];
+  EXPECT_EQ(py["kind"], "python");
+  EXPECT_EQ(py["qualname"], "GroupCoordinator.barrier");
+  EXPECT_EQ(py["file"], "/srv/vllm/distributed/parallel_state.py");
+  EXPECT_EQ(py["line"], 480);
+  EXPECT_EQ(py["locals"]["group_name"], "'tp:0'");
+  EXPECT_EQ(thread["py_thread_name"], "MainThread");
+  EXPECT_EQ(thread["native_frames"].size(), 2u);
+  EXPECT_EQ(thread["python_frames"].size(), 1u);
 }
 
 TEST(DumpText, ShowsNamedAndUnnamedFrames) {
@@ -64,7 +84,12 @@ TEST(DumpText, ShowsNamedAndUnnamedFrames) {
                       "(/usr/lib/libgloo.so.0.5.0)"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("#1  0x00007f0000009999  ??  (/usr/lib/libx.so + 0x9999)"), std::string::npos)
+  EXPECT_NE(
+      text.find("#1  [py] GroupCoordinator.barrier (/srv/vllm/distributed/parallel_state.py:480)\n"
+                "        group_name = 'tp:0'"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("#2  0x00007f0000009999  ??  (/usr/lib/libx.so + 0x9999)"), std::string::npos)
       << text;
 }
 
@@ -79,7 +104,12 @@ TEST(DumpProto, RoundTripsThroughTheWireFormat) {
   ASSERT_EQ(back.threads_size(), 1);
   EXPECT_EQ(back.threads(0).frames(0).function(), "gloo::barrier(gloo::BarrierOptions&)");
   EXPECT_EQ(back.threads(0).frames(0).kind(), v1::Frame::KIND_NATIVE);
-  EXPECT_EQ(back.threads(0).frames(1).module_offset(), 0x9999u);
+  EXPECT_EQ(back.threads(0).frames(2).module_offset(), 0x9999u);
+  EXPECT_EQ(back.threads(0).frames(1).kind(), v1::Frame::KIND_PYTHON);
+  EXPECT_EQ(back.threads(0).frames(1).locals(0).value(), "'tp:0'");
+  EXPECT_EQ(back.threads(0).py_thread_name(), "MainThread");
+  EXPECT_EQ(back.threads(0).python_frames_size(), 1);
+  EXPECT_EQ(back.threads(0).native_frames_size(), 2);
 }
 
 }  // namespace

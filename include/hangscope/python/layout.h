@@ -91,6 +91,22 @@ struct Layout {
   std::uint64_t dict_used = 16;
   std::uint64_t dict_keys = 32;
   std::uint64_t dict_values = 40;
+  bool dict_keys_310 = false;           // 3.10 PyDictKeysObject (dk_size, dk_lookup, ...)
+  std::uint64_t dict_values_items = 0;  // PyDictValues.values (8 from 3.13)
+
+  // Instance attributes (for threading.Thread._name)
+  std::uint64_t type_basicsize = 32;
+  std::uint64_t type_flags = 168;
+  std::uint64_t type_dictoffset = 288;
+  std::uint64_t heap_type_cached_keys = 0;  // PyHeapTypeObject.ht_cached_keys
+  // How an object without a __dict__ pointer keeps its attributes.
+  enum class ManagedDict {
+    kNone,            // 3.10: tp_dictoffset
+    kValuesAtMinus4,  // 3.11: dict at obj-3 words, values at obj-4 words
+    kTaggedAtMinus3,  // 3.12: obj-3 words holds a dict, or values | 1
+    kInlineValues,    // 3.13+: dict at obj-3 words, values inline at obj+tp_basicsize
+  };
+  ManagedDict managed_dict = ManagedDict::kNone;
 };
 
 // The built-in layout of a version whose offsets hangscope knows without the debug table;

@@ -6,6 +6,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "hangscope/memory/memory_reader.h"
@@ -37,12 +39,27 @@ class ObjectReader {
   std::optional<std::int64_t> var_size(std::uint64_t object);
   std::optional<std::uint64_t> tuple_item(std::uint64_t tuple, std::int64_t index);
 
+  // An int object's value when it fits 64 bits.
+  std::optional<std::uint64_t> int_value(std::uint64_t object);
+
+  // Entries of a dict (key, value), in insertion order, at most max_items.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> dict_items(std::uint64_t dict,
+                                                                  std::size_t max_items = 4096);
+  // The value of a dict under a str key.
+  std::optional<std::uint64_t> dict_get(std::uint64_t dict, std::string_view key);
+  // An instance attribute (from its __dict__ or its managed/inline values).
+  std::optional<std::uint64_t> attribute(std::uint64_t object, std::string_view name);
+
   // A short Python-like repr of simple values (int, float, bool, None, str, bytes, small
   // tuples and lists of them); any other object is shown as <type name>.
   std::string repr(std::uint64_t object, int depth = 2);
 
  private:
   std::optional<std::string> int_repr(std::uint64_t object);
+  // Keys table entries: (key, value-or-index) pairs; values of split tables come from `values`.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> keys_entries(std::uint64_t keys,
+                                                                    std::uint64_t values,
+                                                                    std::size_t max_items);
 
   memory::MemoryReader& memory_;
   const proc::MemoryMap& maps_;

@@ -27,6 +27,7 @@ struct PyThread {
   std::uint64_t tstate = 0;
   std::uint64_t thread_id = 0;                   // pthread_t
   std::optional<std::int64_t> native_thread_id;  // gettid() in the target's PID namespace (3.11+)
+  std::optional<std::string> name;  // threading.Thread.name, when threading knows the thread
   bool holds_gil = false;
   std::vector<PyFrame> frames;  // innermost first
   std::string error;            // why the walk stopped early ("" when it reached the bottom)
@@ -63,6 +64,8 @@ class StackReader {
 
   const CodeInfo& code_info(std::uint64_t code);
   std::optional<std::uint64_t> gil_holder(std::uint64_t interp);
+  // threading._active: thread ident -> Thread.name.
+  std::map<std::uint64_t, std::string> thread_names(std::uint64_t interp);
   std::optional<std::uint64_t> first_frame(std::uint64_t tstate);
   void walk_frames(std::uint64_t frame, PyThread& thread);
   void read_locals(const CodeInfo& code, std::uint64_t localsplus, PyFrame& frame);
