@@ -70,20 +70,13 @@ std::vector<std::string> ProcessImage::notes() const {
   return notes;
 }
 
-std::vector<ProcessImage::LoadedFile> ProcessImage::loaded_files() {
-  std::vector<LoadedFile> files;
+std::vector<const proc::Mapping*> ProcessImage::file_mappings() const {
+  std::vector<const proc::Mapping*> files;
   std::set<std::tuple<std::string, std::uint64_t, std::string>> seen;
   for (const auto& mapping : maps_.mappings()) {
-    if (!mapping.is_file() || !seen.emplace(mapping.device, mapping.inode, mapping.path).second) {
-      continue;
+    if (mapping.is_file() && seen.emplace(mapping.device, mapping.inode, mapping.path).second) {
+      files.push_back(&mapping);
     }
-    LoadedFile file;
-    file.first_mapping = &mapping;
-    if (const auto location = locate(mapping.start); location && location->module) {
-      file.module = location->module;
-      file.bias = location->bias;
-    }
-    files.push_back(file);
   }
   return files;
 }

@@ -29,19 +29,21 @@ std::optional<std::uint64_t> version_hex_from_file(const elf::Module& module) {
 InterpreterSearch find_interpreter(elf::ProcessImage& image, memory::MemoryReader& memory) {
   InterpreterSearch search;
   std::string unreadable;
-  for (const auto& file : image.loaded_files()) {
-    const std::string& path = file.first_mapping->path;
-    if (!looks_like_python(path)) continue;
-    if (file.module == nullptr) {
+  for (const proc::Mapping* mapping : image.file_mappings()) {
+    const std::string& path = mapping->path;
+    if (!looks_like_python(path)) continue;  // only the interpreter's files are opened
+    const auto location = image.locate(mapping->start);
+    if (!location || location->module == nullptr) {
       unreadable = path;
       continue;
     }
-    const auto vaddr = runtime_vaddr(*file.module);
+    const elf::Module& module = *location->module;
+    const auto vaddr = runtime_vaddr(module);
     if (!vaddr) continue;  // e.g. pyenv's python3.X executable: the runtime is in libpython
     Interpreter interpreter;
-    interpreter.runtime_address = file.bias + *vaddr;
+    interpreter.runtime_address = location->bias + *vaddr;
     interpreter.module_path = path;
-    if (const auto hex = version_hex_from_file(*file.module)) {
+    if (const auto hex = version_hex_from_file(module)) {
       interpreter.version = PythonVersion::from_hex(*hex);
     } else {
       interpreter.version = *PythonVersion::from_file_name(path);

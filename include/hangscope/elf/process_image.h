@@ -33,14 +33,9 @@ class ProcessImage {
   // cannot be opened is tried once and reported in notes().
   std::optional<Location> locate(std::uint64_t address);
 
-  // Every distinct file mapped into the process, in address order, opened (null when it
-  // could not be) with its load bias.
-  struct LoadedFile {
-    const proc::Mapping* first_mapping = nullptr;
-    const Module* module = nullptr;
-    std::uint64_t bias = 0;
-  };
-  std::vector<LoadedFile> loaded_files();
+  // The first mapping of every distinct file mapped into the process, in address order.
+  // Nothing is opened: call locate() on a mapping's start to open that one file.
+  std::vector<const proc::Mapping*> file_mappings() const;
 
   // Copies bytes of a file-backed mapping from the local copy of the file.
   std::size_t read_file_backed(std::uint64_t address, void* out, std::size_t size);
