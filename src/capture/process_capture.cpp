@@ -211,7 +211,7 @@ ProcessDump capture_process(pid_t pid, const CaptureOptions& options) {
     if (python && freeze.mode == native::StopMode::kAllThreads) {
       freeze.while_all_stopped = [&] { read_python(1); };  // one consistent instant
     }
-    native::FreezeResult frozen = native::freeze_and_copy(fs, image.maps(), freeze);
+    native::FreezeResult frozen = native::freeze_and_copy(fs, image.maps(), live, freeze);
     dump.notes.insert(dump.notes.end(), frozen.notes.begin(), frozen.notes.end());
     dump.max_paused = frozen.max_paused;
     copies = std::move(frozen.threads);

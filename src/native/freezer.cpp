@@ -1,7 +1,5 @@
 #include "hangscope/native/freezer.h"
 
-#include <sys/uio.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <exception>
@@ -32,7 +30,8 @@ std::string stop_failure(pid_t pid, pid_t tid, int err, const proc::ProcessFs& f
 }
 
 // Copies registers and the live part of the stack of a stopped thread.
-void copy_stopped_thread(ThreadCopy& copy, const proc::MemoryMap& maps, std::size_t max_bytes) {
+void copy_stopped_thread(ThreadCopy& copy, const proc::MemoryMap& maps,
+                         memory::MemoryReader& memory, std::size_t max_bytes) {
   if (const int err = read_registers(copy.tid, copy.registers); err != 0) {
     copy.error = errno_message("cannot read registers", err);
     return;
@@ -42,18 +41,16 @@ void copy_stopped_thread(ThreadCopy& copy, const proc::MemoryMap& maps, std::siz
   std::uint64_t end = start + max_bytes;
   if (const proc::Mapping* m = maps.find(sp)) end = std::min(end, m->end);
   copy.stack.resize(end > start ? end - start : 0);
-  iovec local{copy.stack.data(), copy.stack.size()};
-  iovec remote{reinterpret_cast<void*>(start), copy.stack.size()};
-  const ssize_t n = copy.stack.empty() ? 0 : ::process_vm_readv(copy.tid, &local, 1, &remote, 1, 0);
-  copy.stack.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  copy.stack.resize(memory.read(start, copy.stack.data(), copy.stack.size()));
   copy.stack_start = start;
   copy.copied = true;
 }
 
 class Freezer {
  public:
-  Freezer(const proc::ProcessFs& fs, const proc::MemoryMap& maps, const FreezeOptions& options)
-      : fs_(fs), maps_(maps), options_(options) {}
+  Freezer(const proc::ProcessFs& fs, const proc::MemoryMap& maps, memory::MemoryReader& memory,
+          const FreezeOptions& options)
+      : fs_(fs), maps_(maps), memory_(memory), options_(options) {}
 
   FreezeResult run() {
     const auto begin = std::chrono::steady_clock::now();
@@ -119,7 +116,7 @@ class Freezer {
       ThreadCopy& copy = result_.threads[index];
       switch (stop.wait(options_.stop_timeout)) {
         case StopState::kStopped:
-          copy_stopped_thread(copy, maps_, options_.max_stack_bytes);
+          copy_stopped_thread(copy, maps_, memory_, options_.max_stack_bytes);
           break;
         case StopState::kGone:
           copy.error = "thread exited during capture";
@@ -154,6 +151,7 @@ class Freezer {
 
   const proc::ProcessFs& fs_;
   const proc::MemoryMap& maps_;
+  memory::MemoryReader& memory_;
   const FreezeOptions& options_;
   FreezeResult result_;
   std::set<pid_t> seen_;
@@ -164,12 +162,12 @@ class Freezer {
 }  // namespace
 
 FreezeResult freeze_and_copy(const proc::ProcessFs& fs, const proc::MemoryMap& maps,
-                             const FreezeOptions& options) {
+                             memory::MemoryReader& memory, const FreezeOptions& options) {
   FreezeResult result;
   std::exception_ptr failure;
   std::thread tracer([&] {
     try {
-      result = Freezer(fs, maps, options).run();
+      result = Freezer(fs, maps, memory, options).run();
     } catch (...) {
       failure = std::current_exception();
     }

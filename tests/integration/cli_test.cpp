@@ -18,9 +18,11 @@ struct CommandResult {
   std::string err;
 };
 
-CommandResult run_hangscope(const std::string& args) {
+// Runs `prefix hangscope args`, capturing stdout, stderr and the exit code.
+CommandResult run_hangscope_as(const std::string& prefix, const std::string& args) {
   const std::string err_path = testing::temp_path("stderr");
-  const std::string command = std::string(HANGSCOPE_BINARY) + " " + args + " 2>" + err_path;
+  const std::string command =
+      prefix + " " + std::string(HANGSCOPE_BINARY) + " " + args + " 2>" + err_path;
   CommandResult result;
   FILE* pipe = ::popen(command.c_str(), "r");
   std::array<char, 4096> buffer;
@@ -35,6 +37,10 @@ CommandResult run_hangscope(const std::string& args) {
   if (err) std::fclose(err);
   ::unlink(err_path.c_str());
   return result;
+}
+
+CommandResult run_hangscope(const std::string& args) {
+  return run_hangscope_as("", args);
 }
 
 TEST(Cli, DumpJsonFollowsTheContract) {
@@ -99,6 +105,22 @@ TEST(Cli, MissingPidFailsWithExitCodeOneAndAReason) {
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_EQ(result.err, "hangscope: error: pid " + std::to_string(child) + " does not exist\n");
   EXPECT_TRUE(result.out.empty());
+}
+
+TEST(Cli, UnprivilegedUserGetsAClearPermissionError) {
+  if (::access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "setpriv (util-linux) missing";
+  testing::TargetProcess target({NATIVE_TARGET});
+  target.wait_for_line("ready");
+  // As "nobody", without capabilities: the root-owned target cannot be examined.
+  const auto result = run_hangscope_as(
+      "/usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups "
+      "--inh-caps=-all",
+      "dump --pid " + std::to_string(target.pid()));
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.err.find("pid " + std::to_string(target.pid())), std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("Permission denied"), std::string::npos) << result.err;
+  EXPECT_TRUE(testing::no_thread_stopped(target.pid()));
 }
 
 TEST(Cli, BadUsageExitsWithTwo) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -77,6 +78,26 @@ TEST(Faults, KernelThreadIsRefusedWithReason) {
   const std::string error = capture_error(kthread);
   EXPECT_NE(error.find("pid " + std::to_string(kthread)), std::string::npos) << error;
   EXPECT_NE(error.find("is a kernel thread"), std::string::npos) << error;
+}
+
+TEST(Faults, DeletedBinaryIsStillSymbolizedThroughMapFiles) {
+  const std::string copy = testing::temp_path("native_target");
+  {
+    std::ifstream in(NATIVE_TARGET, std::ios::binary);
+    std::ofstream out(copy, std::ios::binary);
+    out << in.rdbuf();
+  }
+  ASSERT_EQ(::chmod(copy.c_str(), 0700), 0);
+  TargetProcess target({copy});
+  target.wait_for_line("ready");
+  ASSERT_EQ(::unlink(copy.c_str()), 0);  // the running binary is gone from the file system
+  const auto dump = capture::capture_process(target.pid(), {});
+  EXPECT_TRUE(dump.notes.empty()) << dump.notes.front();
+  const auto* cv = find_thread(dump, "cv_waiter");
+  ASSERT_NE(cv, nullptr);
+  EXPECT_TRUE(testing::has_frames_in_order(*cv, {"wait_on_condition", "cv_middle", "cv_outer"}));
+  EXPECT_EQ(cv->frames[static_cast<std::size_t>(testing::frame_index(*cv, "cv_outer"))].module,
+            copy);
 }
 
 TEST(Faults, StoppedTargetIsCapturedAndStaysStopped) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "hangscope/memory/memory_reader.h"
 #include "hangscope/native/registers.h"
 #include "hangscope/proc/maps.h"
 #include "hangscope/proc/process_fs.h"
@@ -58,7 +59,8 @@ struct FreezeResult {
 // Runs the whole stop/copy/release sequence on a dedicated thread and joins it: when that
 // thread exits, the kernel detaches any tracee that never reached its stop.
 // Throws hangscope::Error when the process cannot be examined at all (its /proc is gone).
+// Stacks are copied through `memory` (the process's one remote-memory reader).
 FreezeResult freeze_and_copy(const proc::ProcessFs& fs, const proc::MemoryMap& maps,
-                             const FreezeOptions& options);
+                             memory::MemoryReader& memory, const FreezeOptions& options);
 
 }  // namespace hangscope::native
