@@ -1,0 +1,28 @@
+// A process's environment: /proc/PID/environ, or libc's live `environ` array read from memory
+// when setproctitle (vLLM, Ray) has overwritten the memory /proc reads.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "hangscope/elf/process_image.h"
+#include "hangscope/memory/memory_reader.h"
+#include "hangscope/proc/process_fs.h"
+
+namespace hangscope::identity {
+
+struct Environment {
+  std::map<std::string, std::string> variables;
+  std::string source;  // "proc", "memory", or "" when neither could be read
+  std::string note;    // why the environment is missing, when it is
+};
+
+// NAME=VALUE entries separated by NULs; entries without '=' are ignored.
+std::map<std::string, std::string> parse_environ_block(std::string_view block);
+
+// /proc/PID/environ when it holds variables; otherwise the array libc's `environ` points to.
+Environment read_environment(const proc::ProcessFs& fs, elf::ProcessImage& image,
+                             memory::MemoryReader& memory);
+
+}  // namespace hangscope::identity

@@ -1,0 +1,41 @@
+// Which processes are ranks, which rank, which job: from torchrun/env:// variables, vLLM, Ray
+// and SGLang process titles, and vLLM's data-parallel variables.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace hangscope::identity {
+
+// What a process title (setproctitle) says about the process.
+struct TitleInfo {
+  std::string framework;  // "vllm", "ray", "sglang"
+  std::string role;       // "rank", "engine", "api", "coordinator", "driver"
+  std::optional<int> tp, pp, dp, ep;
+};
+
+// Parses VLLM::Worker[_DP{d}][_PP{p}][_TP{t}][_EP{e}], VLLM::EngineCore[_DP{d}],
+// VLLM::APIServer_{i}, VLLM::DPCoordinator, ray::RayWorkerWrapper…, ray::…,
+// sglang::scheduler[_DP{d}][_PP{p}][_TP{t}]; nullopt for any other title.
+std::optional<TitleInfo> parse_title(std::string_view title);
+
+struct RankIdentity {
+  std::string role = "unidentified";  // rank | engine | api | driver | coordinator | unidentified
+  std::optional<int> rank, local_rank, world_size, tp, pp, dp;
+  std::string source;  // env | memory-env | title | "" (unidentified)
+  std::string job;     // job key, "" when unknown
+  std::string title;   // the process title it was read from, if any
+};
+
+// `env` is the process environment (`env_from_memory`: read from libc's environ), `title` the
+// first word of its command line as setproctitle left it.
+RankIdentity identify(const std::map<std::string, std::string>& env, bool env_from_memory,
+                      std::string_view title);
+
+// The key that groups ranks of one job: MASTER_ADDR:MASTER_PORT, else vLLM's DP master,
+// else the Ray job id; "" when none is known.
+std::string job_key(const std::map<std::string, std::string>& env);
+
+}  // namespace hangscope::identity

@@ -1,0 +1,136 @@
+#include "hangscope/identity/rank_identity.h"
+
+#include <charconv>
+
+namespace hangscope::identity {
+namespace {
+
+std::optional<int> to_int(std::string_view text) {
+  int value = 0;
+  const auto r = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (r.ec != std::errc() || r.ptr != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+std::optional<int> env_int(const std::map<std::string, std::string>& env, const char* name) {
+  const auto it = env.find(name);
+  return it == env.end() ? std::nullopt : to_int(it->second);
+}
+
+// Reads "_DP0_PP1_TP3_EP2"-style suffixes into info; false on anything else.
+bool parse_parallel_suffix(std::string_view rest, TitleInfo& info) {
+  while (!rest.empty()) {
+    if (rest.front() != '_') return false;
+    rest.remove_prefix(1);
+    const auto next = rest.find('_');
+    const std::string_view part = rest.substr(0, next);
+    rest.remove_prefix(next == std::string_view::npos ? rest.size() : next);
+    if (part.size() < 3) return false;
+    const auto value = to_int(part.substr(2));
+    if (!value) return false;
+    const std::string_view kind = part.substr(0, 2);
+    if (kind == "TP")
+      info.tp = value;
+    else if (kind == "PP")
+      info.pp = value;
+    else if (kind == "DP")
+      info.dp = value;
+    else if (kind == "EP")
+      info.ep = value;
+    else
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<TitleInfo> parse_title(std::string_view title) {
+  // Titles may carry a prefix (VLLM_PROCESS_NAME_PREFIX) and trailing arguments.
+  if (const auto space = title.find(' '); space != std::string_view::npos)
+    title = title.substr(0, space);
+  TitleInfo info;
+  if (const auto at = title.find("VLLM::"); at != std::string_view::npos) {
+    info.framework = "vllm";
+    const std::string_view name = title.substr(at + 6);
+    const auto underscore = name.find('_');
+    const std::string_view base = name.substr(0, underscore);
+    const std::string_view rest =
+        underscore == std::string_view::npos ? "" : name.substr(underscore);
+    if (base == "Worker") {
+      info.role = "rank";
+      if (!parse_parallel_suffix(rest, info)) return std::nullopt;
+    } else if (base == "EngineCore") {
+      info.role = "engine";
+      if (!parse_parallel_suffix(rest, info)) return std::nullopt;
+    } else if (base == "APIServer") {
+      info.role = "api";
+    } else if (base == "DPCoordinator") {
+      info.role = "coordinator";
+    } else {
+      return std::nullopt;
+    }
+    return info;
+  }
+  if (title.rfind("ray::", 0) == 0) {
+    info.framework = "ray";
+    // Ray v1 workers: ray::RayWorkerWrapper; v2 actors: vllm_Worker_{id}_TP{t}_PP{p}.
+    const std::string_view name = title.substr(5);
+    info.role = name.find("Worker") != std::string_view::npos ? "rank" : "driver";
+    if (const auto tp = name.find("_TP"); tp != std::string_view::npos) {
+      parse_parallel_suffix(name.substr(tp), info);
+    }
+    return info;
+  }
+  if (title.rfind("sglang::scheduler", 0) == 0) {
+    info.framework = "sglang";
+    info.role = "rank";
+    if (!parse_parallel_suffix(title.substr(17), info)) return std::nullopt;
+    return info;
+  }
+  return std::nullopt;
+}
+
+std::string job_key(const std::map<std::string, std::string>& env) {
+  const auto get = [&](const char* name) {
+    const auto it = env.find(name);
+    return it == env.end() ? std::string() : it->second;
+  };
+  if (!get("MASTER_ADDR").empty() && !get("MASTER_PORT").empty()) {
+    return get("MASTER_ADDR") + ":" + get("MASTER_PORT");
+  }
+  if (!get("VLLM_DP_MASTER_IP").empty()) {
+    return "vllm-dp:" + get("VLLM_DP_MASTER_IP") + ":" + get("VLLM_DP_MASTER_PORT");
+  }
+  if (!get("RAY_JOB_ID").empty()) return "ray-job:" + get("RAY_JOB_ID");
+  return "";
+}
+
+RankIdentity identify(const std::map<std::string, std::string>& env, bool env_from_memory,
+                      std::string_view title) {
+  RankIdentity id;
+  id.job = job_key(env);
+  const auto title_info = parse_title(title);
+  if (title_info) {
+    id.title = std::string(title.substr(0, title.find(' ')));
+    id.role = title_info->role;
+    id.tp = title_info->tp;
+    id.pp = title_info->pp;
+    id.dp = title_info->dp;
+    id.source = "title";
+  }
+  // torchrun / env:// launches name the global rank; the title adds the parallel grid.
+  if (const auto rank = env_int(env, "RANK")) {
+    id.rank = rank;
+    id.local_rank = env_int(env, "LOCAL_RANK");
+    id.world_size = env_int(env, "WORLD_SIZE");
+    if (id.role == "unidentified") id.role = "rank";
+    id.source = env_from_memory ? "memory-env" : "env";
+  } else if (const auto local = env_int(env, "LOCAL_RANK"); local && id.role == "rank") {
+    id.local_rank = local;  // Ray v1 workers: LOCAL_RANK only
+  }
+  if (!id.dp) id.dp = env_int(env, "VLLM_DP_RANK");
+  return id;
+}
+
+}  // namespace hangscope::identity

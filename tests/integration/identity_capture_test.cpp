@@ -1,0 +1,67 @@
+// Rank identity of real processes: a process retitled with setproctitle (as vLLM and Ray do)
+// whose /proc environ reads empty still yields its environment from memory.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "hangscope/common/files.h"
+#include "hangscope/elf/process_image.h"
+#include "hangscope/identity/environment.h"
+#include "hangscope/identity/rank_identity.h"
+#include "hangscope/memory/process_memory.h"
+#include "target_process.h"
+
+namespace hangscope {
+namespace {
+
+TEST(IdentityCapture, SetproctitleRankIsIdentifiedFromItsEnvironmentInMemory) {
+  testing::TargetProcess rank({"/usr/bin/python3", "-c",
+                               "import setproctitle, time, os\n"
+                               "setproctitle.setproctitle('VLLM::Worker_PP1_TP3')\n"
+                               "os.write(1, b'ready\\n')\n"
+                               "time.sleep(600)\n"},
+                              {{"RANK", "7"},
+                               {"LOCAL_RANK", "3"},
+                               {"WORLD_SIZE", "8"},
+                               {"MASTER_ADDR", "10.9.0.1"},
+                               {"MASTER_PORT", "29501"}});
+  rank.wait_for_line("ready");
+  proc::ProcessFs fs(rank.pid());
+  const auto environ_file = read_file(fs.dir() + "/environ");
+  ASSERT_TRUE(environ_file.text);
+  // What makes this hard: /proc shows no variables any more.
+  EXPECT_TRUE(identity::parse_environ_block(*environ_file.text).empty());
+  const auto cmdline = read_file(fs.dir() + "/cmdline");
+  ASSERT_TRUE(cmdline.text);
+  EXPECT_EQ(cmdline.text->rfind("VLLM::Worker_PP1_TP3", 0), 0u);
+
+  int error = 0;
+  elf::ProcessImage image(fs, *proc::read_memory_map(rank.pid(), &error));
+  memory::ProcessMemory memory(rank.pid());
+  const auto env = identity::read_environment(fs, image, memory);
+  EXPECT_EQ(env.source, "memory");
+  EXPECT_EQ(env.variables.at("RANK"), "7");
+  const auto id = identity::identify(env.variables, env.source == "memory", "VLLM::Worker_PP1_TP3");
+  EXPECT_EQ(id.role, "rank");
+  EXPECT_EQ(id.rank, 7);
+  EXPECT_EQ(id.local_rank, 3);
+  EXPECT_EQ(id.world_size, 8);
+  EXPECT_EQ(id.tp, 3);
+  EXPECT_EQ(id.pp, 1);
+  EXPECT_EQ(id.source, "memory-env");
+  EXPECT_EQ(id.job, "10.9.0.1:29501");
+}
+
+TEST(IdentityCapture, PlainProcessEnvironmentComesFromProc) {
+  testing::TargetProcess target({NATIVE_TARGET}, {{"RANK", "2"}});
+  target.wait_for_line("ready");
+  proc::ProcessFs fs(target.pid());
+  int error = 0;
+  elf::ProcessImage image(fs, *proc::read_memory_map(target.pid(), &error));
+  memory::ProcessMemory memory(target.pid());
+  const auto env = identity::read_environment(fs, image, memory);
+  EXPECT_EQ(env.source, "proc");
+  EXPECT_EQ(env.variables.at("RANK"), "2");
+}
+
+}  // namespace
+}  // namespace hangscope

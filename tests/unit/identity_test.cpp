@@ -1,0 +1,87 @@
+#include <gtest/gtest.h>
+
+#include "hangscope/identity/environment.h"
+#include "hangscope/identity/rank_identity.h"
+
+namespace hangscope::identity {
+namespace {
+
+TEST(Titles, VllmWorkersCarryTheirParallelGrid) {
+  const auto plain = parse_title("VLLM::Worker");
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->role, "rank");
+  EXPECT_FALSE(plain->tp);
+  const auto tp = parse_title("VLLM::Worker_TP3");
+  ASSERT_TRUE(tp);
+  EXPECT_EQ(tp->tp, 3);
+  const auto full = parse_title("VLLM::Worker_DP0_PP1_TP3_EP2   ");
+  ASSERT_TRUE(full);
+  EXPECT_EQ(full->dp, 0);
+  EXPECT_EQ(full->pp, 1);
+  EXPECT_EQ(full->tp, 3);
+  EXPECT_EQ(full->ep, 2);
+  EXPECT_EQ(parse_title("myprefix_VLLM::Worker_PP1_TP3")->pp, 1);
+}
+
+TEST(Titles, RolesThatAreNotRanks) {
+  EXPECT_EQ(parse_title("VLLM::EngineCore_DP1")->role, "engine");
+  EXPECT_EQ(parse_title("VLLM::EngineCore_DP1")->dp, 1);
+  EXPECT_EQ(parse_title("VLLM::APIServer_0")->role, "api");
+  EXPECT_EQ(parse_title("VLLM::DPCoordinator")->role, "coordinator");
+  EXPECT_EQ(parse_title("ray::RayWorkerWrapper.execute_method")->role, "rank");
+  EXPECT_EQ(parse_title("ray::vllm_Worker_3_TP1_PP0")->tp, 1);
+  EXPECT_EQ(parse_title("ray::IDLE")->role, "driver");
+  EXPECT_EQ(parse_title("sglang::scheduler_PP1_TP1")->pp, 1);
+}
+
+TEST(Titles, OtherTitlesAreNotRecognised) {
+  EXPECT_FALSE(parse_title("python3"));
+  EXPECT_FALSE(parse_title("VLLM::Worker_XX1"));
+  EXPECT_FALSE(parse_title("VLLM::Worker_TPx"));
+  EXPECT_FALSE(parse_title("VLLM::Something"));
+  EXPECT_FALSE(parse_title(""));
+}
+
+TEST(Identity, TorchrunEnvironmentNamesTheRankAndJob) {
+  const std::map<std::string, std::string> env = {{"RANK", "5"},
+                                                  {"LOCAL_RANK", "1"},
+                                                  {"WORLD_SIZE", "8"},
+                                                  {"MASTER_ADDR", "10.0.0.1"},
+                                                  {"MASTER_PORT", "29500"}};
+  const auto id = identify(env, false, "python3");
+  EXPECT_EQ(id.role, "rank");
+  EXPECT_EQ(id.rank, 5);
+  EXPECT_EQ(id.local_rank, 1);
+  EXPECT_EQ(id.world_size, 8);
+  EXPECT_EQ(id.source, "env");
+  EXPECT_EQ(id.job, "10.0.0.1:29500");
+  EXPECT_EQ(identify(env, true, "VLLM::Worker_TP1").source, "memory-env");
+  EXPECT_EQ(identify(env, true, "VLLM::Worker_TP1").tp, 1);
+}
+
+TEST(Identity, TitleOnlyRanksAndUnidentifiedProcesses) {
+  const auto titled = identify({}, false, "VLLM::Worker_PP1_TP3");
+  EXPECT_EQ(titled.role, "rank");
+  EXPECT_EQ(titled.source, "title");
+  EXPECT_FALSE(titled.rank);
+  EXPECT_EQ(titled.tp, 3);
+  const auto nothing = identify({{"HOME", "/root"}}, false, "python3");
+  EXPECT_EQ(nothing.role, "unidentified");
+  EXPECT_EQ(nothing.source, "");
+  EXPECT_EQ(
+      identify({{"VLLM_DP_MASTER_IP", "10.1.1.1"}, {"VLLM_DP_MASTER_PORT", "1234"}}, false, "").job,
+      "vllm-dp:10.1.1.1:1234");
+  EXPECT_EQ(identify({{"VLLM_DP_RANK", "2"}}, false, "VLLM::EngineCore_DP2").dp, 2);
+}
+
+TEST(Environment, ParsesBlocksAndIgnoresTitlePadding) {
+  const std::string block("A=1\0B=x=y\0\0junk\0=nokey\0", 24);
+  const auto vars = parse_environ_block(block);
+  EXPECT_EQ(vars.size(), 2u);
+  EXPECT_EQ(vars.at("A"), "1");
+  EXPECT_EQ(vars.at("B"), "x=y");
+  EXPECT_TRUE(parse_environ_block(std::string(64, ' ')).empty());  // setproctitle padding
+}
+
+}  // namespace
+}  // namespace hangscope::identity
