@@ -37,6 +37,12 @@ int run(int argc, char** argv) {
   std::map<CLI::App*, CommandRunner> runners;
   auto* dump = app.add_subcommand("dump", "Print every thread's stack of one process");
   runners[dump] = register_dump_command(*dump);
+  auto* collect = app.add_subcommand(
+      "collect", "Serve this node's snapshots (agent), or capture it once into a file");
+  runners[collect] = register_collect_command(*collect);
+  auto* diagnose =
+      app.add_subcommand("diagnose", "Gather every node's snapshot and write the report");
+  runners[diagnose] = register_diagnose_command(*diagnose);
 
   try {
     app.parse(argc, argv);

@@ -39,4 +39,67 @@ std::string mask_if_secret(std::string_view name, std::string_view value) {
   return std::string(value);
 }
 
+std::string mask_command_line(std::string_view command_line) {
+  std::string out;
+  bool mask_next = false;
+  std::size_t pos = 0;
+  while (pos <= command_line.size()) {
+    auto end = command_line.find(' ', pos);
+    if (end == std::string_view::npos) end = command_line.size();
+    std::string_view arg = command_line.substr(pos, end - pos);
+    pos = end + 1;
+    if (!out.empty()) out += ' ';
+    if (mask_next && !arg.empty()) {
+      out += kMasked;
+      mask_next = false;
+      continue;
+    }
+    const auto eq = arg.find('=');
+    const std::string_view name = arg.substr(0, eq);
+    std::string_view bare = name;
+    while (!bare.empty() && bare.front() == '-') bare.remove_prefix(1);
+    const bool secret_name = !bare.empty() && is_secret_name(bare);
+    if (secret_name && eq != std::string_view::npos) {
+      out += std::string(arg.substr(0, eq + 1)) + std::string(kMasked);
+    } else if (secret_name && name.front() == '-') {
+      out += arg;
+      mask_next = true;
+    } else if (looks_like_secret(arg)) {
+      out += kMasked;
+    } else {
+      out += arg;
+    }
+    if (end == command_line.size()) break;
+  }
+  return out;
+}
+
+std::map<std::string, std::string> filter_environment(
+    const std::map<std::string, std::string>& env) {
+  static constexpr std::string_view kNames[] = {"RANK",
+                                                "LOCAL_RANK",
+                                                "WORLD_SIZE",
+                                                "LOCAL_WORLD_SIZE",
+                                                "GROUP_RANK",
+                                                "ROLE_RANK",
+                                                "MASTER_ADDR",
+                                                "MASTER_PORT",
+                                                "CUDA_VISIBLE_DEVICES",
+                                                "OMP_NUM_THREADS",
+                                                "PYTHONPATH",
+                                                "TORCHELASTIC_RUN_ID",
+                                                "HANGSCOPE_JOB"};
+  static constexpr std::string_view kPrefixes[] = {
+      "NCCL_",          "GLOO_",       "VLLM_",   "RAY_",     "TORCH_",
+      "TORCHINDUCTOR_", "FLASHINFER_", "SGLANG_", "PYTORCH_", "NVIDIA_"};
+  std::map<std::string, std::string> kept;
+  for (const auto& [name, value] : env) {
+    bool keep = false;
+    for (auto n : kNames) keep = keep || name == n;
+    for (auto p : kPrefixes) keep = keep || std::string_view(name).substr(0, p.size()) == p;
+    if (keep) kept[name] = mask_if_secret(name, value);
+  }
+  return kept;
+}
+
 }  // namespace hangscope

@@ -16,6 +16,8 @@ inline constexpr int kExitHangFound = 3;
 using CommandRunner = std::function<int()>;
 
 CommandRunner register_dump_command(CLI::App& app);
+CommandRunner register_collect_command(CLI::App& app);
+CommandRunner register_diagnose_command(CLI::App& app);
 
 // Parses argv and runs the chosen command; returns the process exit code.
 int run(int argc, char** argv);

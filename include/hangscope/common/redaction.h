@@ -1,6 +1,7 @@
 // Masking of values that may be secrets (tokens, keys, passwords) before anything is shown.
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -16,5 +17,14 @@ bool looks_like_secret(std::string_view value);
 
 // The value, or <masked> when the name or the value says it is a secret.
 std::string mask_if_secret(std::string_view name, std::string_view value);
+
+// A command line (arguments separated by spaces) with secret values masked:
+// `--api-key X`, `--token=X`, and arguments that look like credentials.
+std::string mask_command_line(std::string_view command_line);
+
+// The environment variables worth keeping (rank and parallelism settings, NCCL_*, GLOO_*,
+// VLLM_*, RAY_*, TORCH_*, ...), with secret values masked; everything else is dropped.
+std::map<std::string, std::string> filter_environment(
+    const std::map<std::string, std::string>& env);
 
 }  // namespace hangscope

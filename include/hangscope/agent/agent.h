@@ -1,0 +1,63 @@
+// The agent (`hangscope collect`): a gRPC server that captures this node on request, and the
+// client the coordinator (`hangscope diagnose`) uses to ask it.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hangscope/capture/node_capture.h"
+
+namespace hangscope::agent {
+
+inline constexpr int kDefaultPort = 7447;
+
+struct AgentOptions {
+  std::string listen = "127.0.0.1:7447";
+  std::string token;  // required for a non-loopback listener unless insecure or TLS
+  bool insecure = false;
+  std::string tls_cert, tls_key, tls_ca;  // PEM files; tls_ca requires client certificates
+  std::string node_name;
+  std::vector<pid_t> pids;  // capture only these (default: discover the node's ranks)
+  capture::CaptureOptions capture;
+};
+
+// True when host:port names a loopback address (127.0.0.0/8, ::1, localhost).
+bool is_loopback(const std::string& address);
+
+// Checks the options (a non-loopback listener needs a token, TLS or --insecure); throws
+// hangscope::Error with the reason.
+void validate(const AgentOptions& options);
+
+// Serves until SIGINT or SIGTERM; returns the exit code. `ready` (optional) is called with the
+// bound port once the server accepts connections.
+int serve(const AgentOptions& options, const std::function<void(int port)>& ready = {});
+
+// What one agent answered.
+struct AgentAnswer {
+  std::string address;
+  std::string status = "ok";  // ok | unreachable | refused | error
+  std::string error;
+  std::string node_name;
+  std::vector<capture::NodeSnapshot> snapshots;
+};
+
+struct CollectRequest {
+  std::string token;
+  std::string tls_ca, tls_cert, tls_key;
+  int samples = 1;
+  std::chrono::milliseconds interval{1000};
+  std::chrono::system_clock::time_point start;  // coordinator clock; translated per agent
+  std::chrono::milliseconds deadline{30000};
+  bool locals = false;
+};
+
+// Asks one agent (Info for its clock, then Capture); never throws for network problems.
+AgentAnswer collect_from(const std::string& address, const CollectRequest& request);
+
+// "host", "host:port", "[v6]:port" → "host:port" with the default port filled in.
+std::string normalize_address(const std::string& address);
+
+}  // namespace hangscope::agent

@@ -1,0 +1,59 @@
+// One node's snapshot: discovers the rank processes (and other Python processes), identifies
+// them, and captures each; processes are captured one after another, each under its deadline.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hangscope/capture/process_capture.h"
+#include "hangscope/capture/process_dump.h"
+#include "hangscope/identity/rank_identity.h"
+
+namespace hangscope::capture {
+
+struct ProcessRecord {
+  pid_t pid = 0;
+  pid_t ppid = 0;
+  std::string comm;
+  std::string cmdline;  // secrets masked
+  std::string exe;
+  char state = '?';
+  std::uint64_t utime_ticks = 0;
+  std::uint64_t stime_ticks = 0;
+  std::uint64_t start_time_ticks = 0;
+  identity::RankIdentity identity;
+  pid_t helper_of = 0;  // a helper (child sharing a rank's environment) names its rank
+  std::map<std::string, std::string> environment;  // allowlisted, masked
+  std::string environment_source;
+  std::optional<ProcessDump> dump;
+  std::string error;  // why it could not be captured
+};
+
+struct NodeSnapshot {
+  std::string node_name;
+  std::string hostname;
+  std::int64_t capture_unix_ns = 0;
+  int sample_index = 0;
+  std::vector<ProcessRecord> processes;  // ascending pid
+  std::vector<std::string> notes;
+  std::chrono::nanoseconds capture_time{0};
+};
+
+struct NodeCaptureOptions {
+  CaptureOptions process;
+  std::vector<pid_t> pids;  // explicit processes; empty = discover
+  std::string node_name;    // default: the hostname
+};
+
+// Which processes of this node are worth capturing: recognised titles (vLLM, Ray, SGLang),
+// processes with rank variables, and Python interpreters. Never hangscope itself.
+std::vector<pid_t> discover_processes();
+
+NodeSnapshot capture_node(const NodeCaptureOptions& options);
+
+}  // namespace hangscope::capture

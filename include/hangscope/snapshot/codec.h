@@ -1,0 +1,31 @@
+// Node snapshots on the wire and on disk: interning frames into a string table, schema
+// checks, and snapshot files (.pb binary, anything else protobuf's JSON mapping).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "hangscope/capture/node_capture.h"
+
+namespace hangscope::v1 {
+class NodeSnapshot;
+}
+
+namespace hangscope::snapshot {
+
+inline constexpr unsigned kSchemaMajor = 1;
+inline constexpr unsigned kSchemaMinor = 0;
+
+void encode(const capture::NodeSnapshot& node, v1::NodeSnapshot& out);
+
+// Throws hangscope::Error when the snapshot comes from an unknown newer major schema or holds
+// string indices outside its table.
+capture::NodeSnapshot decode(const v1::NodeSnapshot& in);
+
+// Writes every snapshot to path; throws hangscope::Error naming the path and the reason.
+void write_file(const std::string& path, const std::vector<capture::NodeSnapshot>& nodes);
+
+// Reads a snapshot file; throws hangscope::Error naming the path and the reason.
+std::vector<capture::NodeSnapshot> read_file(const std::string& path);
+
+}  // namespace hangscope::snapshot

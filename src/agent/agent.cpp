@@ -1,0 +1,262 @@
+#include "hangscope/agent/agent.h"
+
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "hangscope/common/error.h"
+#include "hangscope/snapshot/codec.h"
+#include "hangscope/v1/agent.grpc.pb.h"
+#include "hangscope/version.h"
+
+namespace hangscope::agent {
+namespace {
+
+std::int64_t unix_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string read_pem(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw_errno("cannot read " + path, errno);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+std::string host_of(const std::string& address) {
+  if (!address.empty() && address.front() == '[') return address.substr(1, address.find(']') - 1);
+  return address.substr(0, address.rfind(':'));
+}
+
+class AgentService final : public v1::Agent::Service {
+ public:
+  explicit AgentService(const AgentOptions& options) : options_(options) {}
+
+  grpc::Status Info(grpc::ServerContext* context, const v1::InfoRequest*,
+                    v1::InfoReply* reply) override {
+    if (auto denied = authenticate(*context, "Info")) return *denied;
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    reply->set_node_name(options_.node_name.empty() ? host : options_.node_name);
+    reply->set_hostname(host);
+    reply->set_agent_version(kVersion);
+    reply->set_clock_unix_ns(unix_now_ns());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Health(grpc::ServerContext* context, const v1::HealthRequest*,
+                      v1::HealthReply* reply) override {
+    if (auto denied = authenticate(*context, "Health")) return *denied;
+    reply->set_serving(true);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Capture(grpc::ServerContext* context, const v1::CaptureRequest* request,
+                       v1::CaptureReply* reply) override {
+    if (auto denied = authenticate(*context, "Capture")) return *denied;
+    const int samples = std::clamp<int>(static_cast<int>(request->samples()), 1, 100);
+    const auto interval = std::chrono::nanoseconds(request->interval_ns());
+    capture::NodeCaptureOptions options;
+    options.process = options_.capture;
+    options.process.locals = request->locals();
+    options.node_name = options_.node_name;
+    options.pids.assign(request->pids().begin(), request->pids().end());
+    if (options.pids.empty()) options.pids = options_.pids;
+    // One capture at a time on a node: no target is ever traced by two requests at once.
+    std::lock_guard<std::mutex> lock(capture_mutex_);
+    for (int i = 0; i < samples; ++i) {
+      const std::int64_t due =
+          request->start_unix_ns() + static_cast<std::int64_t>(i) * interval.count();
+      const std::int64_t wait = due - unix_now_ns();
+      if (wait > 0) {
+        if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+        std::this_thread::sleep_for(
+            std::chrono::nanoseconds(std::min<std::int64_t>(wait, 60'000'000'000)));
+      }
+      capture::NodeSnapshot node = capture::capture_node(options);
+      node.sample_index = i;
+      snapshot::encode(node, *reply->add_snapshots());
+    }
+    spdlog::info("capture: {} sample(s) for {}", samples, context->peer());
+    return grpc::Status::OK;
+  }
+
+ private:
+  std::optional<grpc::Status> authenticate(const grpc::ServerContext& context, const char* method) {
+    if (options_.token.empty()) return std::nullopt;
+    const auto& metadata = context.client_metadata();
+    const auto it = metadata.find("authorization");
+    const std::string expected = "Bearer " + options_.token;
+    if (it != metadata.end() && std::string(it->second.data(), it->second.size()) == expected) {
+      return std::nullopt;
+    }
+    spdlog::warn("{}: refused {} (missing or wrong token)", method, context.peer());
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or wrong token");
+  }
+
+  const AgentOptions& options_;
+  std::mutex capture_mutex_;
+};
+
+std::shared_ptr<grpc::ServerCredentials> server_credentials(const AgentOptions& options) {
+  if (options.tls_cert.empty()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions ssl(
+      options.tls_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                             : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  ssl.pem_key_cert_pairs.push_back({read_pem(options.tls_key), read_pem(options.tls_cert)});
+  if (!options.tls_ca.empty()) ssl.pem_root_certs = read_pem(options.tls_ca);
+  return grpc::SslServerCredentials(ssl);
+}
+
+std::shared_ptr<grpc::ChannelCredentials> channel_credentials(const CollectRequest& request) {
+  if (request.tls_ca.empty()) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = read_pem(request.tls_ca);
+  if (!request.tls_cert.empty()) {
+    ssl.pem_cert_chain = read_pem(request.tls_cert);
+    ssl.pem_private_key = read_pem(request.tls_key);
+  }
+  return grpc::SslCredentials(ssl);
+}
+
+void fill_status(AgentAnswer& answer, const grpc::Status& status) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::UNAUTHENTICATED:
+    case grpc::StatusCode::PERMISSION_DENIED:
+      answer.status = "refused";
+      break;
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      answer.status = "unreachable";
+      break;
+    default:
+      answer.status = "error";
+  }
+  answer.error = status.error_message().empty()
+                     ? "gRPC status " + std::to_string(status.error_code())
+                     : status.error_message();
+}
+
+}  // namespace
+
+bool is_loopback(const std::string& address) {
+  const std::string host = host_of(address);
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+void validate(const AgentOptions& options) {
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    throw Error("--tls-cert and --tls-key go together");
+  }
+  const bool authenticated = !options.token.empty() || !options.tls_ca.empty();
+  if (!is_loopback(options.listen) && !authenticated && !options.insecure) {
+    throw Error("refusing to listen on " + options.listen +
+                " without authentication: give --token-file (or HANGSCOPE_TOKEN), --tls-ca for "
+                "client certificates, or --insecure");
+  }
+}
+
+std::string normalize_address(const std::string& address) {
+  if (!address.empty() && address.front() == '[') {
+    return address.find("]:") == std::string::npos ? address + ":" + std::to_string(kDefaultPort)
+                                                   : address;
+  }
+  const auto colons = std::count(address.begin(), address.end(), ':');
+  if (colons == 0) return address + ":" + std::to_string(kDefaultPort);
+  if (colons > 1) return "[" + address + "]:" + std::to_string(kDefaultPort);  // bare IPv6
+  return address;
+}
+
+int serve(const AgentOptions& options, const std::function<void(int port)>& ready) {
+  validate(options);
+  // Block the stop signals before any thread starts, then wait for them on this thread.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  AgentService service(options);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options.listen, server_credentials(options), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) throw Error("cannot listen on " + options.listen);
+  spdlog::info("agent listening on {} (port {}){}", options.listen, port,
+               options.token.empty() ? "" : ", token required");
+  std::printf("listening on %s\n", (host_of(options.listen) + ":" + std::to_string(port)).c_str());
+  std::fflush(stdout);
+  if (ready) ready(port);
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  spdlog::info("signal {}: shutting down", signal);
+  // Captures in progress finish (their threads detach) before Shutdown returns.
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  return 0;
+}
+
+AgentAnswer collect_from(const std::string& raw_address, const CollectRequest& request) {
+  AgentAnswer answer;
+  answer.address = normalize_address(raw_address);
+  std::shared_ptr<grpc::Channel> channel;
+  try {
+    channel = grpc::CreateChannel(answer.address, channel_credentials(request));
+  } catch (const Error& e) {
+    answer.status = "error";
+    answer.error = e.what();
+    return answer;
+  }
+  auto stub = v1::Agent::NewStub(channel);
+  const auto prepare = [&](grpc::ClientContext& context, std::chrono::milliseconds deadline) {
+    context.set_deadline(std::chrono::system_clock::now() + deadline);
+    if (!request.token.empty()) context.AddMetadata("authorization", "Bearer " + request.token);
+  };
+  // Info first: the agent's clock, so that every node samples at the same moment.
+  grpc::ClientContext info_context;
+  prepare(info_context, std::chrono::milliseconds(5000));
+  v1::InfoReply info;
+  const std::int64_t sent = unix_now_ns();
+  if (const auto status = stub->Info(&info_context, v1::InfoRequest(), &info); !status.ok()) {
+    fill_status(answer, status);
+    return answer;
+  }
+  const std::int64_t received = unix_now_ns();
+  const std::int64_t offset = info.clock_unix_ns() - (sent + received) / 2;
+  answer.node_name = info.node_name();
+
+  v1::CaptureRequest capture;
+  capture.set_samples(static_cast<std::uint32_t>(request.samples));
+  capture.set_interval_ns(static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(request.interval).count()));
+  const std::int64_t start =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(request.start.time_since_epoch())
+          .count();
+  capture.set_start_unix_ns(start == 0 ? 0 : start + offset);
+  capture.set_locals(request.locals);
+  grpc::ClientContext capture_context;
+  prepare(capture_context, request.deadline);
+  v1::CaptureReply reply;
+  if (const auto status = stub->Capture(&capture_context, capture, &reply); !status.ok()) {
+    fill_status(answer, status);
+    return answer;
+  }
+  try {
+    for (const auto& s : reply.snapshots()) answer.snapshots.push_back(snapshot::decode(s));
+  } catch (const Error& e) {
+    answer.status = "error";
+    answer.error = std::string("bad answer: ") + e.what();
+  }
+  return answer;
+}
+
+}  // namespace hangscope::agent

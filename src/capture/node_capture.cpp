@@ -1,0 +1,155 @@
+#include "hangscope/capture/node_capture.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+
+#include "hangscope/common/error.h"
+#include "hangscope/common/files.h"
+#include "hangscope/common/redaction.h"
+#include "hangscope/elf/process_image.h"
+#include "hangscope/identity/environment.h"
+#include "hangscope/memory/process_memory.h"
+#include "hangscope/proc/process_fs.h"
+
+namespace hangscope::capture {
+namespace {
+
+std::vector<pid_t> all_pids() {
+  std::vector<pid_t> pids;
+  DIR* dir = ::opendir("/proc");
+  if (dir == nullptr) return pids;
+  while (const dirent* entry = ::readdir(dir)) {
+    const std::string_view name = entry->d_name;
+    pid_t pid = 0;
+    const auto r = std::from_chars(name.data(), name.data() + name.size(), pid);
+    if (r.ec == std::errc() && r.ptr == name.data() + name.size()) pids.push_back(pid);
+  }
+  ::closedir(dir);
+  std::sort(pids.begin(), pids.end());
+  return pids;
+}
+
+// The command line with NULs as spaces, trailing padding removed (setproctitle pads).
+std::string command_line(pid_t pid) {
+  auto read = read_file("/proc/" + std::to_string(pid) + "/cmdline", 64 * 1024);
+  std::string text = read.text.value_or("");
+  std::replace(text.begin(), text.end(), '\0', ' ');
+  while (!text.empty() && text.back() == ' ') text.pop_back();
+  return text;
+}
+
+std::string executable(pid_t pid) {
+  char buffer[4096];
+  const ssize_t n =
+      ::readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), buffer, sizeof buffer - 1);
+  return n > 0 ? std::string(buffer, static_cast<std::size_t>(n)) : std::string();
+}
+
+bool is_python_executable(const std::string& exe) {
+  const auto slash = exe.rfind('/');
+  return exe.substr(slash == std::string::npos ? 0 : slash + 1).rfind("python", 0) == 0;
+}
+
+std::string hostname() {
+  char buffer[256] = {};
+  ::gethostname(buffer, sizeof buffer - 1);
+  return buffer;
+}
+
+std::int64_t unix_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Identity, environment and facts of one process (no stopping involved).
+ProcessRecord describe_process(pid_t pid) {
+  ProcessRecord record;
+  record.pid = pid;
+  proc::ProcessFs fs(pid);
+  if (const auto stat = fs.task_stat(pid)) {
+    record.ppid = stat->ppid;
+    record.comm = stat->comm;
+    record.state = stat->state;
+    record.utime_ticks = stat->utime_ticks;
+    record.stime_ticks = stat->stime_ticks;
+    record.start_time_ticks = stat->start_time_ticks;
+  }
+  const std::string raw_cmdline = command_line(pid);
+  record.cmdline = mask_command_line(raw_cmdline);
+  record.exe = executable(pid);
+  identity::Environment env;
+  int error = 0;
+  if (auto maps = proc::read_memory_map(pid, &error)) {
+    elf::ProcessImage image(fs, std::move(*maps));
+    memory::ProcessMemory memory(pid);
+    env = identity::read_environment(fs, image, memory);
+  }
+  record.environment_source = env.source;
+  record.identity = identity::identify(env.variables, env.source == "memory", raw_cmdline);
+  record.environment = filter_environment(env.variables);
+  return record;
+}
+
+// Children that inherited a rank's identity (worker pools, subprocesses) are its helpers.
+void mark_helpers(std::vector<ProcessRecord>& records) {
+  std::map<pid_t, const ProcessRecord*> by_pid;
+  for (const auto& r : records) by_pid[r.pid] = &r;
+  for (auto& r : records) {
+    const auto parent = by_pid.find(r.ppid);
+    if (parent == by_pid.end() || parent->second->identity.role != "rank") continue;
+    const auto& p = parent->second->identity;
+    const bool same_rank = r.identity.rank == p.rank && r.identity.job == p.job;
+    if (same_rank && r.identity.title.empty()) {
+      r.helper_of = r.ppid;
+      r.identity.role = "helper";
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<pid_t> discover_processes() {
+  std::vector<pid_t> found;
+  const pid_t self = ::getpid();
+  for (pid_t pid : all_pids()) {
+    if (pid == self) continue;
+    const auto stat = proc::ProcessFs(pid).task_stat(pid);
+    if (!stat || (stat->flags & proc::kPfKthread) || stat->state == 'Z') continue;
+    const std::string cmdline = command_line(pid);
+    if (identity::parse_title(cmdline) || is_python_executable(executable(pid))) {
+      found.push_back(pid);
+      continue;
+    }
+    const auto env = read_file("/proc/" + std::to_string(pid) + "/environ", 1 << 20);
+    if (env.text && identity::parse_environ_block(*env.text).count("RANK")) found.push_back(pid);
+  }
+  return found;
+}
+
+NodeSnapshot capture_node(const NodeCaptureOptions& options) {
+  const auto begin = std::chrono::steady_clock::now();
+  NodeSnapshot node;
+  node.hostname = hostname();
+  node.node_name = options.node_name.empty() ? node.hostname : options.node_name;
+  node.capture_unix_ns = unix_now_ns();
+  const std::vector<pid_t> pids = options.pids.empty() ? discover_processes() : options.pids;
+  for (pid_t pid : pids) {
+    ProcessRecord record = describe_process(pid);
+    try {
+      record.dump = capture_process(pid, options.process);
+    } catch (const Error& e) {
+      record.error = e.what();  // reported, and the rest of the node still comes out
+    }
+    node.processes.push_back(std::move(record));
+  }
+  mark_helpers(node.processes);
+  node.capture_time = std::chrono::steady_clock::now() - begin;
+  return node;
+}
+
+}  // namespace hangscope::capture

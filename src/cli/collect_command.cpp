@@ -1,0 +1,110 @@
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "hangscope/agent/agent.h"
+#include "hangscope/capture/node_capture.h"
+#include "hangscope/cli/commands.h"
+#include "hangscope/cli/options.h"
+#include "hangscope/common/error.h"
+#include "hangscope/snapshot/codec.h"
+
+namespace hangscope::cli {
+namespace {
+
+struct CollectArguments {
+  bool once = false;
+  std::string output;
+  int samples = 1;
+  std::string interval = "1s";
+  std::string listen = "127.0.0.1:7447";
+  std::string token_file;
+  bool insecure = false;
+  std::string tls_cert, tls_key, tls_ca;
+  std::string node_name;
+  std::vector<int> pids;
+  bool locals = false;
+};
+
+int collect_once(const CollectArguments& args) {
+  const auto interval = parse_duration(args.interval);
+  if (!interval)
+    throw Error("--interval " + args.interval + ": expected a duration like 500ms, 2s or 1m");
+  capture::NodeCaptureOptions options;
+  options.node_name = args.node_name;
+  options.pids.assign(args.pids.begin(), args.pids.end());
+  options.process.locals = args.locals;
+  std::vector<capture::NodeSnapshot> samples;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < args.samples; ++i) {
+    std::this_thread::sleep_until(start + i * *interval);
+    samples.push_back(capture::capture_node(options));
+    samples.back().sample_index = i;
+    spdlog::info("sample {}: {} processes", i, samples.back().processes.size());
+  }
+  snapshot::write_file(args.output, samples);
+  std::cerr << "hangscope: wrote " << samples.size() << " sample(s) of node "
+            << samples.front().node_name << " (" << samples.front().processes.size()
+            << " processes) to " << args.output << "\n";
+  return kExitOk;
+}
+
+int run_collect(const CollectArguments& args) {
+  try {
+    if (args.once) return collect_once(args);
+    agent::AgentOptions options;
+    options.listen = args.listen;
+    options.token = load_token(args.token_file);
+    options.insecure = args.insecure;
+    options.tls_cert = args.tls_cert;
+    options.tls_key = args.tls_key;
+    options.tls_ca = args.tls_ca;
+    options.node_name = args.node_name;
+    options.pids.assign(args.pids.begin(), args.pids.end());
+    return agent::serve(options);
+  } catch (const Error& e) {
+    std::cerr << "hangscope: error: " << e.what() << "\n";
+    return kExitFailed;
+  }
+}
+
+}  // namespace
+
+CommandRunner register_collect_command(CLI::App& app) {
+  auto args = std::make_shared<CollectArguments>();
+  auto* once =
+      app.add_flag("--once", args->once, "Capture this node now into a file instead of serving");
+  app.add_option("-o,--output", args->output, "Snapshot file (--once): .pb = binary, else JSON")
+      ->needs(once);
+  app.add_option("--samples", args->samples, "Samples (--once)")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  app.add_option("--interval", args->interval, "Time between samples: 500ms, 2s, 1m")
+      ->capture_default_str();
+  app.add_option("--listen", args->listen, "Address to serve on (HOST:PORT)")
+      ->capture_default_str();
+  app.add_option("--token-file", args->token_file,
+                 "File holding the token clients must present (or set HANGSCOPE_TOKEN)");
+  app.add_flag("--insecure", args->insecure,
+               "Allow a non-loopback listener without authentication");
+  app.add_option("--tls-cert", args->tls_cert, "Server certificate (PEM)");
+  app.add_option("--tls-key", args->tls_key, "Server key (PEM)");
+  app.add_option("--tls-ca", args->tls_ca, "CA of required client certificates (PEM)");
+  app.add_option("--node-name", args->node_name, "Name of this node (default: hostname)");
+  app.add_option("--pid", args->pids, "Capture these processes instead of discovering ranks");
+  app.add_flag("--locals", args->locals, "Python locals (--once)");
+  app.footer(
+      "Examples:\n"
+      "  hangscope collect                                  # agent on 127.0.0.1:7447\n"
+      "  hangscope collect --listen 0.0.0.0:7447 --token-file /etc/hangscope/token\n"
+      "  hangscope collect --once -o node0.json --samples 3 --interval 2s");
+  app.callback([args, once] {
+    if (args->once && args->output.empty()) throw CLI::ValidationError("--once needs -o FILE");
+    (void)once;
+  });
+  return [args] { return run_collect(*args); };
+}
+
+}  // namespace hangscope::cli

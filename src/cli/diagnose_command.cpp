@@ -1,0 +1,196 @@
+#include <sys/stat.h>
+
+#include <ctime>
+#include <fstream>
+#include <future>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "hangscope/agent/agent.h"
+#include "hangscope/capture/node_capture.h"
+#include "hangscope/cli/commands.h"
+#include "hangscope/cli/options.h"
+#include "hangscope/common/error.h"
+#include "hangscope/report/report.h"
+#include "hangscope/snapshot/codec.h"
+
+namespace hangscope::cli {
+namespace {
+
+struct DiagnoseArguments {
+  std::vector<std::string> files;
+  std::string agents;
+  std::string hostfile;
+  std::string token_file;
+  std::string tls_ca, tls_cert, tls_key;
+  int samples = 3;
+  std::string interval = "1s";
+  std::string output;
+  bool json = false;
+  bool quiet = false;
+  bool locals = false;
+  std::vector<int> pids;
+};
+
+std::string utc_stamp() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y%m%dT%H%M%SZ", &tm);
+  return buffer;
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  if (!out) throw_errno("cannot write " + path, errno);
+}
+
+class Progress {
+ public:
+  explicit Progress(bool quiet) : quiet_(quiet) {}
+  void say(const std::string& line) const {
+    if (!quiet_) std::cerr << "hangscope: " << line << "\n";
+  }
+
+ private:
+  bool quiet_;
+};
+
+report::Bundle from_files(const DiagnoseArguments& args, const Progress& progress) {
+  report::Bundle bundle;
+  for (const auto& file : args.files) {
+    try {
+      auto nodes = snapshot::read_file(file);
+      progress.say("read " + std::to_string(nodes.size()) + " snapshot(s) from " + file);
+      for (auto& node : nodes) {
+        if (std::none_of(bundle.nodes.begin(), bundle.nodes.end(),
+                         [&](const auto& n) { return n.name == node.node_name; })) {
+          bundle.nodes.push_back({node.node_name, std::nullopt, "ok", ""});
+        }
+        bundle.snapshots.push_back(std::move(node));
+      }
+    } catch (const Error& e) {
+      // A bad file is reported; the other files still make the report.
+      bundle.nodes.push_back({file, std::nullopt, "error", e.what()});
+      progress.say(std::string("skipped ") + e.what());
+    }
+  }
+  return bundle;
+}
+
+report::Bundle from_agents(const std::vector<std::string>& addresses, const DiagnoseArguments& args,
+                           std::chrono::milliseconds interval, const Progress& progress) {
+  agent::CollectRequest request;
+  request.token = load_token(args.token_file);
+  request.tls_ca = args.tls_ca;
+  request.tls_cert = args.tls_cert;
+  request.tls_key = args.tls_key;
+  request.samples = args.samples;
+  request.interval = interval;
+  request.locals = args.locals;
+  // Every node takes sample 0 at the same moment, a little ahead to absorb the fan-out.
+  request.start = std::chrono::system_clock::now() + std::chrono::milliseconds(500);
+  request.deadline = std::chrono::milliseconds(30000) + interval * args.samples;
+  progress.say("asking " + std::to_string(addresses.size()) + " agent(s) for " +
+               std::to_string(args.samples) + " sample(s)");
+  std::vector<std::future<agent::AgentAnswer>> answers;
+  for (const auto& address : addresses) {
+    answers.push_back(std::async(
+        std::launch::async, [address, request] { return agent::collect_from(address, request); }));
+  }
+  report::Bundle bundle;
+  for (auto& future : answers) {
+    auto answer = future.get();
+    const std::string name = answer.node_name.empty() ? answer.address : answer.node_name;
+    bundle.nodes.push_back({name, answer.address, answer.status, answer.error});
+    progress.say(answer.address + ": " + answer.status +
+                 (answer.error.empty() ? "" : " (" + answer.error + ")"));
+    for (auto& s : answer.snapshots) bundle.snapshots.push_back(std::move(s));
+  }
+  return bundle;
+}
+
+report::Bundle from_local_node(const DiagnoseArguments& args, std::chrono::milliseconds interval,
+                               const Progress& progress) {
+  report::Bundle bundle;
+  capture::NodeCaptureOptions options;
+  options.process.locals = args.locals;
+  options.pids.assign(args.pids.begin(), args.pids.end());
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < args.samples; ++i) {
+    std::this_thread::sleep_until(start + i * interval);
+    bundle.snapshots.push_back(capture::capture_node(options));
+    bundle.snapshots.back().sample_index = i;
+    progress.say("local sample " + std::to_string(i + 1) + "/" + std::to_string(args.samples));
+  }
+  bundle.nodes.push_back({bundle.snapshots.front().node_name, std::nullopt, "ok", ""});
+  return bundle;
+}
+
+int run_diagnose(const DiagnoseArguments& args) {
+  const Progress progress(args.quiet || args.json);
+  try {
+    const auto interval = parse_duration(args.interval);
+    if (!interval)
+      throw Error("--interval " + args.interval + ": expected a duration like 500ms, 2s or 1m");
+    const auto addresses = agent_addresses(args.agents, args.hostfile);
+    if (!args.files.empty() && !addresses.empty()) {
+      throw Error("give snapshot files or agents, not both");
+    }
+    report::Bundle bundle = !args.files.empty()  ? from_files(args, progress)
+                            : !addresses.empty() ? from_agents(addresses, args, *interval, progress)
+                                                 : from_local_node(args, *interval, progress);
+    const std::string dir = args.output.empty() ? "hangscope-" + utc_stamp() : args.output;
+    ::mkdir(dir.c_str(), 0755);
+    ::mkdir((dir + "/snapshots").c_str(), 0755);
+    std::map<std::string, std::vector<capture::NodeSnapshot>> per_node;
+    for (const auto& s : bundle.snapshots) per_node[s.node_name].push_back(s);
+    for (const auto& [node, snapshots] : per_node) {
+      snapshot::write_file(dir + "/snapshots/" + node + ".json", snapshots);
+    }
+    const auto report = report::report_json(bundle);
+    write_text(dir + "/report.json", report.dump(2) + "\n");
+    write_text(dir + "/report.md", report::report_markdown(report));
+    progress.say("report written to " + dir + "/report.md");
+    if (args.json) std::cout << report.dump(2) << "\n";
+    return report["verdicts"].empty() ? kExitOk : kExitHangFound;
+  } catch (const Error& e) {
+    std::cerr << "hangscope: error: " << e.what() << "\n";
+    return kExitFailed;
+  }
+}
+
+}  // namespace
+
+CommandRunner register_diagnose_command(CLI::App& app) {
+  auto args = std::make_shared<DiagnoseArguments>();
+  app.add_option("snapshots", args->files, "Snapshot files from `hangscope collect --once`");
+  app.add_option("--agents", args->agents, "Agents to ask: HOST[:PORT],... (default port 7447)");
+  app.add_option("--hostfile", args->hostfile, "File with one agent HOST[:PORT] per line");
+  app.add_option("--token-file", args->token_file, "Token for the agents (or HANGSCOPE_TOKEN)");
+  app.add_option("--tls-ca", args->tls_ca, "CA that signed the agents' certificates (PEM)");
+  app.add_option("--tls-cert", args->tls_cert, "Client certificate (PEM)");
+  app.add_option("--tls-key", args->tls_key, "Client key (PEM)");
+  app.add_option("--samples", args->samples, "Samples per node")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  app.add_option("--interval", args->interval, "Time between samples: 500ms, 2s, 1m")
+      ->capture_default_str();
+  app.add_option("-o,--output", args->output, "Bundle directory (default ./hangscope-<UTC time>)");
+  app.add_flag("--json", args->json, "Print report.json to stdout");
+  app.add_flag("--quiet", args->quiet, "No progress on stderr");
+  app.add_flag("--locals", args->locals, "Python locals in the snapshots");
+  app.add_option("--pid", args->pids,
+                 "Local capture: these processes instead of discovering ranks");
+  app.footer(
+      "Examples:\n"
+      "  hangscope diagnose                                 # this node, no agent needed\n"
+      "  hangscope diagnose --agents node0,node1:7447 --token-file token\n"
+      "  hangscope diagnose node0.json node1.json --json");
+  return [args] { return run_diagnose(*args); };
+}
+
+}  // namespace hangscope::cli

@@ -1,0 +1,297 @@
+#include "hangscope/snapshot/codec.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+
+#include "hangscope/common/error.h"
+#include "hangscope/v1/snapshot.pb.h"
+#include "hangscope/version.h"
+
+namespace hangscope::snapshot {
+namespace {
+
+// Assigns each distinct string one index; index 0 is "".
+class StringTable {
+ public:
+  explicit StringTable(v1::NodeSnapshot& out) : out_(out) {
+    out_.add_strings("");
+    index_[""] = 0;
+  }
+  std::uint32_t intern(const std::string& text) {
+    const auto [it, added] = index_.emplace(text, static_cast<std::uint32_t>(index_.size()));
+    if (added) out_.add_strings(text);
+    return it->second;
+  }
+
+ private:
+  v1::NodeSnapshot& out_;
+  std::unordered_map<std::string, std::uint32_t> index_;
+};
+
+void encode_frame(const capture::Frame& f, v1::InternedFrame& out, StringTable& strings) {
+  out.set_python(f.kind == capture::Frame::Kind::kPython);
+  out.set_function(strings.intern(f.function));
+  out.set_module(strings.intern(f.module));
+  out.set_address(f.address);
+  out.set_offset(f.offset);
+  out.set_module_offset(f.module_offset);
+  out.set_qualname(strings.intern(f.qualname));
+  out.set_file(strings.intern(f.file));
+  out.set_line(f.line);
+  for (const auto& [name, value] : f.locals) {
+    auto* local = out.add_locals();
+    local->set_name(strings.intern(name));
+    local->set_value(value);
+  }
+}
+
+void encode_thread(const capture::ThreadDump& t, v1::ThreadSnapshot& out, StringTable& strings) {
+  out.set_tid(t.tid);
+  out.set_name(t.name);
+  out.set_state(std::string(1, t.state));
+  out.set_wchan(t.wchan);
+  if (t.py_thread_id) out.set_py_thread_id(*t.py_thread_id);
+  if (t.py_thread_name) out.set_py_thread_name(*t.py_thread_name);
+  out.set_holds_gil(t.holds_gil);
+  out.set_merge(t.merge);
+  for (const auto& f : t.frames) encode_frame(f, *out.add_frames(), strings);
+  for (const auto& f : t.native_frames) encode_frame(f, *out.add_native_frames(), strings);
+  for (const auto& f : t.python_frames) encode_frame(f, *out.add_python_frames(), strings);
+  for (const auto& n : t.notes) out.add_notes(n);
+  for (const auto& k : t.kernel_stack) out.add_kernel_stack(k);
+  out.set_paused_ns(static_cast<std::uint64_t>(t.paused.count()));
+}
+
+void encode_identity(const capture::ProcessRecord& r, v1::RankIdentity& out) {
+  const auto& id = r.identity;
+  out.set_role(id.role);
+  if (id.rank) out.set_rank(*id.rank);
+  if (id.local_rank) out.set_local_rank(*id.local_rank);
+  if (id.world_size) out.set_world_size(*id.world_size);
+  if (id.tp) out.set_tp(*id.tp);
+  if (id.pp) out.set_pp(*id.pp);
+  if (id.dp) out.set_dp(*id.dp);
+  out.set_source(id.source);
+  out.set_job(id.job);
+  out.set_title(id.title);
+  out.set_helper_of(r.helper_of);
+}
+
+// Reads strings back, refusing indices outside the table.
+class StringLookup {
+ public:
+  explicit StringLookup(const v1::NodeSnapshot& in) : in_(in) {}
+  const std::string& operator()(std::uint32_t index) const {
+    if (index >= static_cast<std::uint32_t>(in_.strings_size())) {
+      throw Error("string index " + std::to_string(index) + " is outside the snapshot's table of " +
+                  std::to_string(in_.strings_size()));
+    }
+    return in_.strings(static_cast<int>(index));
+  }
+
+ private:
+  const v1::NodeSnapshot& in_;
+};
+
+capture::Frame decode_frame(const v1::InternedFrame& f, const StringLookup& s) {
+  capture::Frame out;
+  out.kind = f.python() ? capture::Frame::Kind::kPython : capture::Frame::Kind::kNative;
+  out.function = s(f.function());
+  out.module = s(f.module());
+  out.address = f.address();
+  out.offset = f.offset();
+  out.module_offset = f.module_offset();
+  out.qualname = s(f.qualname());
+  out.file = s(f.file());
+  out.line = f.line();
+  for (const auto& local : f.locals()) out.locals.emplace_back(s(local.name()), local.value());
+  return out;
+}
+
+template <typename Repeated>
+std::vector<capture::Frame> decode_frames(const Repeated& frames, const StringLookup& s) {
+  std::vector<capture::Frame> out;
+  for (const auto& f : frames) out.push_back(decode_frame(f, s));
+  return out;
+}
+
+char state_letter(const std::string& state) {
+  return state.empty() ? '?' : state[0];
+}
+
+}  // namespace
+
+void encode(const capture::NodeSnapshot& node, v1::NodeSnapshot& out) {
+  out.Clear();
+  out.set_schema_major(kSchemaMajor);
+  out.set_schema_minor(kSchemaMinor);
+  out.set_node_name(node.node_name);
+  out.set_hostname(node.hostname);
+  out.set_capture_unix_ns(node.capture_unix_ns);
+  out.set_agent_version(kVersion);
+  out.set_sample_index(node.sample_index);
+  out.set_capture_ns(static_cast<std::uint64_t>(node.capture_time.count()));
+  for (const auto& n : node.notes) out.add_notes(n);
+  StringTable strings(out);
+  for (const auto& r : node.processes) {
+    auto* p = out.add_processes();
+    p->set_pid(r.pid);
+    p->set_ppid(r.ppid);
+    p->set_comm(r.comm);
+    p->set_cmdline(r.cmdline);
+    p->set_exe(r.exe);
+    p->set_state(std::string(1, r.state));
+    p->set_utime_ticks(r.utime_ticks);
+    p->set_stime_ticks(r.stime_ticks);
+    p->set_start_time_ticks(r.start_time_ticks);
+    encode_identity(r, *p->mutable_identity());
+    for (const auto& [k, v] : r.environment) (*p->mutable_environment())[k] = v;
+    p->set_environment_source(r.environment_source);
+    p->set_error(r.error);
+    if (r.dump) {
+      if (r.dump->python) p->set_python(*r.dump->python);
+      for (const auto& n : r.dump->notes) p->add_notes(n);
+      p->set_max_paused_ns(static_cast<std::uint64_t>(r.dump->max_paused.count()));
+      for (const auto& t : r.dump->threads) encode_thread(t, *p->add_threads(), strings);
+    }
+  }
+}
+
+capture::NodeSnapshot decode(const v1::NodeSnapshot& in) {
+  if (in.schema_major() > kSchemaMajor) {
+    throw Error("snapshot schema " + std::to_string(in.schema_major()) + "." +
+                std::to_string(in.schema_minor()) + " is newer than this hangscope reads (" +
+                std::to_string(kSchemaMajor) + ".x): upgrade hangscope");
+  }
+  if (in.schema_major() == 0) throw Error("not a hangscope node snapshot (no schema version)");
+  const StringLookup s(in);
+  capture::NodeSnapshot node;
+  node.node_name = in.node_name();
+  node.hostname = in.hostname();
+  node.capture_unix_ns = in.capture_unix_ns();
+  node.sample_index = in.sample_index();
+  node.capture_time = std::chrono::nanoseconds(in.capture_ns());
+  node.notes.assign(in.notes().begin(), in.notes().end());
+  for (const auto& p : in.processes()) {
+    capture::ProcessRecord r;
+    r.pid = p.pid();
+    r.ppid = p.ppid();
+    r.comm = p.comm();
+    r.cmdline = p.cmdline();
+    r.exe = p.exe();
+    r.state = state_letter(p.state());
+    r.utime_ticks = p.utime_ticks();
+    r.stime_ticks = p.stime_ticks();
+    r.start_time_ticks = p.start_time_ticks();
+    const auto& id = p.identity();
+    r.identity.role = id.role();
+    if (id.has_rank()) r.identity.rank = id.rank();
+    if (id.has_local_rank()) r.identity.local_rank = id.local_rank();
+    if (id.has_world_size()) r.identity.world_size = id.world_size();
+    if (id.has_tp()) r.identity.tp = id.tp();
+    if (id.has_pp()) r.identity.pp = id.pp();
+    if (id.has_dp()) r.identity.dp = id.dp();
+    r.identity.source = id.source();
+    r.identity.job = id.job();
+    r.identity.title = id.title();
+    r.helper_of = id.helper_of();
+    r.environment.insert(p.environment().begin(), p.environment().end());
+    r.environment_source = p.environment_source();
+    r.error = p.error();
+    if (r.error.empty() || p.threads_size() > 0) {
+      capture::ProcessDump dump;
+      dump.pid = p.pid();
+      dump.command = p.comm();
+      if (!p.python().empty()) dump.python = p.python();
+      dump.notes.assign(p.notes().begin(), p.notes().end());
+      dump.max_paused = std::chrono::nanoseconds(p.max_paused_ns());
+      for (const auto& t : p.threads()) {
+        capture::ThreadDump thread;
+        thread.tid = t.tid();
+        thread.name = t.name();
+        thread.state = state_letter(t.state());
+        thread.wchan = t.wchan();
+        if (t.has_py_thread_id()) thread.py_thread_id = t.py_thread_id();
+        if (t.has_py_thread_name()) thread.py_thread_name = t.py_thread_name();
+        thread.holds_gil = t.holds_gil();
+        thread.merge = t.merge();
+        thread.frames = decode_frames(t.frames(), s);
+        thread.native_frames = decode_frames(t.native_frames(), s);
+        thread.python_frames = decode_frames(t.python_frames(), s);
+        thread.notes.assign(t.notes().begin(), t.notes().end());
+        thread.kernel_stack.assign(t.kernel_stack().begin(), t.kernel_stack().end());
+        thread.paused = std::chrono::nanoseconds(t.paused_ns());
+        dump.threads.push_back(std::move(thread));
+      }
+      r.dump = std::move(dump);
+    }
+    node.processes.push_back(std::move(r));
+  }
+  return node;
+}
+
+namespace {
+
+bool is_binary(const std::string& path) {
+  return path.size() > 3 && path.ends_with(".pb");
+}
+
+}  // namespace
+
+void write_file(const std::string& path, const std::vector<capture::NodeSnapshot>& nodes) {
+  v1::SnapshotFile file;
+  for (const auto& node : nodes) encode(node, *file.add_snapshots());
+  std::string bytes;
+  if (is_binary(path)) {
+    if (!file.SerializeToString(&bytes)) throw Error("cannot encode snapshots for " + path);
+  } else {
+    google::protobuf::util::JsonPrintOptions options;
+    options.add_whitespace = true;
+    options.preserve_proto_field_names = true;
+    const auto status = google::protobuf::util::MessageToJsonString(file, &bytes, options);
+    if (!status.ok()) throw Error("cannot encode snapshots for " + path + ": " + status.ToString());
+  }
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+  out.close();
+  if (!out) throw_errno("cannot write " + path, errno);
+}
+
+std::vector<capture::NodeSnapshot> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_errno("cannot read snapshot file " + path, errno);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string bytes = buffer.str();
+  v1::SnapshotFile file;
+  const bool binary = is_binary(path);
+  if (binary) {
+    if (!file.ParseFromString(bytes)) {
+      throw Error("snapshot file " + path +
+                  " is not a hangscope snapshot (binary protobuf expected)");
+    }
+  } else {
+    google::protobuf::util::JsonParseOptions options;
+    options.ignore_unknown_fields = true;  // newer minor versions add fields
+    const auto status = google::protobuf::util::JsonStringToMessage(bytes, &file, options);
+    if (!status.ok()) {
+      throw Error("snapshot file " + path +
+                  " is not a hangscope snapshot: " + std::string(status.message()));
+    }
+  }
+  if (file.snapshots_size() == 0) throw Error("snapshot file " + path + " holds no snapshot");
+  std::vector<capture::NodeSnapshot> nodes;
+  for (const auto& snapshot : file.snapshots()) {
+    try {
+      nodes.push_back(decode(snapshot));
+    } catch (const Error& e) {
+      throw Error("snapshot file " + path + ": " + e.what());
+    }
+  }
+  return nodes;
+}
+
+}  // namespace hangscope::snapshot

@@ -1,0 +1,170 @@
+// Real agents over real gRPC on loopback: diagnose gathers their snapshots; a wrong token is
+// refused, a dead agent is unreachable, and the other nodes' ranks still come out.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "target_process.h"
+
+namespace hangscope {
+namespace {
+
+struct Run {
+  int exit_code = -1;
+  std::string out;
+};
+
+Run run(const std::string& command) {
+  Run result;
+  FILE* pipe = ::popen((command + " 2>/dev/null").c_str(), "r");
+  std::array<char, 4096> buffer;
+  std::size_t n;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
+    result.out.append(buffer.data(), n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+std::string write_token(const std::string& token) {
+  const std::string path = testing::temp_path("token");
+  std::ofstream(path) << token << "\n";
+  return path;
+}
+
+// An agent on an ephemeral loopback port, capturing only the given process.
+struct Agent {
+  testing::TargetProcess process;
+  std::string address;
+  Agent(const std::string& node, const std::string& token_file, pid_t pid)
+      : process({HANGSCOPE_BINARY, "collect", "--listen", "127.0.0.1:0", "--token-file", token_file,
+                 "--node-name", node, "--pid", std::to_string(pid)}) {
+    address = process.wait_for_line("listening on ").substr(13);
+  }
+};
+
+nlohmann::json diagnose(const std::string& agents, const std::string& token_file, int* exit_code) {
+  const std::string dir = testing::temp_path("bundle");
+  const auto result =
+      run(std::string(HANGSCOPE_BINARY) + " diagnose --agents " + agents + " --token-file " +
+          token_file + " --samples 2 --interval 100ms --json -o " + dir);
+  if (exit_code) *exit_code = result.exit_code;
+  std::system(("rm -rf " + dir).c_str());
+  return nlohmann::json::parse(result.out);
+}
+
+const nlohmann::json* node_named(const nlohmann::json& report, const std::string& name) {
+  for (const auto& n : report["nodes"]) {
+    if (n["name"] == name) return &n;
+  }
+  return nullptr;
+}
+
+TEST(Agents, DiagnoseGathersRanksFromEveryAgentAndReportsTheFailedOnes) {
+  testing::TargetProcess rank0({NATIVE_TARGET}, {{"RANK", "0"},
+                                                 {"WORLD_SIZE", "2"},
+                                                 {"MASTER_ADDR", "10.0.0.1"},
+                                                 {"MASTER_PORT", "29500"},
+                                                 {"HF_TOKEN", "hf_planted_secret"}});
+  testing::TargetProcess rank1(
+      {NATIVE_TARGET},
+      {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}});
+  rank0.wait_for_line("ready");
+  rank1.wait_for_line("ready");
+  const std::string token = write_token("correct-horse");
+  const std::string wrong = write_token("wrong-token");
+  Agent a("node-a", token, rank0.pid());
+  Agent b("node-b", token, rank1.pid());
+  Agent c("node-c", wrong, rank1.pid());  // expects another token: refuses us
+
+  int exit_code = -1;
+  const auto report = diagnose(a.address + "," + b.address + "," + c.address, token, &exit_code);
+  EXPECT_EQ(exit_code, 0);
+  EXPECT_EQ(report["schema"], "hangscope.report/v1");
+  ASSERT_NE(node_named(report, "node-a"), nullptr);
+  EXPECT_EQ((*node_named(report, "node-a"))["status"], "ok");
+  EXPECT_EQ((*node_named(report, "node-b"))["status"], "ok");
+  bool refused = false;
+  for (const auto& n : report["nodes"])
+    refused = refused || (n["status"] == "refused" && n["address"] == c.address);
+  EXPECT_TRUE(refused) << report["nodes"].dump();
+  ASSERT_EQ(report["ranks"].size(), 2u) << report.dump(1);
+  EXPECT_EQ(report["ranks"][0]["rank"], 0);
+  EXPECT_EQ(report["ranks"][0]["node"], "node-a");
+  EXPECT_EQ(report["ranks"][0]["pid"], rank0.pid());
+  EXPECT_EQ(report["ranks"][0]["job"], "10.0.0.1:29500");
+  EXPECT_EQ(report["ranks"][1]["rank"], 1);
+  EXPECT_EQ(report["ranks"][1]["node"], "node-b");
+  EXPECT_EQ(report["samples"], 4);  // 2 samples from each of the 2 answering nodes
+  EXPECT_EQ(report.dump().find("hf_planted_secret"), std::string::npos);
+
+  // One agent dies: its node is unreachable, the other's rank is still reported.
+  a.process.kill_all();
+  const auto after = diagnose(a.address + "," + b.address, token, nullptr);
+  bool unreachable = false;
+  for (const auto& n : after["nodes"])
+    unreachable = unreachable || (n["status"] == "unreachable" && n["address"] == a.address);
+  EXPECT_TRUE(unreachable) << after["nodes"].dump();
+  ASSERT_EQ(after["ranks"].size(), 1u);
+  EXPECT_EQ(after["ranks"][0]["node"], "node-b");
+  EXPECT_TRUE(testing::no_thread_stopped(rank0.pid()));
+  EXPECT_TRUE(testing::no_thread_stopped(rank1.pid()));
+  ::unlink(token.c_str());
+  ::unlink(wrong.c_str());
+}
+
+TEST(Agents, OfflineFilesAndLocalCaptureGiveTheSameRankTable) {
+  testing::TargetProcess rank(
+      {NATIVE_TARGET},
+      {{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "10.0.0.2"}, {"MASTER_PORT", "29400"}});
+  rank.wait_for_line("ready");
+  const std::string file = testing::temp_path("node.pb");
+  const std::string pid = std::to_string(rank.pid());
+  ASSERT_EQ(run(std::string(HANGSCOPE_BINARY) + " collect --once -o " + file +
+                " --node-name n0 --pid " + pid)
+                .exit_code,
+            0);
+  const std::string dir1 = testing::temp_path("b1"), dir2 = testing::temp_path("b2");
+  const auto offline = nlohmann::json::parse(
+      run(std::string(HANGSCOPE_BINARY) + " diagnose " + file + " --json -o " + dir1).out);
+  const auto local =
+      nlohmann::json::parse(run(std::string(HANGSCOPE_BINARY) + " diagnose --samples 1 --pid " +
+                                pid + " --json -o " + dir2)
+                                .out);
+  ASSERT_EQ(offline["ranks"].size(), 1u);
+  EXPECT_EQ(offline["ranks"][0]["rank"], 3);
+  EXPECT_EQ(offline["ranks"][0]["node"], "n0");
+  auto strip_node = [](nlohmann::json ranks) {
+    for (auto& r : ranks) r.erase("node");
+    return ranks;
+  };
+  EXPECT_EQ(strip_node(offline["ranks"]), strip_node(local["ranks"]));
+  std::system(("rm -rf " + dir1 + " " + dir2 + " " + file).c_str());
+}
+
+TEST(Agents, BadSnapshotFileIsReportedAndTheRestStillComesOut) {
+  const std::string bad = testing::temp_path("garbage.json");
+  std::ofstream(bad) << "{ this is not a snapshot";
+  const std::string dir = testing::temp_path("b3");
+  const auto result = run(std::string(HANGSCOPE_BINARY) + " diagnose " + bad + " --json -o " + dir);
+  EXPECT_EQ(result.exit_code, 0);
+  const auto report = nlohmann::json::parse(result.out);
+  ASSERT_EQ(report["nodes"].size(), 1u);
+  EXPECT_EQ(report["nodes"][0]["status"], "error");
+  EXPECT_NE(report["nodes"][0]["error"].get<std::string>().find(bad), std::string::npos);
+  std::system(("rm -rf " + dir + " " + bad).c_str());
+}
+
+TEST(Agents, NonLoopbackListenerWithoutAuthenticationIsRefused) {
+  const auto result = run(std::string(HANGSCOPE_BINARY) + " collect --listen 0.0.0.0:0");
+  EXPECT_EQ(result.exit_code, 1);
+}
+
+}  // namespace
+}  // namespace hangscope

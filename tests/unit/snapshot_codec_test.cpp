@@ -1,0 +1,102 @@
+#include <gtest/gtest.h>
+
+#include "hangscope/cli/options.h"
+#include "hangscope/common/error.h"
+#include "hangscope/common/redaction.h"
+#include "hangscope/snapshot/codec.h"
+#include "hangscope/v1/snapshot.pb.h"
+
+namespace hangscope {
+namespace {
+
+capture::NodeSnapshot sample_node(int ranks) {
+  capture::NodeSnapshot node;
+  node.node_name = "node-0";
+  node.hostname = "host0";
+  node.capture_unix_ns = 1'700'000'000'000'000'000;
+  for (int r = 0; r < ranks; ++r) {
+    capture::ProcessRecord p;
+    p.pid = 100 + r;
+    p.identity.role = "rank";
+    p.identity.rank = r;
+    p.identity.job = "10.0.0.1:29500";
+    p.identity.source = "env";
+    capture::ProcessDump dump;
+    capture::ThreadDump thread;
+    thread.tid = p.pid;
+    for (int depth = 0; depth < 40; ++depth) {
+      capture::Frame f;
+      f.kind = depth % 2 ? capture::Frame::Kind::kPython : capture::Frame::Kind::kNative;
+      f.function = "function_" + std::to_string(depth);
+      f.module = "/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.1.13.0";
+      f.file = "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py";
+      f.line = depth;
+      thread.frames.push_back(f);
+    }
+    dump.threads.push_back(thread);
+    p.dump = dump;
+    node.processes.push_back(p);
+  }
+  return node;
+}
+
+TEST(SnapshotCodec, RoundTripsAndInternsRepeatedStrings) {
+  const auto node = sample_node(8);
+  v1::NodeSnapshot wire;
+  snapshot::encode(node, wire);
+  EXPECT_EQ(wire.schema_major(), snapshot::kSchemaMajor);
+  EXPECT_LT(wire.strings_size(), 50);  // 8 ranks x 40 frames share ~43 strings
+  const auto back = snapshot::decode(wire);
+  ASSERT_EQ(back.processes.size(), 8u);
+  EXPECT_EQ(back.processes[3].identity.rank, 3);
+  EXPECT_EQ(back.processes[3].dump->threads[0].frames[7].function, "function_7");
+  EXPECT_EQ(back.processes[3].dump->threads[0].frames[7].file,
+            "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py");
+  // Interning keeps 8 deep stacks small: well under 2 KiB per rank.
+  EXPECT_LT(wire.ByteSizeLong(), 8u * 2048u);
+}
+
+TEST(SnapshotCodec, RefusesNewerMajorAndBadIndices) {
+  v1::NodeSnapshot wire;
+  snapshot::encode(sample_node(1), wire);
+  wire.set_schema_major(snapshot::kSchemaMajor + 1);
+  try {
+    snapshot::decode(wire);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is newer than this hangscope reads"), std::string::npos);
+  }
+  wire.set_schema_major(snapshot::kSchemaMajor);
+  wire.mutable_processes(0)->mutable_threads(0)->mutable_frames(0)->set_function(9999);
+  EXPECT_THROW(snapshot::decode(wire), Error);
+}
+
+TEST(CliOptions, Durations) {
+  EXPECT_EQ(cli::parse_duration("500ms"), std::chrono::milliseconds(500));
+  EXPECT_EQ(cli::parse_duration("2s"), std::chrono::milliseconds(2000));
+  EXPECT_EQ(cli::parse_duration("1.5m"), std::chrono::milliseconds(90000));
+  EXPECT_EQ(cli::parse_duration("3"), std::chrono::milliseconds(3000));
+  EXPECT_FALSE(cli::parse_duration("3 hours"));
+  EXPECT_FALSE(cli::parse_duration("-1s"));
+  EXPECT_FALSE(cli::parse_duration("fast"));
+}
+
+TEST(Redaction, CommandLinesAndEnvironments) {
+  EXPECT_EQ(mask_command_line("vllm serve model --api-key sk-123 --port 8000 --hf-token=hf_abc"),
+            "vllm serve model --api-key <masked> --port 8000 --hf-token=<masked>");
+  EXPECT_EQ(mask_command_line("curl -H Bearer"), "curl -H Bearer");
+  const auto env = filter_environment({{"RANK", "1"},
+                                       {"HOME", "/root"},
+                                       {"VLLM_API_KEY", "abc"},
+                                       {"NCCL_DEBUG", "INFO"},
+                                       {"HF_TOKEN", "hf_x"}});
+  EXPECT_EQ(env.size(), 3u);
+  EXPECT_EQ(env.at("RANK"), "1");
+  EXPECT_EQ(env.at("VLLM_API_KEY"), "<masked>");
+  EXPECT_EQ(env.count("HF_TOKEN"), 0u);  // not allowlisted: dropped
+  EXPECT_EQ(mask_if_secret("key", "'weights/1/ready'"), "'weights/1/ready'");
+  EXPECT_EQ(mask_if_secret("password", "x"), "<masked>");
+}
+
+}  // namespace
+}  // namespace hangscope
