@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# A virtual cluster on one machine: K nodes, each with its own network (veth to a bridge,
+# its own address), PID, UTS (hostname) and mount namespace, running a hangscope agent and N
+# real torch.distributed gloo ranks (MASTER_ADDR on node 0). One rank diverges; the others
+# hang in dist.barrier().
+#
+#   cluster.sh up   --dir DIR [--nodes K] [--ranks N] [--diverged R] [--hangscope BIN]
+#   cluster.sh down --dir DIR
+#   cluster.sh run  [up options] -- COMMAND...   (up, run COMMAND with AGENTS and TOKEN_FILE
+#                                                  set, then down, whatever happens)
+# DIR receives: agents (one HOST:PORT per line), token, node logs. Needs root.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+
+nodes=2 ranks=4 diverged=5 dir="" hangscope="$repo/build/src/hangscope"
+subnet=${HANGSCOPE_TESTBED_SUBNET:-198.51.100}  # TEST-NET-2: only ever on our own bridge
+bridge=hsbr0
+port=7447
+
+parse() {
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --dir) dir=$2; shift 2 ;;
+      --nodes) nodes=$2; shift 2 ;;
+      --ranks) ranks=$2; shift 2 ;;
+      --diverged) diverged=$2; shift 2 ;;
+      --hangscope) hangscope=$2; shift 2 ;;
+      --) shift; command=("$@"); return ;;
+      *) echo "cluster.sh: unknown option $1" >&2; exit 2 ;;
+    esac
+  done
+}
+
+node_ns() { echo "hs-$(basename "$dir")-$1" | cut -c1-15; }
+
+up() {
+  [ -n "$dir" ] || { echo "cluster.sh: --dir is required" >&2; exit 2; }
+  mkdir -p "$dir"
+  head -c 24 /dev/urandom | base64 | tr -d '/+=' > "$dir/token"
+  : > "$dir/agents"
+  # Never collide with a network this machine really uses: every address must be ours.
+  if ip -4 route show | grep -v "dev $bridge" | grep -q "^$subnet\." ||
+     ip -4 addr show | grep -v "$bridge" | grep -q "inet $subnet\."; then
+    echo "cluster.sh: $subnet.0/24 is already used on this machine; set HANGSCOPE_TESTBED_SUBNET" >&2
+    exit 1
+  fi
+  if ! ip link show "$bridge" >/dev/null 2>&1; then
+    ip link add "$bridge" type bridge
+    ip addr add "$subnet.254/24" dev "$bridge"
+    ip link set "$bridge" up
+  fi
+  for ((n = 0; n < nodes; n++)); do
+    local ns addr
+    ns=$(node_ns "$n")
+    addr="$subnet.$((n + 1))"
+    ip netns add "$ns"
+    ip link add "v$ns" type veth peer name eth0 netns "$ns"
+    ip link set "v$ns" master "$bridge" up
+    ip -n "$ns" addr add "$addr/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    ip -n "$ns" link set lo up
+    echo "$addr:$port" >> "$dir/agents"
+    # The node: its own PID, UTS and mount namespaces; pid 1 inside is node.sh, so killing the
+    # unshare process ends every process of the node.
+    ip netns exec "$ns" unshare --pid --fork --mount-proc --uts \
+      "$here/node.sh" "node$n" "$n" "$addr" "$port" "$dir" "$hangscope" "$nodes" "$ranks" \
+      "$diverged" "$subnet.1" > "$dir/node$n.log" 2>&1 &
+    echo $! > "$dir/node$n.pid"
+  done
+  # Wait until every agent answers and every rank has announced itself.
+  for _ in $(seq 600); do
+    local ready
+    ready=$(cat "$dir"/node*.log 2>/dev/null | grep -c '^rank ' || true)
+    if [ "$ready" -ge $((nodes * ranks)) ] && [ "$(cat "$dir"/node*.log | grep -c 'listening on')" -ge "$nodes" ]; then
+      sleep 1  # let the waiting ranks enter the barrier
+      return 0
+    fi
+    sleep 0.2
+  done
+  echo "cluster.sh: the cluster did not come up; node logs:" >&2
+  cat "$dir"/node*.log >&2
+  return 1
+}
+
+down() {
+  [ -n "$dir" ] || { echo "cluster.sh: --dir is required" >&2; exit 2; }
+  for pidfile in "$dir"/node*.pid; do
+    [ -e "$pidfile" ] || continue
+    kill -KILL "$(cat "$pidfile")" 2>/dev/null || true
+    rm -f "$pidfile"
+  done
+  for ((n = 0; n < 64; n++)); do
+    local ns
+    ns=$(node_ns "$n")
+    ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
+    ip link del "v$ns" 2>/dev/null || true
+    ip netns del "$ns" 2>/dev/null || true
+  done
+  if ! ip link show master "$bridge" 2>/dev/null | grep -q . && ip link show "$bridge" >/dev/null 2>&1; then
+    ip link del "$bridge" 2>/dev/null || true
+  fi
+}
+
+action=${1:-}
+shift || true
+command=()
+parse "$@"
+case "$action" in
+  up) trap 'down' ERR; up ;;
+  down) down ;;
+  run)
+    trap 'down' EXIT
+    up
+    AGENTS=$(paste -sd, "$dir/agents") TOKEN_FILE="$dir/token" "${command[@]}"
+    ;;
+  *) echo "usage: cluster.sh up|down|run --dir DIR [...]" >&2; exit 2 ;;
+esac
