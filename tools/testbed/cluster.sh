@@ -32,7 +32,8 @@ parse() {
   done
 }
 
-node_ns() { echo "hs-$(basename "$dir")-$1" | cut -c1-15; }
+# Namespace and veth names (at most 15 characters) derived from the cluster's directory.
+node_ns() { echo "hs$(realpath -m "$dir" | md5sum | cut -c1-6)n$1"; }
 
 up() {
   [ -n "$dir" ] || { echo "cluster.sh: --dir is required" >&2; exit 2; }
