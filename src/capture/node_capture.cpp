@@ -92,6 +92,7 @@ ProcessRecord describe_process(pid_t pid) {
   record.environment_source = env.source;
   record.identity = identity::identify(env.variables, env.source == "memory", raw_cmdline);
   record.environment = filter_environment(env.variables);
+  record.logs = identity::read_process_logs(pid);
   return record;
 }
 

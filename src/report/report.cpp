@@ -49,6 +49,14 @@ nlohmann::json python_call_site(const capture::ProcessRecord& process) {
   return nullptr;
 }
 
+nlohmann::json log_lines(const capture::ProcessRecord& process) {
+  nlohmann::json lines = nlohmann::json::array();
+  for (const auto& log : process.logs) {
+    for (const auto& line : log.lines) lines.push_back(line);
+  }
+  return lines;
+}
+
 // The latest sample of each node.
 std::vector<const capture::NodeSnapshot*> latest_samples(const Bundle& bundle) {
   std::map<std::string, const capture::NodeSnapshot*> latest;
@@ -87,6 +95,7 @@ nlohmann::json report_json(const Bundle& bundle) {
              {"stuck_since", nullptr},
              {"wait_point", python_call_site(p)},
              {"class", nullptr},
+             {"log_lines", log_lines(p)},
              {"error", p.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.error)}});
       } else {
         processes.push_back(

@@ -151,6 +151,11 @@ void encode(const capture::NodeSnapshot& node, v1::NodeSnapshot& out) {
     for (const auto& [k, v] : r.environment) (*p->mutable_environment())[k] = v;
     p->set_environment_source(r.environment_source);
     p->set_error(r.error);
+    for (const auto& log : r.logs) {
+      auto* out_log = p->add_logs();
+      out_log->set_path(log.path);
+      for (const auto& line : log.lines) out_log->add_lines(line);
+    }
     if (r.dump) {
       if (r.dump->python) p->set_python(*r.dump->python);
       for (const auto& n : r.dump->notes) p->add_notes(n);
@@ -201,6 +206,10 @@ capture::NodeSnapshot decode(const v1::NodeSnapshot& in) {
     r.environment.insert(p.environment().begin(), p.environment().end());
     r.environment_source = p.environment_source();
     r.error = p.error();
+    for (const auto& log : p.logs()) {
+      r.logs.push_back(
+          {log.path(), std::vector<std::string>(log.lines().begin(), log.lines().end())});
+    }
     if (r.error.empty() || p.threads_size() > 0) {
       capture::ProcessDump dump;
       dump.pid = p.pid();

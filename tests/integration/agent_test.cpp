@@ -168,3 +168,44 @@ TEST(Agents, NonLoopbackListenerWithoutAuthenticationIsRefused) {
 
 }  // namespace
 }  // namespace hangscope
+
+namespace hangscope {
+namespace {
+
+// Secrets planted in a rank's environment, command line and log appear nowhere in the report
+// or the snapshots, while the log line itself is kept (masked).
+TEST(Agents, PlantedSecretsAppearInNoSnapshot) {
+  const std::string log = testing::temp_path("rank.log");
+  testing::TargetProcess rank({"/bin/bash", "-c",
+                               "exec >" + log +
+                                   " 2>&1; exec /usr/bin/python3 -c 'import time; print(\"WARNING "
+                                   "HF_TOKEN=hf_planted_in_log\", "
+                                   "flush=True); time.sleep(600)' --api-key sk-planted-in-cmdline"},
+                              {{"RANK", "0"},
+                               {"WORLD_SIZE", "1"},
+                               {"VLLM_API_KEY", "planted-vllm-key"},
+                               {"HF_TOKEN", "hf_planted_in_env"}});
+  ASSERT_TRUE(testing::eventually([&] {
+    std::ifstream in(log);
+    std::string line;
+    return std::getline(in, line) && line.find("WARNING") != std::string::npos;
+  }));
+  const std::string dir = testing::temp_path("secrets");
+  const auto out = run(std::string(HANGSCOPE_BINARY) + " diagnose --samples 1 --pid " +
+                       std::to_string(rank.pid()) + " --json -o " + dir);
+  const auto report = nlohmann::json::parse(out.out);
+  ASSERT_EQ(report["ranks"].size(), 1u);
+  const auto& lines = report["ranks"][0]["log_lines"];
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines[0], "WARNING HF_TOKEN=<masked>");
+  const auto everything = out.out + run("cat " + dir + "/snapshots/* " + dir + "/report.md").out;
+  for (const char* secret :
+       {"hf_planted_in_log", "sk-planted-in-cmdline", "planted-vllm-key", "hf_planted_in_env"}) {
+    EXPECT_EQ(everything.find(secret), std::string::npos) << secret;
+  }
+  EXPECT_NE(everything.find("--api-key "), std::string::npos);  // kept, its value masked
+  std::system(("rm -rf " + dir + " " + log).c_str());
+}
+
+}  // namespace
+}  // namespace hangscope

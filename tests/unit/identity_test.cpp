@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "hangscope/identity/environment.h"
+#include "hangscope/identity/logs.h"
 #include "hangscope/identity/rank_identity.h"
 
 namespace hangscope::identity {
@@ -81,6 +82,36 @@ TEST(Environment, ParsesBlocksAndIgnoresTitlePadding) {
   EXPECT_EQ(vars.at("A"), "1");
   EXPECT_EQ(vars.at("B"), "x=y");
   EXPECT_TRUE(parse_environ_block(std::string(64, ' ')).empty());  // setproctitle padding
+}
+
+}  // namespace
+}  // namespace hangscope::identity
+
+namespace hangscope::identity {
+namespace {
+
+TEST(Logs, KeepsTheLinesThatMatterAndMasksSecrets) {
+  const std::string log =
+      "INFO starting\n"
+      "(Worker_TP1 pid=42) world_size=16 rank=4 local_rank=4 backend=gloo\n"
+      "[AutoTuner]: Tuning trtllm::fused_moe::gemm1: 10%|#  | 1/10\r[AutoTuner]: Tuning "
+      "trtllm::fused_moe::gemm1: 20%\n"
+      "calling with Authorization: Bearer abc.def.ghi\n"
+      "export HF_TOKEN=hf_abcdefghijkl and --api-key sk-12345\n" +
+      std::string(30, 'x') + "\n" + "RuntimeError: Application timeout caused pair closure\n";
+  const auto lines = interesting_lines(log, 2);
+  ASSERT_GE(lines.size(), 4u);
+  EXPECT_EQ(lines[0], "(Worker_TP1 pid=42) world_size=16 rank=4 local_rank=4 backend=gloo");
+  EXPECT_EQ(lines[1], "[AutoTuner]: Tuning trtllm::fused_moe::gemm1: 10%|#  | 1/10");
+  EXPECT_EQ(lines.back(), "RuntimeError: Application timeout caused pair closure");
+  for (const auto& line : lines) {
+    EXPECT_EQ(line.find("abc.def.ghi"), std::string::npos) << line;
+    EXPECT_EQ(line.find("hf_abcdefghijkl"), std::string::npos) << line;
+    EXPECT_EQ(line.find("sk-12345"), std::string::npos) << line;
+  }
+  EXPECT_EQ(mask_log_line("export HF_TOKEN=hf_abc and --api-key sk-1"),
+            "export HF_TOKEN=<masked> and --api-key <masked>");
+  EXPECT_EQ(mask_log_line("Authorization: Bearer xyz"), "Authorization: Bearer <masked>");
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "hangscope/capture/process_capture.h"
 #include "hangscope/capture/process_dump.h"
+#include "hangscope/identity/logs.h"
 #include "hangscope/identity/rank_identity.h"
 
 namespace hangscope::capture {
@@ -31,7 +32,8 @@ struct ProcessRecord {
   std::map<std::string, std::string> environment;  // allowlisted, masked
   std::string environment_source;
   std::optional<ProcessDump> dump;
-  std::string error;  // why it could not be captured
+  std::vector<identity::LogExcerpt> logs;  // its stdout/stderr files, masked
+  std::string error;                       // why it could not be captured
 };
 
 struct NodeSnapshot {

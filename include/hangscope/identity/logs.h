@@ -1,0 +1,28 @@
+// A rank's log, found without being told: the files behind its stdout and stderr. Keeps a
+// bounded tail, the lines that matter for a hang, with secrets masked (here, in the agent).
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hangscope::identity {
+
+struct LogExcerpt {
+  std::string path;
+  std::vector<std::string> lines;  // oldest first, masked
+};
+
+// Splits on \n and \r (tqdm progress lines), keeps the lines that matter (timeouts, errors,
+// warnings, rank lines, cache hits, tuning progress) and the last `tail` lines, masked.
+std::vector<std::string> interesting_lines(std::string_view text, std::size_t tail = 20);
+
+// Masks secret-looking words of a log line (Bearer tokens, hf_…, --api-key VALUE, KEY=VALUE).
+std::string mask_log_line(std::string_view line);
+
+// The regular files open as fd 1 and 2 of pid (at most the last `max_bytes` of each).
+std::vector<LogExcerpt> read_process_logs(pid_t pid, std::size_t max_bytes = 256 * 1024);
+
+}  // namespace hangscope::identity

@@ -1,0 +1,107 @@
+#include "hangscope/identity/logs.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+
+#include "hangscope/common/redaction.h"
+
+namespace hangscope::identity {
+namespace {
+
+bool contains_any(std::string_view line, std::initializer_list<std::string_view> needles) {
+  return std::any_of(needles.begin(), needles.end(),
+                     [&](std::string_view n) { return line.find(n) != std::string_view::npos; });
+}
+
+bool matters(std::string_view line) {
+  return contains_any(line, {"Timed out", "timed out", "timeout", "Timeout", "Traceback", "Error",
+                             "ERROR", "WARNING", "Warning", "Connection closed", "world_size=",
+                             "Config cache hit", "Tuning ", "Loaded ", "No available shared memory",
+                             "Watchdog", "RayChannelTimeoutError", "pair closure", "disabled"});
+}
+
+}  // namespace
+
+std::string mask_log_line(std::string_view line) {
+  std::string out;
+  std::size_t pos = 0;
+  bool mask_next = false;
+  while (pos < line.size()) {
+    const auto space = line.find(' ', pos);
+    const auto end = space == std::string_view::npos ? line.size() : space;
+    std::string_view word = line.substr(pos, end - pos);
+    std::string masked(word);
+    if (mask_next && !word.empty()) {
+      masked = kMasked;
+      mask_next = false;
+    } else if (word == "Bearer" || word == "bearer") {
+      mask_next = true;
+    } else if (const auto eq = word.find('='); eq != std::string_view::npos && eq > 0) {
+      std::string_view name = word.substr(0, eq);
+      while (!name.empty() && name.front() == '-') name.remove_prefix(1);
+      if (is_secret_name(name) || looks_like_secret(word.substr(eq + 1))) {
+        masked = std::string(word.substr(0, eq + 1)) + std::string(kMasked);
+      }
+    } else if (word.size() > 2 && word.substr(0, 2) == "--" && is_secret_name(word.substr(2))) {
+      mask_next = true;
+    } else if (looks_like_secret(word)) {
+      masked = kMasked;
+    }
+    out += masked;
+    if (end < line.size()) out += ' ';
+    pos = end + 1;
+  }
+  return out;
+}
+
+std::vector<std::string> interesting_lines(std::string_view text, std::size_t tail) {
+  std::vector<std::string_view> all;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    auto end = text.find_first_of("\r\n", pos);
+    if (end == std::string_view::npos) end = text.size();
+    if (end > pos) all.push_back(text.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  std::vector<std::string> kept;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (matters(all[i]) || i + tail >= all.size()) kept.push_back(mask_log_line(all[i]));
+  }
+  constexpr std::size_t kMaxLines = 200;
+  if (kept.size() > kMaxLines) kept.erase(kept.begin(), kept.end() - kMaxLines);
+  return kept;
+}
+
+std::vector<LogExcerpt> read_process_logs(pid_t pid, std::size_t max_bytes) {
+  std::vector<LogExcerpt> logs;
+  std::vector<std::pair<dev_t, ino_t>> seen;
+  for (int fd : {1, 2}) {
+    const std::string link = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
+    struct stat st {};
+    if (::stat(link.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;  // a tty or pipe
+    if (std::find(seen.begin(), seen.end(), std::make_pair(st.st_dev, st.st_ino)) != seen.end())
+      continue;
+    seen.emplace_back(st.st_dev, st.st_ino);
+    std::array<char, 4096> target{};
+    const ssize_t n = ::readlink(link.c_str(), target.data(), target.size() - 1);
+    const int file = ::open(link.c_str(), O_RDONLY | O_CLOEXEC);
+    if (file < 0) continue;
+    const off_t size = st.st_size;
+    const off_t start =
+        size > static_cast<off_t>(max_bytes) ? size - static_cast<off_t>(max_bytes) : 0;
+    std::string text(static_cast<std::size_t>(size - start), '\0');
+    const ssize_t got = ::pread(file, text.data(), text.size(), start);
+    ::close(file);
+    text.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
+    logs.push_back({n > 0 ? std::string(target.data(), static_cast<std::size_t>(n)) : link,
+                    interesting_lines(text)});
+  }
+  return logs;
+}
+
+}  // namespace hangscope::identity
