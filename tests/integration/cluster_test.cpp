@@ -74,9 +74,15 @@ TEST(Cluster, TwoNodesOfFourRanksThroughTheAgents) {
   const auto report = diagnose(cluster.agents(), cluster.token_file(), cluster.dir() + "/bundle");
   ASSERT_EQ(report["nodes"].size(), 2u);
   for (const auto& node : report["nodes"]) EXPECT_EQ(node["status"], "ok") << node.dump();
-  ASSERT_EQ(report["ranks"].size(), 8u) << report.dump(1);
+  std::vector<nlohmann::json> job_a, job_b;
+  for (const auto& r : report["ranks"]) {
+    if (r["job"] == "198.51.100.1:29500") job_a.push_back(r);
+    if (r["job"] == "198.51.100.2:29600") job_b.push_back(r);
+  }
+  ASSERT_EQ(report["ranks"].size(), 10u) << report.dump(1);
+  ASSERT_EQ(job_a.size(), 8u);
   for (int rank = 0; rank < 8; ++rank) {
-    const auto& r = report["ranks"][static_cast<std::size_t>(rank)];
+    const auto& r = job_a[static_cast<std::size_t>(rank)];
     SCOPED_TRACE("rank " + std::to_string(rank));
     EXPECT_EQ(r["rank"], rank);
     EXPECT_EQ(r["world_size"], 8);
@@ -94,6 +100,24 @@ TEST(Cluster, TwoNodesOfFourRanksThroughTheAgents) {
           std::string::npos);
     }
   }
+  // Rank 6 was retitled with setproctitle: its environment came from memory.
+  EXPECT_EQ(job_a[6]["identity_source"], "memory-env");
+  EXPECT_EQ(job_a[6]["title"], "VLLM::Worker_TP2");
+  EXPECT_EQ(job_a[6]["tp"], 2);
+  // A second job on node1 is its own job, never mixed with the first.
+  ASSERT_EQ(job_b.size(), 2u);
+  EXPECT_EQ(job_b[0]["rank"], 0);
+  EXPECT_EQ(job_b[1]["rank"], 1);
+  EXPECT_EQ(job_b[0]["node"], "node1");
+  // Rank 4's helper child and a Python process that is no rank.
+  int helpers = 0, unidentified = 0;
+  for (const auto& p : report["processes"]) {
+    if (p["role"] == "helper" && p["node"] == "node1" && p["helper_of"] == job_a[4]["pid"])
+      ++helpers;
+    if (p["role"] == "unidentified" && p["node"] == "node1") ++unidentified;
+  }
+  EXPECT_EQ(helpers, 1) << report["processes"].dump(1);
+  EXPECT_GE(unidentified, 1) << report["processes"].dump(1);
   EXPECT_EQ(report["samples"], 4);
 
   // A wrong token is refused by every node, and nothing leaks.
@@ -112,7 +136,7 @@ TEST(Cluster, TwoNodesOfFourRanksThroughTheAgents) {
     status[node["address"].get<std::string>()] = node["status"];
   EXPECT_EQ(status["198.51.100.1:7447"], "ok");
   EXPECT_EQ(status["198.51.100.2:7447"], "unreachable");
-  EXPECT_EQ(partial["ranks"].size(), 4u);
+  EXPECT_EQ(partial["ranks"].size(), 4u);  // node0's ranks only
 }
 
 }  // namespace

@@ -44,6 +44,9 @@ def run_rank(args):
     die_with_parent()
     rank = int(os.environ["RANK"])
     world_size = int(os.environ["WORLD_SIZE"])
+    if args.helper:
+        # A helper child (like a compile worker) inheriting the rank's environment.
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
     dist.init_process_group(
         "gloo",
         init_method="env://",
@@ -51,6 +54,9 @@ def run_rank(args):
         world_size=world_size,
         timeout=datetime.timedelta(seconds=args.timeout),
     )
+    if args.title:
+        import setproctitle  # as vLLM does: /proc/PID/environ reads empty afterwards
+        setproctitle.setproctitle(args.title)
     if rank == args.diverged_rank:
         announce(f"rank {rank} pid {os.getpid()} diverged")
         load_weights(dist.distributed_c10d._get_default_store(), rank)
@@ -92,6 +98,8 @@ def main():
     parser.add_argument("--diverged-rank", type=int, default=1)
     parser.add_argument("--timeout", type=int, default=1800, help="process-group timeout, seconds")
     parser.add_argument("--rank-worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--title", help="retitle the rank with setproctitle (e.g. VLLM::Worker_TP2)")
+    parser.add_argument("--helper", action="store_true", help="start a helper child process")
     args = parser.parse_args()
     if args.rank_worker:
         run_rank(args)

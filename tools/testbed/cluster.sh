@@ -73,7 +73,10 @@ up() {
   for _ in $(seq 600); do
     local ready
     ready=$(cat "$dir"/node*.log 2>/dev/null | grep -c '^rank ' || true)
-    if [ "$ready" -ge $((nodes * ranks)) ] && [ "$(cat "$dir"/node*.log | grep -c 'listening on')" -ge "$nodes" ]; then
+    local extra_ranks
+    extra_ranks=$(cat "$dir"/node*.log 2>/dev/null | grep -c '^job-b rank ' || true)
+    if [ "$ready" -ge $((nodes * ranks)) ] && [ "$(cat "$dir"/node*.log | grep -c 'listening on')" -ge "$nodes" ] &&
+       { [ "$nodes" -lt 2 ] || [ "$extra_ranks" -ge 2 ]; }; then
       sleep 1  # let the waiting ranks enter the barrier
       return 0
     fi

@@ -7,10 +7,25 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 hostname "$name"
 "$hangscope" collect --listen "$addr:$port" --token-file "$dir/token" --node-name "$name" &
 world=$((nodes * ranks))
+script="$repo/tools/repro/gloo_barrier_hang.py"
 for ((local = 0; local < ranks; local++)); do
   rank=$((index * ranks + local))
+  extra=()
+  # Identity variety on node 1: a rank retitled like a vLLM worker (its /proc environ reads
+  # empty), and a rank with a helper child.
+  if [ "$index" = 1 ] && [ "$local" = 2 ]; then extra=(--title "VLLM::Worker_TP2"); fi
+  if [ "$index" = 1 ] && [ "$local" = 0 ]; then extra=(--helper); fi
   RANK=$rank LOCAL_RANK=$local WORLD_SIZE=$world MASTER_ADDR=$master MASTER_PORT=29500 \
-    GLOO_SOCKET_IFNAME=eth0 /usr/bin/python3 "$repo/tools/repro/gloo_barrier_hang.py" \
-    --rank-worker --diverged-rank "$diverged" &
+    GLOO_SOCKET_IFNAME=eth0 /usr/bin/python3 "$script" --rank-worker --diverged-rank "$diverged" \
+    "${extra[@]}" &
 done
+if [ "$index" = 1 ]; then
+  # A second job on this node (its own rendezvous), and a Python process that is no rank.
+  for rank in 0 1; do
+    RANK=$rank LOCAL_RANK=$rank WORLD_SIZE=2 MASTER_ADDR=$addr MASTER_PORT=29600 \
+      GLOO_SOCKET_IFNAME=eth0 /usr/bin/python3 "$script" --rank-worker --diverged-rank 1 \
+      | sed -u 's/^rank /job-b rank /' &
+  done
+  /usr/bin/python3 -c 'import time; time.sleep(3600)' &
+fi
 wait
