@@ -71,6 +71,7 @@ class AgentService final : public v1::Agent::Service {
     options.node_name = options_.node_name;
     options.pids.assign(request->pids().begin(), request->pids().end());
     if (options.pids.empty()) options.pids = options_.pids;
+    options.log_globs = options_.log_globs;
     // One capture at a time on a node: no target is ever traced by two requests at once.
     std::lock_guard<std::mutex> lock(capture_mutex_);
     for (int i = 0; i < samples; ++i) {

@@ -149,6 +149,14 @@ NodeSnapshot capture_node(const NodeCaptureOptions& options) {
     node.processes.push_back(std::move(record));
   }
   mark_helpers(node.processes);
+  if (!options.log_globs.empty()) {
+    std::set<pid_t> wanted;
+    for (const auto& r : node.processes) wanted.insert(r.pid);
+    auto shared = identity::attribute_shared_logs(options.log_globs, wanted);
+    for (auto& r : node.processes) {
+      if (auto it = shared.find(r.pid); it != shared.end()) r.logs.push_back(std::move(it->second));
+    }
+  }
   node.capture_time = std::chrono::steady_clock::now() - begin;
   return node;
 }

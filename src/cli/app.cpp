@@ -11,12 +11,16 @@
 namespace hangscope::cli {
 namespace {
 
-void setup_logging(int verbosity) {
+void setup_logging(int verbosity, const std::string& level) {
   auto logger = spdlog::stderr_color_mt("hangscope");
   logger->set_pattern("%^hangscope: %l:%$ %v");
-  logger->set_level(verbosity >= 2   ? spdlog::level::debug
-                    : verbosity == 1 ? spdlog::level::info
-                                     : spdlog::level::warn);
+  if (!level.empty()) {
+    logger->set_level(spdlog::level::from_str(level));
+  } else {
+    logger->set_level(verbosity >= 2   ? spdlog::level::debug
+                      : verbosity == 1 ? spdlog::level::info
+                                       : spdlog::level::warn);
+  }
   spdlog::set_default_logger(logger);
 }
 
@@ -33,6 +37,9 @@ int run(int argc, char** argv) {
                        std::string("hangscope ") + kVersion + " (git " + kGitRevision + ")");
   int verbosity = 0;
   app.add_flag("-v,--verbose", verbosity, "More log output on stderr (repeat for debug)");
+  std::string log_level;
+  app.add_option("--log-level", log_level, "Log level on stderr: error, warn, info, debug")
+      ->check(CLI::IsMember({"error", "warn", "info", "debug"}));
 
   std::map<CLI::App*, CommandRunner> runners;
   auto* dump = app.add_subcommand("dump", "Print every thread's stack of one process");
@@ -54,7 +61,7 @@ int run(int argc, char** argv) {
     app.exit(e);
     return kExitUsage;
   }
-  setup_logging(verbosity);
+  setup_logging(verbosity, log_level);
   for (auto& [command, runner] : runners) {
     if (command->parsed()) return runner();
   }

@@ -26,6 +26,7 @@ struct CollectArguments {
   std::string node_name;
   std::vector<int> pids;
   bool locals = false;
+  std::vector<std::string> log_globs;
 };
 
 int collect_once(const CollectArguments& args) {
@@ -36,6 +37,7 @@ int collect_once(const CollectArguments& args) {
   options.node_name = args.node_name;
   options.pids.assign(args.pids.begin(), args.pids.end());
   options.process.locals = args.locals;
+  options.log_globs = args.log_globs;
   std::vector<capture::NodeSnapshot> samples;
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < args.samples; ++i) {
@@ -63,6 +65,7 @@ int run_collect(const CollectArguments& args) {
     options.tls_ca = args.tls_ca;
     options.node_name = args.node_name;
     options.pids.assign(args.pids.begin(), args.pids.end());
+    options.log_globs = args.log_globs;
     return agent::serve(options);
   } catch (const Error& e) {
     std::cerr << "hangscope: error: " << e.what() << "\n";
@@ -95,6 +98,8 @@ CommandRunner register_collect_command(CLI::App& app) {
   app.add_option("--node-name", args->node_name, "Name of this node (default: hostname)");
   app.add_option("--pid", args->pids, "Capture these processes instead of discovering ranks");
   app.add_flag("--locals", args->locals, "Python locals (--once)");
+  app.add_option("--log", args->log_globs,
+                 "Extra log files (glob); lines are given to ranks by their \"pid=N\" prefix");
   app.footer(
       "Examples:\n"
       "  hangscope collect                                  # agent on 127.0.0.1:7447\n"

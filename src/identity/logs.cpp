@@ -1,12 +1,14 @@
 #include "hangscope/identity/logs.h"
 
 #include <fcntl.h>
+#include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <charconv>
 
 #include "hangscope/common/redaction.h"
 
@@ -102,6 +104,56 @@ std::vector<LogExcerpt> read_process_logs(pid_t pid, std::size_t max_bytes) {
                     interesting_lines(text)});
   }
   return logs;
+}
+
+std::map<pid_t, LogExcerpt> attribute_shared_logs(const std::vector<std::string>& globs,
+                                                  const std::set<pid_t>& pids,
+                                                  std::size_t max_bytes) {
+  std::map<pid_t, std::string> text_by_pid;
+  std::map<pid_t, std::string> path_by_pid;
+  for (const auto& pattern : globs) {
+    glob_t found{};
+    if (::glob(pattern.c_str(), 0, nullptr, &found) != 0) {
+      ::globfree(&found);
+      continue;
+    }
+    for (std::size_t i = 0; i < found.gl_pathc; ++i) {
+      const std::string path = found.gl_pathv[i];
+      const int file = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      struct stat st {};
+      if (file < 0 || ::fstat(file, &st) != 0 || !S_ISREG(st.st_mode)) {
+        if (file >= 0) ::close(file);
+        continue;
+      }
+      const off_t start = st.st_size > static_cast<off_t>(max_bytes)
+                              ? st.st_size - static_cast<off_t>(max_bytes)
+                              : 0;
+      std::string text(static_cast<std::size_t>(st.st_size - start), '\0');
+      const ssize_t got = ::pread(file, text.data(), text.size(), start);
+      ::close(file);
+      text.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
+      std::size_t pos = 0;
+      while (pos < text.size()) {
+        auto end = text.find_first_of("\r\n", pos);
+        if (end == std::string::npos) end = text.size();
+        const std::string_view line(text.data() + pos, end - pos);
+        pos = end + 1;
+        const auto at = line.find("pid=");
+        if (at == std::string_view::npos) continue;
+        pid_t pid = 0;
+        const char* digits = line.data() + at + 4;
+        const auto r = std::from_chars(digits, line.data() + line.size(), pid);
+        if (r.ec != std::errc() || !pids.count(pid)) continue;
+        text_by_pid[pid].append(line).push_back('\n');
+        path_by_pid[pid] = path;
+      }
+    }
+    ::globfree(&found);
+  }
+  std::map<pid_t, LogExcerpt> out;
+  for (const auto& [pid, text] : text_by_pid)
+    out[pid] = {path_by_pid[pid], interesting_lines(text)};
+  return out;
 }
 
 }  // namespace hangscope::identity

@@ -209,3 +209,55 @@ TEST(Agents, PlantedSecretsAppearInNoSnapshot) {
 
 }  // namespace
 }  // namespace hangscope
+
+namespace hangscope {
+namespace {
+
+TEST(Agents, SigtermShutsTheAgentDownCleanly) {
+  testing::TargetProcess agent(
+      {HANGSCOPE_BINARY, "--log-level", "info", "collect", "--listen", "127.0.0.1:0"});
+  agent.wait_for_line("listening on ");
+  ASSERT_EQ(::kill(agent.pid(), SIGTERM), 0);
+  int status = 0;
+  ASSERT_TRUE(
+      testing::eventually([&] { return ::waitpid(agent.pid(), &status, WNOHANG) == agent.pid(); },
+                          std::chrono::seconds(10)));
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+}  // namespace
+}  // namespace hangscope
+
+namespace hangscope {
+namespace {
+
+TEST(Agents, SharedLogLinesGoToTheirRankByPid) {
+  testing::TargetProcess rank({NATIVE_TARGET}, {{"RANK", "0"}, {"WORLD_SIZE", "2"}});
+  rank.wait_for_line("ready");
+  const std::string log = testing::temp_path("vllm.log");
+  {
+    std::ofstream out(log);
+    out << "(Worker_TP0 pid=" << rank.pid()
+        << ") INFO world_size=2 rank=0 local_rank=0 backend=gloo\n"
+        << "(Worker_TP1 pid=999999) INFO world_size=2 rank=1 local_rank=1 backend=gloo\n"
+        << "(Worker_TP0 pid=" << rank.pid() << ") WARNING token=hf_planted_shared\n";
+  }
+  const std::string file = testing::temp_path("node.json");
+  ASSERT_EQ(run(std::string(HANGSCOPE_BINARY) + " collect --once -o " + file + " --pid " +
+                std::to_string(rank.pid()) + " --log '" + log.substr(0, log.size() - 4) + "*.log'")
+                .exit_code,
+            0);
+  const std::string dir = testing::temp_path("b4");
+  const auto report = nlohmann::json::parse(
+      run(std::string(HANGSCOPE_BINARY) + " diagnose " + file + " --json -o " + dir).out);
+  ASSERT_EQ(report["ranks"].size(), 1u);
+  const auto& lines = report["ranks"][0]["log_lines"];
+  ASSERT_EQ(lines.size(), 2u) << lines.dump();
+  EXPECT_NE(lines[0].get<std::string>().find("world_size=2 rank=0"), std::string::npos);
+  EXPECT_EQ(lines[1].get<std::string>().find("hf_planted_shared"), std::string::npos);
+  std::system(("rm -rf " + dir + " " + file + " " + log).c_str());
+}
+
+}  // namespace
+}  // namespace hangscope

@@ -20,7 +20,8 @@ struct AgentOptions {
   bool insecure = false;
   std::string tls_cert, tls_key, tls_ca;  // PEM files; tls_ca requires client certificates
   std::string node_name;
-  std::vector<pid_t> pids;  // capture only these (default: discover the node's ranks)
+  std::vector<pid_t> pids;             // capture only these (default: discover the node's ranks)
+  std::vector<std::string> log_globs;  // --log: extra log files
   capture::CaptureOptions capture;
 };
 

@@ -48,8 +48,9 @@ struct NodeSnapshot {
 
 struct NodeCaptureOptions {
   CaptureOptions process;
-  std::vector<pid_t> pids;  // explicit processes; empty = discover
-  std::string node_name;    // default: the hostname
+  std::vector<pid_t> pids;             // explicit processes; empty = discover
+  std::string node_name;               // default: the hostname
+  std::vector<std::string> log_globs;  // shared log files, lines attributed by "pid=N"
 };
 
 // Which processes of this node are worth capturing: recognised titles (vLLM, Ray, SGLang),

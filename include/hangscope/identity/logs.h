@@ -4,6 +4,8 @@
 
 #include <sys/types.h>
 
+#include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,5 +26,11 @@ std::string mask_log_line(std::string_view line);
 
 // The regular files open as fd 1 and 2 of pid (at most the last `max_bytes` of each).
 std::vector<LogExcerpt> read_process_logs(pid_t pid, std::size_t max_bytes = 256 * 1024);
+
+// Lines of shared log files (--log GLOB) attributed to processes by the "pid=N" of vLLM's
+// "(Worker_TP0 pid=N)" prefixes; only the pids asked for are kept.
+std::map<pid_t, LogExcerpt> attribute_shared_logs(const std::vector<std::string>& globs,
+                                                  const std::set<pid_t>& pids,
+                                                  std::size_t max_bytes = 1024 * 1024);
 
 }  // namespace hangscope::identity
