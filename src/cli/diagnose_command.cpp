@@ -96,19 +96,24 @@ report::Bundle from_agents(const std::vector<std::string>& addresses, const Diag
   request.deadline = std::chrono::milliseconds(30000) + interval * args.samples;
   progress.say("asking " + std::to_string(addresses.size()) + " agent(s) for " +
                std::to_string(args.samples) + " sample(s)");
-  std::vector<std::future<agent::AgentAnswer>> answers;
-  for (const auto& address : addresses) {
-    answers.push_back(std::async(
-        std::launch::async, [address, request] { return agent::collect_from(address, request); }));
-  }
+  // Bounded fan-out: at most kInFlight agents are asked at once.
+  constexpr std::size_t kInFlight = 64;
   report::Bundle bundle;
-  for (auto& future : answers) {
-    auto answer = future.get();
-    const std::string name = answer.node_name.empty() ? answer.address : answer.node_name;
-    bundle.nodes.push_back({name, answer.address, answer.status, answer.error});
-    progress.say(answer.address + ": " + answer.status +
-                 (answer.error.empty() ? "" : " (" + answer.error + ")"));
-    for (auto& s : answer.snapshots) bundle.snapshots.push_back(std::move(s));
+  for (std::size_t first = 0; first < addresses.size(); first += kInFlight) {
+    std::vector<std::future<agent::AgentAnswer>> answers;
+    for (std::size_t i = first; i < std::min(addresses.size(), first + kInFlight); ++i) {
+      answers.push_back(std::async(std::launch::async, [address = addresses[i], request] {
+        return agent::collect_from(address, request);
+      }));
+    }
+    for (auto& future : answers) {
+      auto answer = future.get();
+      const std::string name = answer.node_name.empty() ? answer.address : answer.node_name;
+      bundle.nodes.push_back({name, answer.address, answer.status, answer.error});
+      progress.say(answer.address + ": " + answer.status +
+                   (answer.error.empty() ? "" : " (" + answer.error + ")"));
+      for (auto& s : answer.snapshots) bundle.snapshots.push_back(std::move(s));
+    }
   }
   return bundle;
 }

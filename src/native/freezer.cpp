@@ -50,7 +50,11 @@ class Freezer {
  public:
   Freezer(const proc::ProcessFs& fs, const proc::MemoryMap& maps, memory::MemoryReader& memory,
           const FreezeOptions& options)
-      : fs_(fs), maps_(maps), memory_(memory), options_(options) {}
+      : fs_(fs),
+        maps_(maps),
+        memory_(memory),
+        options_(options),
+        deadline_(std::chrono::steady_clock::now() + options.process_budget) {}
 
   FreezeResult run() {
     const auto begin = std::chrono::steady_clock::now();
@@ -93,6 +97,12 @@ class Freezer {
       copy.wchan = fs_.task_wchan(tid);
       if (stat->state == 'Z' || stat->state == 'X') {
         copy.error = "thread has exited (zombie)";
+        result_.threads.push_back(std::move(copy));
+        continue;
+      }
+      if (std::chrono::steady_clock::now() >= deadline_) {
+        copy.error = "not stopped: the process's capture budget of " +
+                     std::to_string(options_.process_budget.count()) + " ms was spent";
         result_.threads.push_back(std::move(copy));
         continue;
       }
@@ -153,6 +163,7 @@ class Freezer {
   const proc::MemoryMap& maps_;
   memory::MemoryReader& memory_;
   const FreezeOptions& options_;
+  std::chrono::steady_clock::time_point deadline_;
   FreezeResult result_;
   std::set<pid_t> seen_;
   std::vector<std::pair<std::size_t, ThreadStop>> pending_;

@@ -182,6 +182,24 @@ TEST(Faults, UninterruptibleThreadIsReportedWithinBoundedTime) {
   EXPECT_TRUE(testing::no_thread_stopped(target.pid()));
 }
 
+TEST(Faults, ProcessBudgetBoundsACaptureOfManyStuckThreads) {
+  auto target = start_target({"--vfork", "--extra-threads", "20"});
+  target.wait_for_line("ready");
+  capture::CaptureOptions options;
+  options.freeze.stop_timeout = std::chrono::milliseconds(200);
+  options.freeze.process_budget = std::chrono::milliseconds(1);  // spent before most threads
+  const auto begin = std::chrono::steady_clock::now();
+  const auto dump = capture::capture_process(target.pid(), options);
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(2));
+  int skipped = 0;
+  for (const auto& t : dump.threads) {
+    for (const auto& note : t.notes) skipped += note.find("capture budget") != std::string::npos;
+  }
+  EXPECT_GT(skipped, 0);
+  EXPECT_EQ(dump.threads.size(), 26u);  // every thread is still listed
+  EXPECT_TRUE(testing::no_thread_stopped(target.pid()));
+}
+
 TEST(Faults, ThreadChurnNeverFailsTheCapture) {
   auto target = start_target({"--churn"});
   target.wait_for_line("ready");

@@ -31,6 +31,9 @@ struct FreezeOptions {
   std::chrono::milliseconds stop_timeout{100};
   // Re-list /proc/PID/task until no new threads appear, at most this often.
   int max_list_rounds = 16;
+  // Budget of the whole process: threads not reached by then are listed (state, wchan) but
+  // not stopped, so one slow process cannot hold back the rest of a node's answer.
+  std::chrono::milliseconds process_budget{10000};
   // kAllThreads only: runs once every thread is stopped and copied, before any is released
   // (reads that must see the process at one instant, e.g. the Python interpreter's state).
   std::function<void()> while_all_stopped;
