@@ -79,7 +79,6 @@ class ThreadMatcher {
                 memory::MemoryReader& memory)
       : memory_(memory) {
     for (const auto& copy : copies) {
-      host_tids_.insert({copy.tid, copy.tid});
       if (const auto status = fs.task_status(copy.tid); status && !status->ns_pids.empty()) {
         ns_to_host_[status->ns_pids.back()] = copy.tid;
       }
@@ -106,7 +105,6 @@ class ThreadMatcher {
 
  private:
   memory::MemoryReader& memory_;
-  std::map<pid_t, pid_t> host_tids_;
   std::map<pid_t, pid_t> ns_to_host_;
   std::map<std::uint64_t, pid_t> by_thread_pointer_;
 };

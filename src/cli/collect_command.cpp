@@ -105,9 +105,8 @@ CommandRunner register_collect_command(CLI::App& app) {
       "  hangscope collect                                  # agent on 127.0.0.1:7447\n"
       "  hangscope collect --listen 0.0.0.0:7447 --token-file /etc/hangscope/token\n"
       "  hangscope collect --once -o node0.json --samples 3 --interval 2s");
-  app.callback([args, once] {
+  app.callback([args] {
     if (args->once && args->output.empty()) throw CLI::ValidationError("--once needs -o FILE");
-    (void)once;
   });
   return [args] { return run_collect(*args); };
 }

@@ -18,9 +18,11 @@ std::string lower(std::string_view text) {
 bool is_secret_name(std::string_view name) {
   const std::string n = lower(name);
   for (std::string_view word : {"token", "secret", "password", "passwd", "api_key", "apikey",
-                                "access_key", "private_key", "credential", "auth"}) {
+                                "api-key", "access_key", "private_key", "credential", "authoriz"}) {
     if (n.find(word) != std::string::npos) return true;
   }
+  if (n == "auth" || n.rfind("auth_", 0) == 0 || (n.size() > 5 && n.ends_with("_auth")))
+    return true;
   // OPENAI_API_KEY, hf_key, ... but not a plain "key" (store keys are what a user needs to see).
   return n.size() > 4 && n.substr(n.size() - 4) == "_key";
 }

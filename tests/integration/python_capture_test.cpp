@@ -156,8 +156,6 @@ TEST_P(PythonCapture, LocalsAreSimpleValuesAndSecretsAreMasked) {
   capture::CaptureOptions options;
   options.locals = true;
   const auto dump = capture::capture_process(target.process.pid(), options);
-  const auto* thread = testing::find_thread(dump, "python3");  // comm is shared; find by frames
-  (void)thread;
   const capture::Frame* method = nullptr;
   for (const auto& t : dump.threads) {
     for (const auto& f : t.python_frames) {
