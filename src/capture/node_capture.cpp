@@ -1,6 +1,5 @@
 #include "hangscope/capture/node_capture.h"
 
-#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,18 +18,7 @@ namespace hangscope::capture {
 namespace {
 
 std::vector<pid_t> all_pids() {
-  std::vector<pid_t> pids;
-  DIR* dir = ::opendir("/proc");
-  if (dir == nullptr) return pids;
-  while (const dirent* entry = ::readdir(dir)) {
-    const std::string_view name = entry->d_name;
-    pid_t pid = 0;
-    const auto r = std::from_chars(name.data(), name.data() + name.size(), pid);
-    if (r.ec == std::errc() && r.ptr == name.data() + name.size()) pids.push_back(pid);
-  }
-  ::closedir(dir);
-  std::sort(pids.begin(), pids.end());
-  return pids;
+  return proc::list_numeric_entries("/proc").value_or(std::vector<pid_t>{});
 }
 
 // The command line with NULs as spaces, trailing padding removed (setproctitle pads).

@@ -17,22 +17,26 @@ std::string ProcessFs::task_dir(pid_t tid) const {
   return dir_ + "/task/" + std::to_string(tid);
 }
 
-std::optional<std::vector<pid_t>> ProcessFs::list_tasks(int* error) const {
-  DIR* dir = ::opendir((dir_ + "/task").c_str());
+std::optional<std::vector<pid_t>> list_numeric_entries(const std::string& path, int* error) {
+  DIR* dir = ::opendir(path.c_str());
   if (dir == nullptr) {
     if (error) *error = errno;
     return std::nullopt;
   }
-  std::vector<pid_t> tids;
+  std::vector<pid_t> ids;
   while (const dirent* entry = ::readdir(dir)) {
     const std::string_view name = entry->d_name;
-    pid_t tid = 0;
-    const auto result = std::from_chars(name.data(), name.data() + name.size(), tid);
-    if (result.ec == std::errc() && result.ptr == name.data() + name.size()) tids.push_back(tid);
+    pid_t id = 0;
+    const auto result = std::from_chars(name.data(), name.data() + name.size(), id);
+    if (result.ec == std::errc() && result.ptr == name.data() + name.size()) ids.push_back(id);
   }
   ::closedir(dir);
-  std::sort(tids.begin(), tids.end());
-  return tids;
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+std::optional<std::vector<pid_t>> ProcessFs::list_tasks(int* error) const {
+  return list_numeric_entries(dir_ + "/task", error);
 }
 
 std::optional<TaskStat> ProcessFs::task_stat(pid_t tid) const {

@@ -10,26 +10,14 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "command.h"
 #include "target_process.h"
 
 namespace hangscope {
 namespace {
 
-struct Run {
-  int exit_code = -1;
-  std::string out;
-};
-
-Run run(const std::string& command) {
-  Run result;
-  FILE* pipe = ::popen((command + " 2>/dev/null").c_str(), "r");
-  std::array<char, 4096> buffer;
-  std::size_t n;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
-    result.out.append(buffer.data(), n);
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
+testing::CommandResult run(const std::string& command) {
+  return testing::run_command(command);
 }
 
 std::string write_token(const std::string& token) {

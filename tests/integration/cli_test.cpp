@@ -7,36 +7,17 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "command.h"
 #include "target_process.h"
 
 namespace hangscope {
 namespace {
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using testing::CommandResult;
 
 // Runs `prefix hangscope args`, capturing stdout, stderr and the exit code.
 CommandResult run_hangscope_as(const std::string& prefix, const std::string& args) {
-  const std::string err_path = testing::temp_path("stderr");
-  const std::string command =
-      prefix + " " + std::string(HANGSCOPE_BINARY) + " " + args + " 2>" + err_path;
-  CommandResult result;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  std::array<char, 4096> buffer;
-  std::size_t n;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
-    result.out.append(buffer.data(), n);
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  FILE* err = std::fopen(err_path.c_str(), "r");
-  while (err && (n = std::fread(buffer.data(), 1, buffer.size(), err)) > 0)
-    result.err.append(buffer.data(), n);
-  if (err) std::fclose(err);
-  ::unlink(err_path.c_str());
-  return result;
+  return testing::run_command(prefix + " " + std::string(HANGSCOPE_BINARY) + " " + args);
 }
 
 CommandResult run_hangscope(const std::string& args) {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "command.h"
 #include "target_process.h"
 
 namespace hangscope {
@@ -18,14 +19,9 @@ namespace {
 const std::string kCluster = HANGSCOPE_SOURCE_DIR "/tools/testbed/cluster.sh";
 
 std::string run(const std::string& command, int* exit_code = nullptr) {
-  std::string out;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  std::array<char, 4096> buffer;
-  std::size_t n;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) out.append(buffer.data(), n);
-  const int status = ::pclose(pipe);
-  if (exit_code) *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
+  const auto result = testing::run_command(command);
+  if (exit_code) *exit_code = result.exit_code;
+  return result.out + result.err;
 }
 
 // Brings the cluster up for the test and always tears it down.

@@ -12,6 +12,11 @@
 
 namespace hangscope::proc {
 
+// The entries of a directory whose names are numbers (pids in /proc, tids in /proc/PID/task),
+// ascending; nullopt with errno in *error when the directory cannot be read.
+std::optional<std::vector<pid_t>> list_numeric_entries(const std::string& dir,
+                                                       int* error = nullptr);
+
 class ProcessFs {
  public:
   explicit ProcessFs(pid_t pid);
