@@ -54,6 +54,13 @@ std::int64_t unix_now_ns() {
       .count();
 }
 
+// vLLM's "world_size=… rank=…" line in the process's own logs, when nothing else said.
+void identify_from_logs(ProcessRecord& record) {
+  std::vector<std::string> lines;
+  for (const auto& log : record.logs) lines.insert(lines.end(), log.lines.begin(), log.lines.end());
+  identity::identify_from_log(lines, record.identity);
+}
+
 // Identity, environment and facts of one process (no stopping involved).
 ProcessRecord describe_process(pid_t pid) {
   ProcessRecord record;
@@ -81,6 +88,8 @@ ProcessRecord describe_process(pid_t pid) {
   record.identity = identity::identify(env.variables, env.source == "memory", raw_cmdline);
   record.environment = filter_environment(env.variables);
   record.logs = identity::read_process_logs(pid);
+  for (auto& log : identity::read_ray_worker_logs(pid)) record.logs.push_back(std::move(log));
+  identify_from_logs(record);
   return record;
 }
 
@@ -142,7 +151,10 @@ NodeSnapshot capture_node(const NodeCaptureOptions& options) {
     for (const auto& r : node.processes) wanted.insert(r.pid);
     auto shared = identity::attribute_shared_logs(options.log_globs, wanted);
     for (auto& r : node.processes) {
-      if (auto it = shared.find(r.pid); it != shared.end()) r.logs.push_back(std::move(it->second));
+      if (auto it = shared.find(r.pid); it != shared.end()) {
+        r.logs.push_back(std::move(it->second));
+        identify_from_logs(r);
+      }
     }
   }
   node.capture_time = std::chrono::steady_clock::now() - begin;

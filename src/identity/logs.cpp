@@ -9,6 +9,7 @@
 #include <array>
 #include <cctype>
 #include <charconv>
+#include <optional>
 
 #include "hangscope/common/redaction.h"
 
@@ -103,6 +104,43 @@ std::vector<LogExcerpt> read_process_logs(pid_t pid, std::size_t max_bytes) {
     logs.push_back({n > 0 ? std::string(target.data(), static_cast<std::size_t>(n)) : link,
                     interesting_lines(text)});
   }
+  return logs;
+}
+
+namespace {
+
+// The last max_bytes of a regular file, or nullopt.
+std::optional<std::string> read_tail(const std::string& path, std::size_t max_bytes) {
+  const int file = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st {};
+  if (file < 0 || ::fstat(file, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (file >= 0) ::close(file);
+    return std::nullopt;
+  }
+  const off_t start =
+      st.st_size > static_cast<off_t>(max_bytes) ? st.st_size - static_cast<off_t>(max_bytes) : 0;
+  std::string text(static_cast<std::size_t>(st.st_size - start), '\0');
+  const ssize_t got = ::pread(file, text.data(), text.size(), start);
+  ::close(file);
+  text.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
+  return text;
+}
+
+}  // namespace
+
+std::vector<LogExcerpt> read_ray_worker_logs(pid_t pid, const std::string& ray_root,
+                                             std::size_t max_bytes) {
+  std::vector<LogExcerpt> logs;
+  const std::string pattern = ray_root + "/session_*/logs/worker-*-" + std::to_string(pid) + ".*";
+  glob_t found{};
+  if (::glob(pattern.c_str(), 0, nullptr, &found) == 0) {
+    for (std::size_t i = 0; i < found.gl_pathc; ++i) {
+      const std::string path = found.gl_pathv[i];
+      if (!path.ends_with(".out") && !path.ends_with(".err")) continue;
+      if (auto text = read_tail(path, max_bytes)) logs.push_back({path, interesting_lines(*text)});
+    }
+  }
+  ::globfree(&found);
   return logs;
 }
 

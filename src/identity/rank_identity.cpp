@@ -133,4 +133,32 @@ RankIdentity identify(const std::map<std::string, std::string>& env, bool env_fr
   return id;
 }
 
+void identify_from_log(const std::vector<std::string>& lines, RankIdentity& identity) {
+  if (identity.rank) return;  // the environment is the authority when it speaks
+  const auto value_after = [](std::string_view line, std::string_view key) -> std::optional<int> {
+    std::size_t at = 0;
+    while ((at = line.find(key, at)) != std::string_view::npos) {
+      // A whole word: "rank=" must not match inside "local_rank=".
+      if (at == 0 || line[at - 1] == ' ' || line[at - 1] == ')') {
+        std::string_view rest = line.substr(at + key.size());
+        rest = rest.substr(0, rest.find_first_of(" ,"));
+        return to_int(rest);
+      }
+      at += key.size();
+    }
+    return std::nullopt;
+  };
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    const auto world = value_after(*it, "world_size=");
+    const auto rank = value_after(*it, "rank=");
+    if (!world || !rank) continue;
+    identity.world_size = world;
+    identity.rank = rank;
+    identity.local_rank = value_after(*it, "local_rank=");
+    if (identity.role == "unidentified") identity.role = "rank";
+    identity.source = "log";
+    return;
+  }
+}
+
 }  // namespace hangscope::identity

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <fstream>
+
+#include "hangscope/capture/node_capture.h"
 #include "hangscope/common/files.h"
 #include "hangscope/elf/process_image.h"
 #include "hangscope/identity/environment.h"
@@ -61,6 +64,42 @@ TEST(IdentityCapture, PlainProcessEnvironmentComesFromProc) {
   const auto env = identity::read_environment(fs, image, memory);
   EXPECT_EQ(env.source, "proc");
   EXPECT_EQ(env.variables.at("RANK"), "2");
+}
+
+}  // namespace
+}  // namespace hangscope
+
+namespace hangscope {
+namespace {
+
+// A Ray worker's log lives in Ray's session directory, named after its pid; its vLLM worker
+// line names the rank of a process whose environment says nothing.
+TEST(IdentityCapture, RayWorkerLogIsFoundAndNamesTheRank) {
+  testing::TargetProcess worker({"/usr/bin/python3", "-c",
+                                 "import setproctitle, time, os\n"
+                                 "setproctitle.setproctitle('ray::RayWorkerWrapper')\n"
+                                 "os.write(1, b'ready\\n')\n"
+                                 "time.sleep(600)\n"});
+  worker.wait_for_line("ready");
+  const std::string session = "/tmp/ray/session_hangscope_test_" + std::to_string(::getpid());
+  ASSERT_EQ(std::system(("mkdir -p " + session + "/logs").c_str()), 0);
+  {
+    std::ofstream log(session + "/logs/worker-0123abcd-" + std::to_string(worker.pid()) + ".out");
+    log << "(RayWorkerWrapper pid=" << worker.pid()
+        << ") INFO world_size=8 rank=6 local_rank=2 backend=nccl\n";
+  }
+  capture::NodeCaptureOptions options;
+  options.pids = {worker.pid()};
+  const auto node = capture::capture_node(options);
+  std::system(("rm -rf " + session).c_str());
+  ASSERT_EQ(node.processes.size(), 1u);
+  const auto& record = node.processes[0];
+  EXPECT_EQ(record.identity.role, "rank");
+  EXPECT_EQ(record.identity.rank, 6);
+  EXPECT_EQ(record.identity.world_size, 8);
+  EXPECT_EQ(record.identity.source, "log");
+  ASSERT_FALSE(record.logs.empty());
+  EXPECT_NE(record.logs[0].path.find(session), std::string::npos);
 }
 
 }  // namespace

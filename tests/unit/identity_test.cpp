@@ -116,3 +116,27 @@ TEST(Logs, KeepsTheLinesThatMatterAndMasksSecrets) {
 
 }  // namespace
 }  // namespace hangscope::identity
+
+namespace hangscope::identity {
+namespace {
+
+TEST(Identity, VllmWorkerLogLineNamesTheRankWhenTheEnvironmentDoesNot) {
+  RankIdentity id = identify({}, false, "VLLM::Worker_TP4");
+  identify_from_log({"(Worker_TP4 pid=77) INFO 11-29 world_size=16 rank=4 local_rank=4 "
+                     "distributed_init_method=tcp://10.0.0.1:29500 backend=nccl"},
+                    id);
+  EXPECT_EQ(id.rank, 4);
+  EXPECT_EQ(id.world_size, 16);
+  EXPECT_EQ(id.local_rank, 4);
+  EXPECT_EQ(id.source, "log");
+  EXPECT_EQ(id.tp, 4);
+  RankIdentity from_env = identify({{"RANK", "2"}}, false, "");
+  identify_from_log({"world_size=16 rank=9 local_rank=1"}, from_env);
+  EXPECT_EQ(from_env.rank, 2);  // the environment wins
+  RankIdentity none;
+  identify_from_log({"nothing here", "local_rank=3 only"}, none);
+  EXPECT_FALSE(none.rank);
+}
+
+}  // namespace
+}  // namespace hangscope::identity

@@ -27,6 +27,10 @@ std::string mask_log_line(std::string_view line);
 // The regular files open as fd 1 and 2 of pid (at most the last `max_bytes` of each).
 std::vector<LogExcerpt> read_process_logs(pid_t pid, std::size_t max_bytes = 256 * 1024);
 
+// Ray's per-worker logs: <ray_root>/session_*/logs/worker-*-<pid>.out and .err.
+std::vector<LogExcerpt> read_ray_worker_logs(pid_t pid, const std::string& ray_root = "/tmp/ray",
+                                             std::size_t max_bytes = 256 * 1024);
+
 // Lines of shared log files (--log GLOB) attributed to processes by the "pid=N" of vLLM's
 // "(Worker_TP0 pid=N)" prefixes; only the pids asked for are kept.
 std::map<pid_t, LogExcerpt> attribute_shared_logs(const std::vector<std::string>& globs,

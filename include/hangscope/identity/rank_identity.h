@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace hangscope::identity {
 
@@ -33,6 +34,10 @@ struct RankIdentity {
 // first word of its command line as setproctitle left it.
 RankIdentity identify(const std::map<std::string, std::string>& env, bool env_from_memory,
                       std::string_view title);
+
+// vLLM's worker line "world_size=16 rank=4 local_rank=4 …" in a process's own log lines:
+// fills rank, world size and local rank (source "log") when the environment did not.
+void identify_from_log(const std::vector<std::string>& lines, RankIdentity& identity);
 
 // The key that groups ranks of one job: MASTER_ADDR:MASTER_PORT, else vLLM's DP master,
 // else the Ray job id; "" when none is known.
