@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <regex>
 #include <set>
 
 #include "hangscope/common/error.h"
@@ -135,7 +136,17 @@ NodeSnapshot capture_node(const NodeCaptureOptions& options) {
   node.hostname = hostname();
   node.node_name = options.node_name.empty() ? node.hostname : options.node_name;
   node.capture_unix_ns = unix_now_ns();
-  const std::vector<pid_t> pids = options.pids.empty() ? discover_processes() : options.pids;
+  std::vector<pid_t> pids = options.pids.empty() ? discover_processes() : options.pids;
+  if (!options.select.empty()) {
+    std::regex pattern;
+    try {
+      pattern = std::regex(options.select);
+    } catch (const std::regex_error& e) {
+      throw Error("--select " + options.select + ": not a valid regular expression (" + e.what() +
+                  ")");
+    }
+    std::erase_if(pids, [&](pid_t pid) { return !std::regex_search(command_line(pid), pattern); });
+  }
   for (pid_t pid : pids) {
     ProcessRecord record = describe_process(pid);
     try {

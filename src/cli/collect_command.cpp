@@ -25,6 +25,7 @@ struct CollectArguments {
   std::string tls_cert, tls_key, tls_ca;
   std::string node_name;
   std::vector<int> pids;
+  std::string select;
   bool locals = false;
   std::vector<std::string> log_globs;
 };
@@ -38,6 +39,7 @@ int collect_once(const CollectArguments& args) {
   options.pids.assign(args.pids.begin(), args.pids.end());
   options.process.locals = args.locals;
   options.log_globs = args.log_globs;
+  options.select = args.select;
   std::vector<capture::NodeSnapshot> samples;
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < args.samples; ++i) {
@@ -97,6 +99,8 @@ CommandRunner register_collect_command(CLI::App& app) {
   app.add_option("--tls-ca", args->tls_ca, "CA of required client certificates (PEM)");
   app.add_option("--node-name", args->node_name, "Name of this node (default: hostname)");
   app.add_option("--pid", args->pids, "Capture these processes instead of discovering ranks");
+  app.add_option("--select", args->select,
+                 "Only discovered processes whose command line matches this regex (--once)");
   app.add_flag("--locals", args->locals, "Python locals (--once)");
   app.add_option("--log", args->log_globs,
                  "Extra log files (glob); lines are given to ranks by their \"pid=N\" prefix");

@@ -31,6 +31,7 @@ struct DiagnoseArguments {
   bool quiet = false;
   bool locals = false;
   std::vector<int> pids;
+  std::string select;
 };
 
 std::string utc_stamp() {
@@ -124,6 +125,7 @@ report::Bundle from_local_node(const DiagnoseArguments& args, std::chrono::milli
   capture::NodeCaptureOptions options;
   options.process.locals = args.locals;
   options.pids.assign(args.pids.begin(), args.pids.end());
+  options.select = args.select;
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < args.samples; ++i) {
     std::this_thread::sleep_until(start + i * interval);
@@ -190,6 +192,8 @@ CommandRunner register_diagnose_command(CLI::App& app) {
   app.add_flag("--locals", args->locals, "Python locals in the snapshots");
   app.add_option("--pid", args->pids,
                  "Local capture: these processes instead of discovering ranks");
+  app.add_option("--select", args->select,
+                 "Local capture: only processes whose command line matches this regex");
   app.footer(
       "Examples:\n"
       "  hangscope diagnose                                 # this node, no agent needed\n"

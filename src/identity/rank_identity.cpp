@@ -118,6 +118,9 @@ RankIdentity identify(const std::map<std::string, std::string>& env, bool env_fr
     id.pp = title_info->pp;
     id.dp = title_info->dp;
     id.source = "title";
+    for (const auto& [field, value] : {std::pair{"tp", id.tp}, {"pp", id.pp}, {"dp", id.dp}}) {
+      if (value) id.sources[field] = "title";
+    }
   }
   // torchrun / env:// launches name the global rank; the title adds the parallel grid.
   if (const auto rank = env_int(env, "RANK")) {
@@ -126,10 +129,17 @@ RankIdentity identify(const std::map<std::string, std::string>& env, bool env_fr
     id.world_size = env_int(env, "WORLD_SIZE");
     if (id.role == "unidentified") id.role = "rank";
     id.source = env_from_memory ? "memory-env" : "env";
+    id.sources["rank"] = id.source;
+    if (id.local_rank) id.sources["local_rank"] = id.source;
+    if (id.world_size) id.sources["world_size"] = id.source;
   } else if (const auto local = env_int(env, "LOCAL_RANK"); local && id.role == "rank") {
     id.local_rank = local;  // Ray v1 workers: LOCAL_RANK only
+    id.sources["local_rank"] = env_from_memory ? "memory-env" : "env";
   }
-  if (!id.dp) id.dp = env_int(env, "VLLM_DP_RANK");
+  if (!id.dp) {
+    id.dp = env_int(env, "VLLM_DP_RANK");
+    if (id.dp) id.sources["dp"] = env_from_memory ? "memory-env" : "env";
+  }
   return id;
 }
 
@@ -157,6 +167,8 @@ void identify_from_log(const std::vector<std::string>& lines, RankIdentity& iden
     identity.local_rank = value_after(*it, "local_rank=");
     if (identity.role == "unidentified") identity.role = "rank";
     identity.source = "log";
+    identity.sources["rank"] = identity.sources["world_size"] = "log";
+    if (identity.local_rank) identity.sources["local_rank"] = "log";
     return;
   }
 }

@@ -89,6 +89,7 @@ nlohmann::json report_json(const Bundle& bundle) {
              {"pp", optional_json(id.pp)},
              {"dp", optional_json(id.dp)},
              {"identity_source", id.source},
+             {"identity_sources", id.sources},
              {"title", id.title},
              {"state", p.error.empty() ? rank_state(p.state) : "unknown"},
              {"progressing", nullptr},

@@ -78,6 +78,7 @@ void encode_identity(const capture::ProcessRecord& r, v1::RankIdentity& out) {
   out.set_job(id.job);
   out.set_title(id.title);
   out.set_helper_of(r.helper_of);
+  for (const auto& [field, source] : id.sources) (*out.mutable_sources())[field] = source;
 }
 
 // Reads strings back, refusing indices outside the table.
@@ -203,6 +204,7 @@ capture::NodeSnapshot decode(const v1::NodeSnapshot& in) {
     r.identity.job = id.job();
     r.identity.title = id.title();
     r.helper_of = id.helper_of();
+    r.identity.sources.insert(id.sources().begin(), id.sources().end());
     r.environment.insert(p.environment().begin(), p.environment().end());
     r.environment_source = p.environment_source();
     r.error = p.error();

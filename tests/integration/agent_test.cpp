@@ -249,3 +249,62 @@ TEST(Agents, SharedLogLinesGoToTheirRankByPid) {
 
 }  // namespace
 }  // namespace hangscope
+
+namespace hangscope {
+namespace {
+
+TEST(Agents, SelectorNarrowsTheLocalCaptureToMatchingCommandLines) {
+  const std::string marker = "hangscope_select_marker_" + std::to_string(::getpid());
+  testing::TargetProcess wanted({"/usr/bin/python3", "-c",
+                                 "import time,os; os.write(1, b'ready\\n'); time.sleep(600)",
+                                 marker});
+  wanted.wait_for_line("ready");
+  const std::string dir = testing::temp_path("b5");
+  const auto result = run(std::string(HANGSCOPE_BINARY) + " diagnose --samples 1 --select " +
+                          marker + " --json -o " + dir);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto report = nlohmann::json::parse(result.out);
+  ASSERT_EQ(report["processes"].size(), 1u) << report.dump(1);
+  EXPECT_EQ(report["processes"][0]["pid"], wanted.pid());
+  const auto bad =
+      run(std::string(HANGSCOPE_BINARY) + " diagnose --samples 1 --select '(' -o " + dir);
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("not a valid regular expression"), std::string::npos) << bad.err;
+  std::system(("rm -rf " + dir).c_str());
+}
+
+// TLS: the agent serves with a certificate; diagnose trusts it through --tls-ca; a client that
+// does not trust it gets nothing.
+TEST(Agents, TlsAgentIsReachedWithItsCaAndRefusedWithout) {
+  if (::access("/usr/bin/openssl", X_OK) != 0) GTEST_SKIP() << "openssl missing";
+  const std::string dir = testing::temp_path("tls");
+  ASSERT_EQ(
+      run("mkdir -p " + dir + " && cd " + dir +
+          " && openssl req -x509 -newkey rsa:2048 -nodes -keyout key.pem -out cert.pem -days 1 "
+          "-subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1")
+          .exit_code,
+      0);
+  testing::TargetProcess rank({NATIVE_TARGET}, {{"RANK", "0"}, {"WORLD_SIZE", "1"}});
+  rank.wait_for_line("ready");
+  testing::TargetProcess agent({HANGSCOPE_BINARY, "collect", "--listen", "127.0.0.1:0",
+                                "--tls-cert", dir + "/cert.pem", "--tls-key", dir + "/key.pem",
+                                "--pid", std::to_string(rank.pid())});
+  const std::string address = agent.wait_for_line("listening on ").substr(13);
+  const auto port = address.substr(address.rfind(':') + 1);
+  const auto trusted = nlohmann::json::parse(
+      run(std::string(HANGSCOPE_BINARY) + " diagnose --agents localhost:" + port + " --tls-ca " +
+          dir + "/cert.pem --samples 1 --json -o " + dir + "/b1")
+          .out);
+  EXPECT_EQ(trusted["nodes"][0]["status"], "ok") << trusted["nodes"].dump();
+  EXPECT_EQ(trusted["ranks"].size(), 1u);
+  const auto plain = nlohmann::json::parse(run(std::string(HANGSCOPE_BINARY) +
+                                               " diagnose --agents localhost:" + port +
+                                               " --samples 1 --json -o " + dir + "/b2")
+                                               .out);
+  EXPECT_NE(plain["nodes"][0]["status"], "ok");
+  EXPECT_TRUE(plain["ranks"].empty());
+  std::system(("rm -rf " + dir).c_str());
+}
+
+}  // namespace
+}  // namespace hangscope

@@ -100,6 +100,8 @@ TEST(Cluster, TwoNodesOfFourRanksThroughTheAgents) {
   EXPECT_EQ(job_a[6]["identity_source"], "memory-env");
   EXPECT_EQ(job_a[6]["title"], "VLLM::Worker_TP2");
   EXPECT_EQ(job_a[6]["tp"], 2);
+  EXPECT_EQ(job_a[6]["identity_sources"]["tp"], "title");
+  EXPECT_EQ(job_a[6]["identity_sources"]["rank"], "memory-env");
   // A second job on node1 is its own job, never mixed with the first.
   ASSERT_EQ(job_b.size(), 2u);
   EXPECT_EQ(job_b[0]["rank"], 0);

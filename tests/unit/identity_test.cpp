@@ -56,8 +56,12 @@ TEST(Identity, TorchrunEnvironmentNamesTheRankAndJob) {
   EXPECT_EQ(id.world_size, 8);
   EXPECT_EQ(id.source, "env");
   EXPECT_EQ(id.job, "10.0.0.1:29500");
-  EXPECT_EQ(identify(env, true, "VLLM::Worker_TP1").source, "memory-env");
-  EXPECT_EQ(identify(env, true, "VLLM::Worker_TP1").tp, 1);
+  const auto both = identify(env, true, "VLLM::Worker_TP1");
+  EXPECT_EQ(both.source, "memory-env");
+  EXPECT_EQ(both.tp, 1);
+  EXPECT_EQ(both.sources.at("rank"), "memory-env");
+  EXPECT_EQ(both.sources.at("world_size"), "memory-env");
+  EXPECT_EQ(both.sources.at("tp"), "title");
 }
 
 TEST(Identity, TitleOnlyRanksAndUnidentifiedProcesses) {

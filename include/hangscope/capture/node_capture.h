@@ -51,6 +51,7 @@ struct NodeCaptureOptions {
   std::vector<pid_t> pids;             // explicit processes; empty = discover
   std::string node_name;               // default: the hostname
   std::vector<std::string> log_globs;  // shared log files, lines attributed by "pid=N"
+  std::string select;  // ECMAScript regex: only discovered processes whose command line matches
 };
 
 // Which processes of this node are worth capturing: recognised titles (vLLM, Ray, SGLang),

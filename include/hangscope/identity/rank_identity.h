@@ -25,9 +25,10 @@ std::optional<TitleInfo> parse_title(std::string_view title);
 struct RankIdentity {
   std::string role = "unidentified";  // rank | engine | api | driver | coordinator | unidentified
   std::optional<int> rank, local_rank, world_size, tp, pp, dp;
-  std::string source;  // env | memory-env | title | "" (unidentified)
-  std::string job;     // job key, "" when unknown
-  std::string title;   // the process title it was read from, if any
+  std::string source;                          // env | memory-env | title | log | "" (unidentified)
+  std::map<std::string, std::string> sources;  // where each known field came from
+  std::string job;                             // job key, "" when unknown
+  std::string title;                           // the process title it was read from, if any
 };
 
 // `env` is the process environment (`env_from_memory`: read from libc's environ), `title` the
