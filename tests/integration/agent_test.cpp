@@ -308,3 +308,46 @@ TEST(Agents, TlsAgentIsReachedWithItsCaAndRefusedWithout) {
 
 }  // namespace
 }  // namespace hangscope
+
+namespace hangscope {
+namespace {
+
+// mTLS: an agent started with --tls-ca answers only clients holding a certificate of that CA.
+TEST(Agents, MutualTlsRequiresAClientCertificate) {
+  if (::access("/usr/bin/openssl", X_OK) != 0) GTEST_SKIP() << "openssl missing";
+  const std::string dir = testing::temp_path("mtls");
+  const std::string make_certs = "mkdir -p " + dir + " && cd " + dir +
+                                 " && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key "
+                                 "-out ca.pem -days 1 -subj /CN=hangscope-test-ca"
+                                 " && openssl req -newkey rsa:2048 -nodes -keyout server.key -out "
+                                 "server.csr -subj /CN=localhost"
+                                 " && printf 'subjectAltName=DNS:localhost,IP:127.0.0.1' > san.ext"
+                                 " && openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key "
+                                 "-CAcreateserial -out server.pem -days 1"
+                                 " -extfile san.ext"
+                                 " && openssl req -newkey rsa:2048 -nodes -keyout client.key -out "
+                                 "client.csr -subj /CN=diagnose"
+                                 " && openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key "
+                                 "-CAcreateserial -out client.pem -days 1";
+  ASSERT_EQ(run(make_certs).exit_code, 0);
+  testing::TargetProcess rank({NATIVE_TARGET}, {{"RANK", "0"}, {"WORLD_SIZE", "1"}});
+  rank.wait_for_line("ready");
+  testing::TargetProcess agent({HANGSCOPE_BINARY, "collect", "--listen", "127.0.0.1:0",
+                                "--tls-cert", dir + "/server.pem", "--tls-key", dir + "/server.key",
+                                "--tls-ca", dir + "/ca.pem", "--pid", std::to_string(rank.pid())});
+  const std::string address = agent.wait_for_line("listening on ").substr(13);
+  const std::string target = "localhost:" + address.substr(address.rfind(':') + 1);
+  const std::string base = std::string(HANGSCOPE_BINARY) + " diagnose --agents " + target +
+                           " --tls-ca " + dir + "/ca.pem --samples 1 --json -o " + dir + "/bundle";
+  const auto with_cert = nlohmann::json::parse(
+      run(base + " --tls-cert " + dir + "/client.pem --tls-key " + dir + "/client.key").out);
+  EXPECT_EQ(with_cert["nodes"][0]["status"], "ok") << with_cert["nodes"].dump();
+  EXPECT_EQ(with_cert["ranks"].size(), 1u);
+  const auto without_cert = nlohmann::json::parse(run(base).out);
+  EXPECT_NE(without_cert["nodes"][0]["status"], "ok");
+  EXPECT_TRUE(without_cert["ranks"].empty());
+  std::system(("rm -rf " + dir).c_str());
+}
+
+}  // namespace
+}  // namespace hangscope
