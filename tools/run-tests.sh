@@ -14,5 +14,7 @@ cmake --build build -j "$jobs"
 if [ "${HANGSCOPE_SKIP_SANITIZE:-0}" != 1 ]; then
   cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Debug -DHANGSCOPE_SANITIZE=ON >/dev/null
   cmake --build build-sanitize -j "$jobs"
-  (cd build-sanitize && ctest --output-on-failure -j "$jobs" -L 'unit|integration')
+  (cd build-sanitize &&
+    LSAN_OPTIONS="suppressions=$PWD/../tests/lsan.supp:print_suppressions=0" \
+      ctest --output-on-failure -j "$jobs" -L 'unit|integration')
 fi

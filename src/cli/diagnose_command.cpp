@@ -162,7 +162,7 @@ int run_diagnose(const DiagnoseArguments& args) {
     write_text(dir + "/report.json", report.dump(2) + "\n");
     write_text(dir + "/report.md", report::report_markdown(report));
     progress.say("report written to " + dir + "/report.md");
-    if (args.json) std::cout << report.dump(2) << "\n";
+    if (args.json) std::cout << report.dump(2) << std::endl;  // flushed: nothing lost at exit
     return report["verdicts"].empty() ? kExitOk : kExitHangFound;
   } catch (const Error& e) {
     std::cerr << "hangscope: error: " << e.what() << "\n";
