@@ -51,10 +51,8 @@ std::string TargetProcess::wait_for_line(const std::string& prefix,
                                          std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
-    std::size_t newline;
-    while ((newline = pending_.find('\n')) != std::string::npos) {
-      std::string line = pending_.substr(0, newline);
-      pending_.erase(0, newline + 1);
+    // Every complete line stays available: targets may print in any order.
+    for (const auto& line : lines_) {
       if (line.rfind(prefix, 0) == 0) return line;
     }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -70,6 +68,11 @@ std::string TargetProcess::wait_for_line(const std::string& prefix,
       throw std::runtime_error("target closed stdout before '" + prefix + "': " + output_);
     output_.append(buffer, static_cast<std::size_t>(n));
     pending_.append(buffer, static_cast<std::size_t>(n));
+    std::size_t newline;
+    while ((newline = pending_.find('\n')) != std::string::npos) {
+      lines_.push_back(pending_.substr(0, newline));
+      pending_.erase(0, newline + 1);
+    }
   }
 }
 

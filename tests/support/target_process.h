@@ -21,7 +21,8 @@ class TargetProcess {
   TargetProcess& operator=(const TargetProcess&) = delete;
 
   pid_t pid() const { return pid_; }
-  // Reads stdout lines until one starts with `prefix`; throws on EOF or timeout.
+  // The first stdout line (seen before or read now) that starts with `prefix`; throws on EOF
+  // or timeout. Lines are never consumed, so the order in which a target prints does not matter.
   std::string wait_for_line(const std::string& prefix,
                             std::chrono::milliseconds timeout = std::chrono::seconds(60));
   // Everything read from stdout so far.
@@ -36,6 +37,7 @@ class TargetProcess {
   int stdout_fd_ = -1;
   std::string output_;
   std::string pending_;
+  std::vector<std::string> lines_;
   bool reaped_ = false;
 };
 
