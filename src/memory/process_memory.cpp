@@ -70,7 +70,6 @@ std::size_t ProcessMemory::read_via_proc_mem(std::uint64_t address, void* out, s
     mem_fd_ = ::open(("/proc/" + std::to_string(pid_) + "/mem").c_str(), O_RDONLY | O_CLOEXEC);
     if (mem_fd_ < 0) return 0;
   }
-  ++fallback_reads_;
   std::size_t copied = 0;
   while (copied < size) {
     const ssize_t n = ::pread(mem_fd_, static_cast<char*>(out) + copied, size - copied,

@@ -36,14 +36,6 @@ std::optional<std::uint64_t> RegisterSet::by_unwind_number(int number) const {
   return values_[static_cast<std::size_t>(number)];
 }
 
-RegisterSet RegisterSet::from_values(const std::array<std::uint64_t, kCount>& values,
-                                     std::uint64_t thread_pointer) {
-  RegisterSet set;
-  set.values_ = values;
-  set.thread_pointer_ = thread_pointer;
-  return set;
-}
-
 int read_registers(pid_t tid, RegisterSet& out) {
   user_regs_struct regs{};
   iovec io{&regs, sizeof regs};

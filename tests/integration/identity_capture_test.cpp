@@ -16,6 +16,14 @@
 namespace hangscope {
 namespace {
 
+identity::Environment environment_of(pid_t pid) {
+  proc::ProcessFs fs(pid);
+  int error = 0;
+  elf::ProcessImage image(fs, *proc::read_memory_map(pid, &error));
+  memory::ProcessMemory memory(pid);
+  return identity::read_environment(fs, image, memory);
+}
+
 TEST(IdentityCapture, SetproctitleRankIsIdentifiedFromItsEnvironmentInMemory) {
   testing::TargetProcess rank({"/usr/bin/python3", "-c",
                                "import setproctitle, time, os\n"
@@ -37,10 +45,7 @@ TEST(IdentityCapture, SetproctitleRankIsIdentifiedFromItsEnvironmentInMemory) {
   ASSERT_TRUE(cmdline.text);
   EXPECT_EQ(cmdline.text->rfind("VLLM::Worker_PP1_TP3", 0), 0u);
 
-  int error = 0;
-  elf::ProcessImage image(fs, *proc::read_memory_map(rank.pid(), &error));
-  memory::ProcessMemory memory(rank.pid());
-  const auto env = identity::read_environment(fs, image, memory);
+  const auto env = environment_of(rank.pid());
   EXPECT_EQ(env.source, "memory");
   EXPECT_EQ(env.variables.at("RANK"), "7");
   const auto id = identity::identify(env.variables, env.source == "memory", "VLLM::Worker_PP1_TP3");
@@ -57,11 +62,7 @@ TEST(IdentityCapture, SetproctitleRankIsIdentifiedFromItsEnvironmentInMemory) {
 TEST(IdentityCapture, PlainProcessEnvironmentComesFromProc) {
   testing::TargetProcess target({NATIVE_TARGET}, {{"RANK", "2"}});
   target.wait_for_line("ready");
-  proc::ProcessFs fs(target.pid());
-  int error = 0;
-  elf::ProcessImage image(fs, *proc::read_memory_map(target.pid(), &error));
-  memory::ProcessMemory memory(target.pid());
-  const auto env = identity::read_environment(fs, image, memory);
+  const auto env = environment_of(target.pid());
   EXPECT_EQ(env.source, "proc");
   EXPECT_EQ(env.variables.at("RANK"), "2");
 }

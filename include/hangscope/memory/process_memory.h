@@ -32,8 +32,6 @@ class ProcessMemory final : public MemoryReader {
   void read_many(std::span<ReadRequest> requests);
 
   pid_t pid() const { return pid_; }
-  // Reads served by /proc/PID/mem because process_vm_readv was refused.
-  std::size_t fallback_reads() const { return fallback_reads_; }
 
  private:
   std::size_t read_via_proc_mem(std::uint64_t address, void* out, std::size_t size);
@@ -41,7 +39,6 @@ class ProcessMemory final : public MemoryReader {
   pid_t pid_;
   int mem_fd_ = -1;
   bool vm_readv_refused_ = false;
-  std::size_t fallback_reads_ = 0;
 };
 
 }  // namespace hangscope::memory

@@ -26,10 +26,6 @@ class RegisterSet {
   // Bytes below the stack pointer that leaf functions may use without moving it.
   static constexpr std::uint64_t kRedZone = 128;
 
-  // Fills a RegisterSet from raw values in the unwinder's numbering (for tests and dumps).
-  static RegisterSet from_values(const std::array<std::uint64_t, kCount>& values,
-                                 std::uint64_t thread_pointer);
-
  private:
   std::array<std::uint64_t, kCount> values_{};
   std::uint64_t thread_pointer_ = 0;

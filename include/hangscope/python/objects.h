@@ -22,7 +22,6 @@ class ObjectReader {
       : memory_(memory), maps_(maps), layout_(layout) {}
 
   const Layout& layout() const { return layout_; }
-  memory::MemoryReader& memory() { return memory_; }
 
   // True when address is 8-aligned and inside a readable mapping.
   bool plausible(std::uint64_t address) const;
