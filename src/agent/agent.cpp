@@ -234,6 +234,7 @@ AgentAnswer collect_from(const std::string& raw_address, const CollectRequest& r
   const std::int64_t received = unix_now_ns();
   const std::int64_t offset = info.clock_unix_ns() - (sent + received) / 2;
   answer.node_name = info.node_name();
+  answer.clock_offset_ns = offset;
 
   v1::CaptureRequest capture;
   capture.set_samples(static_cast<std::uint32_t>(request.samples));

@@ -47,6 +47,8 @@ ThreadDump describe_thread(const native::ThreadCopy& copy, const proc::ProcessFs
   thread.state = copy.stat.state;
   thread.wchan = copy.wchan;
   thread.paused = copy.paused;
+  thread.utime_ticks = copy.stat.utime_ticks;
+  thread.stime_ticks = copy.stat.stime_ticks;
   if (!copy.copied && !copy.error.empty()) {
     thread.notes.push_back(copy.error);
     // What the kernel knows is all there is for a thread that could not be stopped.

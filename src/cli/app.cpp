@@ -50,6 +50,8 @@ int run(int argc, char** argv) {
   auto* diagnose =
       app.add_subcommand("diagnose", "Gather every node's snapshot and write the report");
   runners[diagnose] = register_diagnose_command(*diagnose);
+  auto* report = app.add_subcommand("report", "Re-run the analysis of a saved bundle");
+  runners[report] = register_report_command(*report);
 
   try {
     app.parse(argc, argv);

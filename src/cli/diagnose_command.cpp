@@ -12,6 +12,7 @@
 #include "hangscope/cli/commands.h"
 #include "hangscope/cli/options.h"
 #include "hangscope/common/error.h"
+#include "hangscope/report/bundle_files.h"
 #include "hangscope/report/report.h"
 #include "hangscope/snapshot/codec.h"
 
@@ -29,7 +30,7 @@ struct DiagnoseArguments {
   std::string output;
   bool json = false;
   bool quiet = false;
-  bool locals = false;
+  bool locals = true;
   std::vector<int> pids;
   std::string select;
 };
@@ -43,12 +44,6 @@ std::string utc_stamp() {
   return buffer;
 }
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  if (!out) throw_errno("cannot write " + path, errno);
-}
-
 class Progress {
  public:
   explicit Progress(bool quiet) : quiet_(quiet) {}
@@ -60,8 +55,8 @@ class Progress {
   bool quiet_;
 };
 
-report::Bundle from_files(const DiagnoseArguments& args, const Progress& progress) {
-  report::Bundle bundle;
+analysis::Bundle from_files(const DiagnoseArguments& args, const Progress& progress) {
+  analysis::Bundle bundle;
   for (const auto& file : args.files) {
     try {
       auto nodes = snapshot::read_file(file);
@@ -69,21 +64,22 @@ report::Bundle from_files(const DiagnoseArguments& args, const Progress& progres
       for (auto& node : nodes) {
         if (std::none_of(bundle.nodes.begin(), bundle.nodes.end(),
                          [&](const auto& n) { return n.name == node.node_name; })) {
-          bundle.nodes.push_back({node.node_name, std::nullopt, "ok", ""});
+          bundle.nodes.push_back({node.node_name, std::nullopt, "ok", "", 0});
         }
         bundle.snapshots.push_back(std::move(node));
       }
     } catch (const Error& e) {
       // A bad file is reported; the other files still make the report.
-      bundle.nodes.push_back({file, std::nullopt, "error", e.what()});
+      bundle.nodes.push_back({file, std::nullopt, "error", e.what(), 0});
       progress.say(std::string("skipped ") + e.what());
     }
   }
   return bundle;
 }
 
-report::Bundle from_agents(const std::vector<std::string>& addresses, const DiagnoseArguments& args,
-                           std::chrono::milliseconds interval, const Progress& progress) {
+analysis::Bundle from_agents(const std::vector<std::string>& addresses,
+                             const DiagnoseArguments& args, std::chrono::milliseconds interval,
+                             const Progress& progress) {
   agent::CollectRequest request;
   request.token = load_token(args.token_file);
   request.tls_ca = args.tls_ca;
@@ -99,7 +95,7 @@ report::Bundle from_agents(const std::vector<std::string>& addresses, const Diag
                std::to_string(args.samples) + " sample(s)");
   // Bounded fan-out: at most kInFlight agents are asked at once.
   constexpr std::size_t kInFlight = 64;
-  report::Bundle bundle;
+  analysis::Bundle bundle;
   for (std::size_t first = 0; first < addresses.size(); first += kInFlight) {
     std::vector<std::future<agent::AgentAnswer>> answers;
     for (std::size_t i = first; i < std::min(addresses.size(), first + kInFlight); ++i) {
@@ -110,7 +106,8 @@ report::Bundle from_agents(const std::vector<std::string>& addresses, const Diag
     for (auto& future : answers) {
       auto answer = future.get();
       const std::string name = answer.node_name.empty() ? answer.address : answer.node_name;
-      bundle.nodes.push_back({name, answer.address, answer.status, answer.error});
+      bundle.nodes.push_back(
+          {name, answer.address, answer.status, answer.error, answer.clock_offset_ns});
       progress.say(answer.address + ": " + answer.status +
                    (answer.error.empty() ? "" : " (" + answer.error + ")"));
       for (auto& s : answer.snapshots) bundle.snapshots.push_back(std::move(s));
@@ -119,9 +116,9 @@ report::Bundle from_agents(const std::vector<std::string>& addresses, const Diag
   return bundle;
 }
 
-report::Bundle from_local_node(const DiagnoseArguments& args, std::chrono::milliseconds interval,
-                               const Progress& progress) {
-  report::Bundle bundle;
+analysis::Bundle from_local_node(const DiagnoseArguments& args, std::chrono::milliseconds interval,
+                                 const Progress& progress) {
+  analysis::Bundle bundle;
   capture::NodeCaptureOptions options;
   options.process.locals = args.locals;
   options.pids.assign(args.pids.begin(), args.pids.end());
@@ -133,7 +130,7 @@ report::Bundle from_local_node(const DiagnoseArguments& args, std::chrono::milli
     bundle.snapshots.back().sample_index = i;
     progress.say("local sample " + std::to_string(i + 1) + "/" + std::to_string(args.samples));
   }
-  bundle.nodes.push_back({bundle.snapshots.front().node_name, std::nullopt, "ok", ""});
+  bundle.nodes.push_back({bundle.snapshots.front().node_name, std::nullopt, "ok", "", 0});
   return bundle;
 }
 
@@ -147,23 +144,17 @@ int run_diagnose(const DiagnoseArguments& args) {
     if (!args.files.empty() && !addresses.empty()) {
       throw Error("give snapshot files or agents, not both");
     }
-    report::Bundle bundle = !args.files.empty()  ? from_files(args, progress)
-                            : !addresses.empty() ? from_agents(addresses, args, *interval, progress)
-                                                 : from_local_node(args, *interval, progress);
+    analysis::Bundle bundle = !args.files.empty() ? from_files(args, progress)
+                              : !addresses.empty()
+                                  ? from_agents(addresses, args, *interval, progress)
+                                  : from_local_node(args, *interval, progress);
     const std::string dir = args.output.empty() ? "hangscope-" + utc_stamp() : args.output;
-    ::mkdir(dir.c_str(), 0755);
-    ::mkdir((dir + "/snapshots").c_str(), 0755);
-    std::map<std::string, std::vector<capture::NodeSnapshot>> per_node;
-    for (const auto& s : bundle.snapshots) per_node[s.node_name].push_back(s);
-    for (const auto& [node, snapshots] : per_node) {
-      snapshot::write_file(dir + "/snapshots/" + node + ".json", snapshots);
-    }
-    const auto report = report::report_json(bundle);
-    write_text(dir + "/report.json", report.dump(2) + "\n");
-    write_text(dir + "/report.md", report::report_markdown(report));
+    report::write_bundle_data(dir, bundle);
+    const auto analysis = analysis::analyze(bundle);
+    for (const auto& note : report::write_reports(dir, bundle, analysis)) progress.say(note);
     progress.say("report written to " + dir + "/report.md");
-    if (args.json) std::cout << report.dump(2) << std::endl;  // flushed: nothing lost at exit
-    return report["verdicts"].empty() ? kExitOk : kExitHangFound;
+    print_result(bundle, analysis, args.json);
+    return analysis.verdicts.empty() ? kExitOk : kExitHangFound;
   } catch (const Error& e) {
     std::cerr << "hangscope: error: " << e.what() << "\n";
     return kExitFailed;
@@ -189,7 +180,9 @@ CommandRunner register_diagnose_command(CLI::App& app) {
   app.add_option("-o,--output", args->output, "Bundle directory (default ./hangscope-<UTC time>)");
   app.add_flag("--json", args->json, "Print report.json to stdout");
   app.add_flag("--quiet", args->quiet, "No progress on stderr");
-  app.add_flag("--locals", args->locals, "Python locals in the snapshots");
+  app.add_flag("--locals,!--no-locals", args->locals,
+               "Python locals of the waiting frames (peers, groups, store keys; masked)")
+      ->capture_default_str();
   app.add_option("--pid", args->pids,
                  "Local capture: these processes instead of discovering ranks");
   app.add_option("--select", args->select,

@@ -63,6 +63,8 @@ void encode_thread(const capture::ThreadDump& t, v1::ThreadSnapshot& out, String
   for (const auto& n : t.notes) out.add_notes(n);
   for (const auto& k : t.kernel_stack) out.add_kernel_stack(k);
   out.set_paused_ns(static_cast<std::uint64_t>(t.paused.count()));
+  out.set_utime_ticks(t.utime_ticks);
+  out.set_stime_ticks(t.stime_ticks);
 }
 
 void encode_identity(const capture::ProcessRecord& r, v1::RankIdentity& out) {
@@ -235,6 +237,8 @@ capture::NodeSnapshot decode(const v1::NodeSnapshot& in) {
         thread.notes.assign(t.notes().begin(), t.notes().end());
         thread.kernel_stack.assign(t.kernel_stack().begin(), t.kernel_stack().end());
         thread.paused = std::chrono::nanoseconds(t.paused_ns());
+        thread.utime_ticks = t.utime_ticks();
+        thread.stime_ticks = t.stime_ticks();
         dump.threads.push_back(std::move(thread));
       }
       r.dump = std::move(dump);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -42,6 +43,7 @@ struct AgentAnswer {
   std::string status = "ok";  // ok | unreachable | refused | error
   std::string error;
   std::string node_name;
+  std::int64_t clock_offset_ns = 0;  // agent clock minus coordinator clock, from Info
   std::vector<capture::NodeSnapshot> snapshots;
 };
 

@@ -43,6 +43,8 @@ struct ThreadDump {
   std::vector<Frame> python_frames;  // raw Python stack (kept for snapshots)
   std::vector<std::string> notes;    // what went wrong for this thread
   std::chrono::nanoseconds paused{0};
+  std::uint64_t utime_ticks = 0;  // CPU time of this thread (clock ticks), read before stopping
+  std::uint64_t stime_ticks = 0;
 };
 
 struct ProcessDump {

@@ -4,6 +4,8 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 
+#include "hangscope/analysis/analysis.h"
+
 namespace hangscope::cli {
 
 // Exit codes shared by all commands (design.md).
@@ -18,6 +20,11 @@ using CommandRunner = std::function<int()>;
 CommandRunner register_dump_command(CLI::App& app);
 CommandRunner register_collect_command(CLI::App& app);
 CommandRunner register_diagnose_command(CLI::App& app);
+CommandRunner register_report_command(CLI::App& app);
+
+// The result of an analysis on stdout: report.json with `json`, else the terminal summary
+// (coloured when stdout is a terminal).
+void print_result(const analysis::Bundle& bundle, const analysis::Analysis& analysis, bool json);
 
 // Parses argv and runs the chosen command; returns the process exit code.
 int run(int argc, char** argv);

@@ -1,29 +1,41 @@
-// The diagnose report of a bundle (all samples of all nodes): report.json (design contract)
-// and report.md. Until the correlation lands, it is the rank table, processes and nodes.
+// The diagnose report of a bundle: report.json (design contract, docs/report-json.md),
+// report.md (ticket-ready Markdown), tree.dot, stacks.folded and the terminal summary.
 #pragma once
 
 #include <nlohmann/json.hpp>
-#include <optional>
+#include <set>
 #include <string>
-#include <vector>
 
-#include "hangscope/capture/node_capture.h"
+#include "hangscope/analysis/analysis.h"
+#include "hangscope/analysis/bundle.h"
 
 namespace hangscope::report {
 
-struct NodeStatus {
-  std::string name;
-  std::optional<std::string> address;  // host:port of its agent; nullopt for files and local
-  std::string status = "ok";           // ok | unreachable | refused | error
-  std::string error;
-};
+using analysis::Bundle;
+using analysis::NodeStatus;
 
-struct Bundle {
-  std::vector<capture::NodeSnapshot> snapshots;  // every sample of every node
-  std::vector<NodeStatus> nodes;
-};
+nlohmann::json report_json(const Bundle& bundle, const analysis::Analysis& analysis);
 
-nlohmann::json report_json(const Bundle& bundle);
-std::string report_markdown(const nlohmann::json& report);
+// GitHub-flavoured Markdown: the verdict in the first lines, then the rank table, wait-for
+// chain, merged tree, representative stacks, nodes and how it was captured; under 65,000
+// characters (long parts in <details>, the rest in the bundle).
+std::string report_markdown(const Bundle& bundle, const analysis::Analysis& analysis);
+
+// Graphviz DOT of every job's merged call tree, branches labelled with rank sets and coloured
+// by class, the diverged ranks' branches highlighted.
+std::string tree_dot(const analysis::Analysis& analysis);
+
+// The merged call tree as indented text with rank sets (the Markdown report and the terminal).
+std::string tree_text(const analysis::Job& job, const std::set<int>& diverged = {});
+
+// Folded stacks (flame-graph input): "job;rank N;outer;…;inner COUNT", one line per distinct
+// stack of a rank, counted over samples.
+std::string stacks_folded(const Bundle& bundle, const analysis::Analysis& analysis);
+
+// The verdict and the rank table for stdout; ANSI colours when `colour`.
+std::string terminal_summary(const analysis::Analysis& analysis, bool colour);
+
+// "2026-11-29T17:31:56Z" from nanoseconds since the epoch.
+std::string utc_time(std::int64_t unix_ns);
 
 }  // namespace hangscope::report

@@ -1,0 +1,109 @@
+// The correlation of a bundle: jobs and their rank tables, each rank's wait point and
+// progress across samples, the wait-for graph between ranks, classes of ranks that wait at the
+// same place, and the verdicts that name the rank(s) that diverged.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hangscope/analysis/bundle.h"
+#include "hangscope/analysis/wait_point.h"
+
+namespace hangscope::analysis {
+
+enum class RankState { kRunning, kWaiting, kStopped, kUninterruptible, kDead, kMissing, kUnknown };
+std::string_view to_string(RankState state);
+
+// What the samples say about a rank's progress.
+struct Progress {
+  std::optional<bool> progressing;  // nullopt: one sample, or the rank was not captured
+  bool cpu_grew = false;            // CPU time grew between the first and last sample
+  bool stack_moved = false;         // the Python stack of the rank's thread changed
+  bool state_changed = false;
+  std::uint64_t cpu_ticks = 0;  // CPU time used between the first and last sample
+  double seconds = 0;           // between the first and last sample
+  std::string detail;           // for people: "CPU 38% and stack moved over 3 samples"
+};
+
+struct RankEntry {
+  std::string job;
+  std::optional<int> rank;
+  std::string node;
+  pid_t pid = 0;
+  // Every sample of the process, oldest first; empty for a missing or unknown rank.
+  std::vector<const capture::ProcessRecord*> history;
+  std::vector<std::int64_t> sample_times_ns;  // coordinator clock
+  RankState state = RankState::kUnknown;
+  WaitPoint wait;
+  Progress progress;
+  std::optional<std::int64_t> stuck_since_ns;  // coordinator clock
+  std::string stuck_since_source;              // "log" | "samples"
+  int class_id = 0;                            // 0: in no class (missing, unknown)
+  std::vector<int> waits_for;                  // ranks this one waits for
+  std::string waits_for_reason;                // how the edges were derived
+
+  const capture::ProcessRecord* latest() const {
+    return history.empty() ? nullptr : history.back();
+  }
+};
+
+struct RankClass {
+  int id = 0;
+  std::vector<int> ranks;
+  std::string key;
+  std::string description;         // "barrier in distributed_c10d.py:3145 ← main (x.py:9)"
+  std::string state;               // the members' common state, or "mixed"
+  std::size_t representative = 0;  // index into Job::ranks of a member
+};
+
+struct Job {
+  std::string key;  // MASTER_ADDR:MASTER_PORT, … ("" when unknown)
+  std::optional<int> world_size;
+  std::vector<RankEntry> ranks;    // by rank; missing and unknown ranks included
+  std::vector<RankClass> classes;  // largest first
+  const RankEntry* find(int rank) const;
+};
+
+struct Verdict {
+  std::string id;
+  std::string kind = "generic";  // signature | generic
+  std::string title;
+  double confidence = 0;
+  std::string job;
+  std::vector<int> diverged_ranks;
+  std::vector<int> waiting_ranks;
+  std::string summary;  // one sentence: which rank, where, why
+  std::vector<std::string> evidence;
+  std::vector<std::string> remedies;
+  std::vector<std::string> references;
+};
+
+// A process of interest that is no rank (engine, API server, helper, unidentified).
+struct OtherProcess {
+  std::string node;
+  const capture::ProcessRecord* process = nullptr;
+  WaitPoint wait;
+};
+
+struct Analysis {
+  std::vector<Job> jobs;
+  std::vector<OtherProcess> others;
+  std::vector<Verdict> verdicts;  // ordered: signature first, then by confidence
+  std::string conclusion;         // one sentence: the top verdict, or plainly why there is none
+  int samples = 0;                // samples per node (the most any node gave)
+  double interval_seconds = 0;
+};
+
+Analysis analyze(const Bundle& bundle);
+
+// Internals, exposed for their tests.
+std::vector<Job> build_jobs(const Bundle& bundle);
+void link_wait_graph(Job& job);
+void assign_classes(Job& job);
+std::vector<Verdict> generic_verdicts(const Job& job, const std::vector<NodeStatus>& nodes);
+std::vector<Verdict> node_verdicts(const std::vector<Job>& jobs,
+                                   const std::vector<NodeStatus>& nodes);
+
+}  // namespace hangscope::analysis

@@ -1,0 +1,104 @@
+#include "hangscope/analysis/analysis.h"
+
+#include <algorithm>
+#include <map>
+
+#include "hangscope/analysis/rank_set.h"
+
+namespace hangscope::analysis {
+namespace {
+
+std::vector<OtherProcess> other_processes(const Bundle& bundle) {
+  std::map<std::string, const capture::NodeSnapshot*> latest;
+  for (const auto& s : bundle.snapshots) {
+    auto& slot = latest[s.node_name];
+    if (slot == nullptr || s.sample_index >= slot->sample_index) slot = &s;
+  }
+  std::vector<OtherProcess> out;
+  for (const auto& [name, node] : latest) {
+    for (const auto& p : node->processes) {
+      if (p.identity.role == "rank") continue;
+      OtherProcess other{name, &p, {}};
+      if (p.dump) other.wait = process_wait_point(*p.dump);
+      out.push_back(std::move(other));
+    }
+  }
+  return out;
+}
+
+void order_verdicts(std::vector<Verdict>& verdicts) {
+  std::stable_sort(verdicts.begin(), verdicts.end(), [](const Verdict& a, const Verdict& b) {
+    const bool sa = a.kind == "signature", sb = b.kind == "signature";
+    if (sa != sb) return sa;
+    return a.confidence > b.confidence;
+  });
+}
+
+// Said plainly when no verdict names a rank.
+std::string no_divergence(const std::vector<Job>& jobs, int samples) {
+  std::size_t captured = 0;
+  for (const auto& job : jobs) {
+    for (const auto& r : job.ranks) captured += r.history.empty() ? 0 : 1;
+  }
+  if (captured == 0) return "No rank processes were found on the nodes that answered.";
+  std::string out;
+  for (const auto& job : jobs) {
+    const std::string name = job.key.empty() ? "the ranks without a job" : "job " + job.key;
+    std::size_t progressing = 0, ranks = 0;
+    for (const auto& r : job.ranks) {
+      if (r.history.empty()) continue;
+      ++ranks;
+      if (r.progress.progressing.value_or(false)) ++progressing;
+    }
+    if (!out.empty()) out += " ";
+    if (ranks > 0 && progressing == ranks) {
+      out += "No divergence in " + name + ": every rank (" + std::to_string(ranks) +
+             ") is progressing (CPU time grew or stacks moved over " + std::to_string(samples) +
+             " samples).";
+    } else if (job.classes.size() == 1) {
+      out += "No divergence among the ranks of " + name + ": all " + std::to_string(ranks) +
+             " wait at the same place (" + job.classes.front().description + ")" +
+             (samples > 1 ? "" : " in a single sample") +
+             "; if the job is hung, the cause is outside the ranks (a store key, a peer "
+             "outside the job, the network).";
+    } else {
+      out += "No rank of " + name +
+             " is waited on by the others: the ranks are at different places, none blocked on "
+             "another.";
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Analysis analyze(const Bundle& bundle) {
+  Analysis analysis;
+  analysis.jobs = build_jobs(bundle);
+  for (auto& job : analysis.jobs) {
+    link_wait_graph(job);
+    assign_classes(job);
+  }
+  analysis.others = other_processes(bundle);
+  analysis.verdicts = node_verdicts(analysis.jobs, bundle.nodes);
+  for (const auto& job : analysis.jobs) {
+    auto verdicts = generic_verdicts(job, bundle.nodes);
+    analysis.verdicts.insert(analysis.verdicts.end(), verdicts.begin(), verdicts.end());
+  }
+  order_verdicts(analysis.verdicts);
+  std::map<std::string, std::vector<std::int64_t>> times;
+  for (const auto& s : bundle.snapshots) times[s.node_name].push_back(s.capture_unix_ns);
+  for (auto& [node, t] : times) {
+    analysis.samples = std::max(analysis.samples, static_cast<int>(t.size()));
+    if (t.size() > 1) {
+      std::sort(t.begin(), t.end());
+      analysis.interval_seconds =
+          static_cast<double>(t.back() - t.front()) / 1e9 / static_cast<double>(t.size() - 1);
+    }
+  }
+  analysis.conclusion = analysis.verdicts.empty() ? no_divergence(analysis.jobs, analysis.samples)
+                                                  : analysis.verdicts.front().summary;
+  return analysis;
+}
+
+}  // namespace hangscope::analysis

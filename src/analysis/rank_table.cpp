@@ -1,0 +1,289 @@
+// The rank table of each job: ranks matched across samples, their state, wait point, progress
+// and "stuck since", plus the ranks a known world size says are missing.
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+#include <map>
+#include <regex>
+#include <set>
+#include <tuple>
+
+#include "hangscope/analysis/analysis.h"
+
+namespace hangscope::analysis {
+namespace {
+
+struct ProcessKey {
+  std::string node;
+  pid_t pid;
+  std::uint64_t start;
+  auto operator<=>(const ProcessKey&) const = default;
+};
+
+RankState state_from_letter(char letter) {
+  switch (letter) {
+    case 'R':
+      return RankState::kRunning;
+    case 'S':
+    case 'I':
+      return RankState::kWaiting;
+    case 'T':
+    case 't':
+      return RankState::kStopped;
+    case 'D':
+      return RankState::kUninterruptible;
+    case 'Z':
+    case 'X':
+      return RankState::kDead;
+    default:
+      return RankState::kUnknown;
+  }
+}
+
+const capture::ThreadDump* find_thread(const capture::ProcessRecord& process, pid_t tid) {
+  if (!process.dump) return nullptr;
+  for (const auto& t : process.dump->threads) {
+    if (t.tid == tid) return &t;
+  }
+  return nullptr;
+}
+
+// What identifies "the same place" for the progress check: Python frames with lines, else
+// native function names.
+std::string stack_signature(const capture::ThreadDump* thread) {
+  if (thread == nullptr) return "<gone>";
+  std::string out;
+  if (!thread->python_frames.empty()) {
+    for (const auto& f : thread->python_frames) {
+      out += f.file + ":" + f.function + ":" + std::to_string(f.line) + ";";
+    }
+    return out;
+  }
+  for (const auto& f : thread->native_frames) out += f.function + ";";
+  return out;
+}
+
+std::uint64_t cpu_ticks(const capture::ProcessRecord& p) {
+  return p.utime_ticks + p.stime_ticks;
+}
+
+Progress measure_progress(const RankEntry& entry) {
+  Progress progress;
+  const auto& h = entry.history;
+  if (h.size() < 2) {
+    progress.detail = h.empty() ? "not captured" : "one sample: progress unknown";
+    return progress;
+  }
+  const auto& first = *h.front();
+  const auto& last = *h.back();
+  progress.seconds =
+      static_cast<double>(entry.sample_times_ns.back() - entry.sample_times_ns.front()) / 1e9;
+  progress.cpu_ticks = cpu_ticks(last) >= cpu_ticks(first) ? cpu_ticks(last) - cpu_ticks(first) : 0;
+  const double ticks_per_second = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  const double share = progress.seconds > 0 ? static_cast<double>(progress.cpu_ticks) /
+                                                  (progress.seconds * ticks_per_second)
+                                            : 0.0;
+  progress.cpu_grew = progress.cpu_ticks >= 2 && share >= 0.02;
+  const std::string reference = stack_signature(find_thread(first, entry.wait.tid));
+  for (std::size_t i = 1; i < h.size(); ++i) {
+    if (stack_signature(find_thread(*h[i], entry.wait.tid)) != reference)
+      progress.stack_moved = true;
+    if (h[i]->state != first.state) progress.state_changed = true;
+  }
+  progress.progressing = progress.cpu_grew || progress.stack_moved;
+  char share_text[32];
+  std::snprintf(share_text, sizeof share_text, "%.0f%%", share * 100);
+  progress.detail = std::string(progress.cpu_grew ? "CPU " + std::string(share_text) : "no CPU") +
+                    (progress.stack_moved ? ", stack moved" : ", same stack") + " over " +
+                    std::to_string(h.size()) + " samples";
+  return progress;
+}
+
+// A timestamp at the start of a log line: ISO-like "2026-11-29 17:31:56" or vLLM's
+// "INFO 11-29 17:31:56" (year taken from the reference time). Node clock, UTC.
+std::optional<std::int64_t> log_time_ns(const std::string& line, std::int64_t reference_ns) {
+  static const std::regex iso(R"((\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2}))");
+  static const std::regex vllm(R"(^[A-Z]+ (\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2}))");
+  std::smatch m;
+  std::tm tm{};
+  const auto head = line.substr(0, 64);
+  if (std::regex_search(head, m, iso)) {
+    tm.tm_year = std::stoi(m[1]) - 1900;
+    tm.tm_mon = std::stoi(m[2]) - 1;
+    tm.tm_mday = std::stoi(m[3]);
+    tm.tm_hour = std::stoi(m[4]);
+    tm.tm_min = std::stoi(m[5]);
+    tm.tm_sec = std::stoi(m[6]);
+  } else if (std::regex_search(head, m, vllm)) {
+    const std::time_t reference = static_cast<std::time_t>(reference_ns / 1000000000);
+    std::tm now{};
+    gmtime_r(&reference, &now);
+    tm.tm_year = now.tm_year;
+    tm.tm_mon = std::stoi(m[1]) - 1;
+    tm.tm_mday = std::stoi(m[2]);
+    tm.tm_hour = std::stoi(m[3]);
+    tm.tm_min = std::stoi(m[4]);
+    tm.tm_sec = std::stoi(m[5]);
+  } else {
+    return std::nullopt;
+  }
+  return static_cast<std::int64_t>(timegm(&tm)) * 1000000000;
+}
+
+void estimate_stuck_since(RankEntry& entry, std::int64_t offset_ns) {
+  if (entry.progress.progressing.value_or(true) || entry.history.empty()) return;
+  const auto first_sample = entry.sample_times_ns.front();
+  std::optional<std::int64_t> last_log;
+  for (const auto& log : entry.latest()->logs) {
+    for (const auto& line : log.lines) {
+      if (auto t = log_time_ns(line, first_sample)) {
+        last_log = std::max(last_log.value_or(*t), *t);
+      }
+    }
+  }
+  if (last_log && *last_log - offset_ns <= first_sample) {
+    entry.stuck_since_ns = *last_log - offset_ns;
+    entry.stuck_since_source = "log";
+  } else {
+    entry.stuck_since_ns = first_sample;
+    entry.stuck_since_source = "samples";
+  }
+}
+
+void settle_state(RankEntry& entry) {
+  const auto* latest = entry.latest();
+  if (latest == nullptr) return;
+  const RankState process_state = state_from_letter(latest->state);
+  if (!latest->error.empty() && !latest->dump) {
+    entry.state = process_state == RankState::kDead ? RankState::kDead : RankState::kUnknown;
+    return;
+  }
+  if (process_state == RankState::kStopped || process_state == RankState::kDead) {
+    entry.state = process_state;
+    return;
+  }
+  const auto* thread = find_thread(*latest, entry.wait.tid);
+  entry.state = thread ? state_from_letter(thread->state) : process_state;
+  if (entry.state == RankState::kWaiting && entry.progress.progressing.value_or(false)) {
+    entry.state = RankState::kRunning;  // it waits only between pieces of work
+  }
+}
+
+struct NodeSamples {
+  std::vector<const capture::NodeSnapshot*> samples;  // by sample index
+  std::int64_t offset_ns = 0;
+};
+
+std::map<std::string, NodeSamples> samples_by_node(const Bundle& bundle) {
+  std::map<std::string, NodeSamples> nodes;
+  for (const auto& s : bundle.snapshots) nodes[s.node_name].samples.push_back(&s);
+  for (auto& [name, node] : nodes) {
+    std::stable_sort(node.samples.begin(), node.samples.end(),
+                     [](auto* a, auto* b) { return a->sample_index < b->sample_index; });
+    for (const auto& status : bundle.nodes) {
+      if (status.name == name) node.offset_ns = status.clock_offset_ns;
+    }
+  }
+  return nodes;
+}
+
+bool every_node_answered(const Bundle& bundle) {
+  return std::all_of(bundle.nodes.begin(), bundle.nodes.end(),
+                     [](const NodeStatus& n) { return n.status == "ok"; });
+}
+
+}  // namespace
+
+std::string_view to_string(RankState state) {
+  switch (state) {
+    case RankState::kRunning:
+      return "running";
+    case RankState::kWaiting:
+      return "waiting";
+    case RankState::kStopped:
+      return "stopped";
+    case RankState::kUninterruptible:
+      return "uninterruptible";
+    case RankState::kDead:
+      return "dead";
+    case RankState::kMissing:
+      return "missing";
+    case RankState::kUnknown:
+      return "unknown";
+  }
+  return "unknown";
+}
+
+const RankEntry* Job::find(int rank) const {
+  for (const auto& r : ranks) {
+    if (r.rank == rank) return &r;
+  }
+  return nullptr;
+}
+
+std::vector<Job> build_jobs(const Bundle& bundle) {
+  std::map<ProcessKey, RankEntry> entries;
+  for (const auto& [name, node] : samples_by_node(bundle)) {
+    const auto* newest = node.samples.back();
+    for (const auto* sample : node.samples) {
+      const std::int64_t time = sample->capture_unix_ns - node.offset_ns;
+      for (const auto& p : sample->processes) {
+        if (p.identity.role != "rank") continue;
+        auto& entry = entries[{name, p.pid, p.start_time_ticks}];
+        entry.node = name;
+        entry.pid = p.pid;
+        entry.job = p.identity.job;
+        entry.rank = p.identity.rank;
+        entry.history.push_back(&p);
+        entry.sample_times_ns.push_back(time);
+      }
+    }
+    // A rank seen earlier but gone from the newest sample exited during the capture.
+    for (auto& [key, entry] : entries) {
+      if (key.node != name || entry.history.empty()) continue;
+      const bool present = std::any_of(newest->processes.begin(), newest->processes.end(),
+                                       [&](const auto& p) { return p.pid == key.pid; });
+      if (!present) entry.state = RankState::kDead;
+    }
+    for (auto& [key, entry] : entries) {
+      if (key.node != name || entry.history.empty()) continue;
+      const auto* latest = entry.latest();
+      if (latest->dump) entry.wait = process_wait_point(*latest->dump);
+      entry.progress = measure_progress(entry);
+      if (entry.state != RankState::kDead) settle_state(entry);
+      estimate_stuck_since(entry, node.offset_ns);
+    }
+  }
+  std::map<std::string, Job> jobs;
+  for (auto& [key, entry] : entries) {
+    auto& job = jobs[entry.job];
+    job.key = entry.job;
+    if (const auto ws = entry.latest()->identity.world_size) {
+      job.world_size = std::max(job.world_size.value_or(0), *ws);
+    }
+    job.ranks.push_back(std::move(entry));
+  }
+  const bool all_answered = every_node_answered(bundle);
+  std::vector<Job> out;
+  for (auto& [key, job] : jobs) {
+    if (job.world_size) {
+      for (int r = 0; r < *job.world_size; ++r) {
+        if (job.find(r) != nullptr) continue;
+        RankEntry absent;
+        absent.job = job.key;
+        absent.rank = r;
+        absent.state = all_answered ? RankState::kMissing : RankState::kUnknown;
+        job.ranks.push_back(std::move(absent));
+      }
+    }
+    std::stable_sort(job.ranks.begin(), job.ranks.end(), [](const auto& a, const auto& b) {
+      return std::make_tuple(a.rank.value_or(1 << 30), a.node, a.pid) <
+             std::make_tuple(b.rank.value_or(1 << 30), b.node, b.pid);
+    });
+    out.push_back(std::move(job));
+  }
+  return out;
+}
+
+}  // namespace hangscope::analysis

@@ -1,0 +1,263 @@
+// Generic verdicts: the roots of the wait-for graph that other ranks wait for (a straggler, a
+// stopped, dead, missing or uninterruptible rank, a rank waiting elsewhere), collective
+// mismatches, and nodes that did not answer. Classes and majority are only the fallback when
+// the graph has no root; a tie is reported as a tie.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "hangscope/analysis/analysis.h"
+#include "hangscope/analysis/rank_set.h"
+
+namespace hangscope::analysis {
+namespace {
+
+bool is_root(const RankEntry& r) {
+  if (!r.rank) return false;
+  if (r.state != RankState::kWaiting) return true;
+  return r.waits_for.empty();
+}
+
+// Every rank that waits for `root`, directly or through other waiting ranks.
+std::set<int> waiters_of(const Job& job, int root) {
+  std::set<int> reached;
+  std::vector<int> frontier{root};
+  while (!frontier.empty()) {
+    const int target = frontier.back();
+    frontier.pop_back();
+    for (const auto& r : job.ranks) {
+      if (!r.rank || reached.count(*r.rank) || *r.rank == root) continue;
+      if (std::find(r.waits_for.begin(), r.waits_for.end(), target) != r.waits_for.end()) {
+        reached.insert(*r.rank);
+        frontier.push_back(*r.rank);
+      }
+    }
+  }
+  return reached;
+}
+
+std::string where(const RankEntry& r) {
+  if (r.history.empty()) return "";
+  return " (" + r.node + " pid " + std::to_string(r.pid) + ")";
+}
+
+std::string ranks_text(const std::set<int>& ranks) {
+  return (ranks.size() == 1 ? "rank " : "ranks ") + compress_ranks(ranks);
+}
+
+// What the ranks waiting for a root do, grouped by where they wait.
+std::string waiting_text(const Job& job, const std::set<int>& waiting) {
+  std::map<std::string, std::set<int>> by_place;
+  for (int w : waiting) {
+    if (const auto* r = job.find(w)) by_place[r->wait.describe()].insert(w);
+  }
+  std::string out;
+  for (const auto& [place, ranks] : by_place) {
+    if (!out.empty()) out += "; ";
+    out += ranks_text(ranks) + " wait for it in " + place;
+  }
+  return out;
+}
+
+struct RootKind {
+  std::string id;
+  std::string title;
+  double confidence;
+  std::string what;  // "works", "is stopped (SIGSTOP or a debugger)", …
+};
+
+RootKind classify_root(const Job& job, const RankEntry& root, const std::set<int>& waiting) {
+  switch (root.state) {
+    case RankState::kDead:
+      return {"rank-dead", "A rank process died while the others wait for it", 0.9,
+              "is dead (exited or a zombie)"};
+    case RankState::kMissing:
+      return {"rank-dead", "A rank is missing while the others wait for it", 0.85,
+              "is missing: no node that answered runs it"};
+    case RankState::kStopped:
+      return {"rank-stopped", "A rank is stopped while the others wait for it", 0.9,
+              "is stopped (state T: SIGSTOP, a debugger or job control)"};
+    case RankState::kUninterruptible:
+      return {"rank-uninterruptible", "A rank is in uninterruptible sleep", 0.85,
+              "is in uninterruptible sleep (state D) in " +
+                  (root.wait.primitive.empty() ? std::string("the kernel") : root.wait.primitive)};
+    case RankState::kRunning:
+      return {"rank-straggler", "A rank is still working while the others wait for it", 0.85,
+              "works (" + root.progress.detail + ") in " + root.wait.describe()};
+    case RankState::kUnknown:
+      return {"", "", 0, ""};
+    case RankState::kWaiting:
+      break;
+  }
+  // Waiting, for nobody the graph knows: in another collective, or somewhere else entirely.
+  const bool other_collective =
+      (root.wait.kind == WaitKind::kCollective || root.wait.kind == WaitKind::kRendezvous) &&
+      std::any_of(waiting.begin(), waiting.end(), [&](int w) {
+        const auto* r = job.find(w);
+        return r && r->wait.operation_key() != root.wait.operation_key();
+      });
+  if (other_collective) {
+    return {"collective-mismatch", "Ranks wait in different collectives", 0.85,
+            "waits in a different collective, " + root.wait.describe()};
+  }
+  return {"rank-diverged", "A rank waits somewhere else while the others wait for it", 0.8,
+          "waits in " + root.wait.describe()};
+}
+
+Verdict root_verdict(const Job& job, const RootKind& kind, const std::vector<int>& roots,
+                     const std::set<int>& waiting) {
+  Verdict v;
+  v.id = kind.id;
+  v.title = kind.title;
+  v.job = job.key;
+  v.confidence = waiting.empty() ? 0.5 : kind.confidence;
+  v.diverged_ranks = roots;
+  v.waiting_ranks.assign(waiting.begin(), waiting.end());
+  const std::set<int> root_set(roots.begin(), roots.end());
+  v.summary = (roots.size() == 1 ? "Rank " : "Ranks ") + compress_ranks(root_set) + " " +
+              kind.what + (waiting.empty() ? "." : " while " + waiting_text(job, waiting) + ".");
+  for (int r : roots) {
+    const auto* e = job.find(r);
+    if (e == nullptr) continue;
+    std::string line =
+        "rank " + std::to_string(r) + where(*e) + ": state " + std::string(to_string(e->state));
+    if (!e->history.empty()) line += ", " + e->wait.describe() + "; " + e->progress.detail;
+    if (!e->waits_for_reason.empty()) line += "; " + e->waits_for_reason;
+    v.evidence.push_back(line);
+  }
+  std::map<std::string, std::set<int>> reasons;
+  for (int w : waiting) {
+    if (const auto* e = job.find(w)) reasons[e->waits_for_reason].insert(w);
+  }
+  for (const auto& [reason, ranks] : reasons) {
+    v.evidence.push_back(ranks_text(ranks) + " wait for it (" + reason + ")");
+  }
+  if (job.world_size) {
+    v.evidence.push_back("world size " + std::to_string(*job.world_size) + " (job " + job.key +
+                         ")");
+  }
+  return v;
+}
+
+// No root anyone waits for, but waiting ranks in different collectives wait for each other.
+std::optional<Verdict> cycle_verdict(const Job& job) {
+  std::map<std::string, std::set<int>> sides;
+  for (const auto& r : job.ranks) {
+    if (r.rank && r.state == RankState::kWaiting && !r.waits_for.empty()) {
+      sides[r.wait.operation_key()].insert(*r.rank);
+    }
+  }
+  if (sides.size() < 2) return std::nullopt;
+  std::vector<std::pair<std::string, std::set<int>>> ordered(sides.begin(), sides.end());
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
+  Verdict v;
+  v.id = "collective-mismatch";
+  v.title = "Ranks wait in different collectives";
+  v.job = job.key;
+  std::string described;
+  for (const auto& [key, ranks] : ordered) {
+    const auto* any = job.find(*ranks.begin());
+    const std::string text = ranks_text(ranks) + " in " + any->wait.describe();
+    v.evidence.push_back(text);
+    described += (described.empty() ? "" : "; ") + text;
+  }
+  v.evidence.push_back(
+      "each side waits for the other (the wait-for graph is a cycle with no root), so the "
+      "smaller side is named: a majority fallback");
+  const bool tie = ordered[0].second.size() == ordered[1].second.size();
+  if (tie) {
+    v.confidence = 0.4;
+    for (const auto& [key, ranks] : ordered)
+      v.waiting_ranks.insert(v.waiting_ranks.end(), ranks.begin(), ranks.end());
+    std::sort(v.waiting_ranks.begin(), v.waiting_ranks.end());
+    v.summary = "Tie: ranks wait in different collectives in groups of equal size (" + described +
+                "); the samples cannot tell which side diverged.";
+    return v;
+  }
+  v.confidence = 0.6;
+  v.diverged_ranks.assign(ordered[0].second.begin(), ordered[0].second.end());
+  for (std::size_t i = 1; i < ordered.size(); ++i) {
+    v.waiting_ranks.insert(v.waiting_ranks.end(), ordered[i].second.begin(),
+                           ordered[i].second.end());
+  }
+  std::sort(v.waiting_ranks.begin(), v.waiting_ranks.end());
+  const auto* diverged = job.find(*ordered[0].second.begin());
+  v.summary = (ordered[0].second.size() == 1 ? "Rank " : "Ranks ") +
+              compress_ranks(ordered[0].second) + " waits in a different collective (" +
+              diverged->wait.describe() + ") than the other ranks (" + described + ").";
+  return v;
+}
+
+}  // namespace
+
+std::vector<Verdict> generic_verdicts(const Job& job, const std::vector<NodeStatus>& nodes) {
+  (void)nodes;
+  std::vector<Verdict> out;
+  // Roots grouped by verdict and place, each with the ranks that wait for it.
+  std::map<std::string, std::pair<RootKind, std::vector<int>>> groups;
+  std::map<std::string, std::set<int>> waiting;
+  for (const auto& r : job.ranks) {
+    if (!is_root(r)) continue;
+    const auto waiters = waiters_of(job, *r.rank);
+    const bool notable = r.state == RankState::kStopped || r.state == RankState::kDead ||
+                         r.state == RankState::kUninterruptible || r.state == RankState::kMissing;
+    if (waiters.empty() && !notable) continue;
+    const RootKind kind = classify_root(job, r, waiters);
+    if (kind.id.empty()) continue;  // unknown: the node verdict covers it
+    const std::string key =
+        kind.id + "|" + r.wait.class_key() + "|" + (waiters.empty() ? "0" : "1");
+    auto& group = groups.try_emplace(key, kind, std::vector<int>{}).first->second;
+    group.second.push_back(*r.rank);
+    waiting[key].insert(waiters.begin(), waiters.end());
+  }
+  for (auto& [key, group] : groups) {
+    auto& w = waiting[key];
+    for (int r : group.second) w.erase(r);
+    out.push_back(root_verdict(job, group.first, group.second, w));
+  }
+  if (out.empty()) {
+    if (auto v = cycle_verdict(job)) out.push_back(std::move(*v));
+  }
+  return out;
+}
+
+std::vector<Verdict> node_verdicts(const std::vector<Job>& jobs,
+                                   const std::vector<NodeStatus>& nodes) {
+  std::vector<Verdict> out;
+  for (const auto& node : nodes) {
+    if (node.status == "ok") continue;
+    Verdict v;
+    const bool refused = node.status == "refused";
+    v.id = refused ? "node-refused" : "node-unreachable";
+    v.title = refused ? "A node's agent refused the request" : "A node did not answer";
+    const std::string name = node.address ? node.name + " (" + *node.address + ")" : node.name;
+    v.evidence.push_back(name + ": " + node.status + (node.error.empty() ? "" : ": " + node.error));
+    std::set<int> unknown_waited, waiters;
+    for (const auto& job : jobs) {
+      for (const auto& r : job.ranks) {
+        if (r.state != RankState::kUnknown || !r.history.empty() || !r.rank) continue;
+        const auto w = waiters_of(job, *r.rank);
+        if (w.empty()) continue;
+        unknown_waited.insert(*r.rank);
+        waiters.insert(w.begin(), w.end());
+        if (v.job.empty()) v.job = job.key;
+      }
+    }
+    v.diverged_ranks.assign(unknown_waited.begin(), unknown_waited.end());
+    v.waiting_ranks.assign(waiters.begin(), waiters.end());
+    v.confidence = unknown_waited.empty() ? 0.6 : 0.9;
+    v.summary = "Node " + name + " " + (refused ? "refused the request" : "did not answer") +
+                (unknown_waited.empty()
+                     ? "; its ranks are unknown."
+                     : "; " + ranks_text(waiters) + " wait for " + ranks_text(unknown_waited) +
+                           ", whose state is unknown (not captured).");
+    v.remedies.push_back(refused ? "check the token or TLS credentials given to diagnose"
+                                 : "check that `hangscope collect` runs on that node and that "
+                                   "its address and port are reachable from here");
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+}  // namespace hangscope::analysis

@@ -1,0 +1,185 @@
+// The wait-for graph: who each waiting rank waits for, from what it waits in and the
+// arguments of the waiting call (group ranks, peer, store keys) where the locals show them,
+// else from the job's layout. Ranks that wait for nobody, work, or are stopped, dead,
+// missing or in uninterruptible sleep are the graph's roots.
+#include <algorithm>
+#include <map>
+#include <regex>
+#include <set>
+
+#include "hangscope/analysis/analysis.h"
+
+namespace hangscope::analysis {
+namespace {
+
+std::optional<int> parse_int(const std::optional<std::string>& text) {
+  if (!text) return std::nullopt;
+  static const std::regex integer(R"(^\s*(-?\d+)\s*$)");
+  std::smatch m;
+  if (!std::regex_match(*text, m, integer)) return std::nullopt;
+  try {
+    return std::stoi(m[1]);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// "[0, 1, 2, 3]" or "(0, 1)" → {0,1,2,3}; nullopt for anything else.
+std::optional<std::vector<int>> parse_int_list(const std::optional<std::string>& text) {
+  if (!text) return std::nullopt;
+  static const std::regex list(R"(^\s*[\[(]\s*(-?\d+\s*,\s*)*-?\d*\s*,?\s*[\])]\s*$)");
+  if (!std::regex_match(*text, list)) return std::nullopt;
+  std::vector<int> out;
+  static const std::regex integer(R"(-?\d+)");
+  for (auto it = std::sregex_iterator(text->begin(), text->end(), integer);
+       it != std::sregex_iterator(); ++it) {
+    out.push_back(std::stoi(it->str()));
+  }
+  return out;
+}
+
+// Ranks named by store keys: "'arrive/3'" or "['weights/5/ready', …]" → the path components
+// that are integers.
+std::optional<std::set<int>> ranks_in_keys(const std::optional<std::string>& text) {
+  if (!text) return std::nullopt;
+  std::set<int> out;
+  static const std::regex component(R"re((?:^|[/_:])(\d+)(?=$|[/_:'"]))re");
+  static const std::regex quoted(R"re('([^']*)'|"([^"]*)")re");
+  bool any_key = false;
+  for (auto it = std::sregex_iterator(text->begin(), text->end(), quoted);
+       it != std::sregex_iterator(); ++it) {
+    any_key = true;
+    const std::string key = (*it)[1].matched ? (*it)[1].str() : (*it)[2].str();
+    for (auto c = std::sregex_iterator(key.begin(), key.end(), component);
+         c != std::sregex_iterator(); ++c) {
+      out.insert(std::stoi((*c)[1].str()));
+    }
+  }
+  if (!any_key) return std::nullopt;
+  return out;
+}
+
+bool is_waiting_with(const RankEntry& peer, const RankEntry& self) {
+  return peer.state == RankState::kWaiting &&
+         peer.wait.operation_key() == self.wait.operation_key();
+}
+
+std::vector<int> job_members(const Job& job) {
+  std::vector<int> out;
+  for (const auto& r : job.ranks) {
+    if (r.rank) out.push_back(*r.rank);
+  }
+  return out;
+}
+
+// The members of a collective, rendezvous or ring that are not in it with `self`.
+void link_group_wait(const Job& job, RankEntry& self) {
+  std::vector<int> members;
+  if (auto listed = parse_int_list(self.wait.local("ranks"))) {
+    members = *listed;
+    self.waits_for_reason = "group ranks from the waiting frame's locals";
+  } else if (auto group_ranks = parse_int_list(self.wait.local("group_ranks"))) {
+    members = *group_ranks;
+    self.waits_for_reason = "group ranks from the waiting frame's locals";
+  } else {
+    members = job_members(job);
+    self.waits_for_reason = "group assumed to be the whole job";
+  }
+  for (int m : members) {
+    if (m == self.rank) continue;
+    const RankEntry* peer = job.find(m);
+    if (peer == nullptr || !is_waiting_with(*peer, self)) self.waits_for.push_back(m);
+  }
+}
+
+void link_channel_wait(RankEntry& self) {
+  std::optional<int> peer;
+  for (const char* name : {"src", "dst", "peer", "src_rank", "dst_rank"}) {
+    if ((peer = parse_int(self.wait.local(name)))) {
+      self.waits_for_reason = std::string("peer from the local `") + name + "`";
+      break;
+    }
+  }
+  if (!peer) {
+    self.waits_for_reason = "peer unknown (no locals)";
+    return;
+  }
+  if (*peer != self.rank) self.waits_for.push_back(*peer);
+}
+
+void link_store_wait(const Job& job, RankEntry& self) {
+  std::optional<std::set<int>> named;
+  for (const char* name : {"keys", "key", "store_key", "keys_to_wait"}) {
+    if ((named = ranks_in_keys(self.wait.local(name)))) {
+      self.waits_for_reason = std::string("ranks named in the awaited keys (local `") + name + "`)";
+      break;
+    }
+  }
+  if (!named) {
+    self.waits_for_reason = "awaited keys unknown";
+    return;
+  }
+  // A rank at the same store wait has already set its key; the others have not.
+  for (int r : *named) {
+    if (r == self.rank) continue;
+    const RankEntry* peer = job.find(r);
+    if (peer == nullptr && job.world_size && r >= *job.world_size) continue;
+    if (peer == nullptr || !is_waiting_with(*peer, self)) self.waits_for.push_back(r);
+  }
+}
+
+}  // namespace
+
+void link_wait_graph(Job& job) {
+  for (auto& self : job.ranks) {
+    self.waits_for.clear();
+    if (self.state != RankState::kWaiting || !waits_on_peers(self.wait.kind)) continue;
+    switch (self.wait.kind) {
+      case WaitKind::kChannel:
+        link_channel_wait(self);
+        break;
+      case WaitKind::kStore:
+        link_store_wait(job, self);
+        break;
+      default:
+        link_group_wait(job, self);
+        break;
+    }
+    std::sort(self.waits_for.begin(), self.waits_for.end());
+    self.waits_for.erase(std::unique(self.waits_for.begin(), self.waits_for.end()),
+                         self.waits_for.end());
+  }
+}
+
+void assign_classes(Job& job) {
+  std::map<std::string, std::vector<std::size_t>> groups;
+  for (std::size_t i = 0; i < job.ranks.size(); ++i) {
+    const auto& r = job.ranks[i];
+    if (r.history.empty()) continue;  // missing or unknown: in no class
+    const std::string key = std::string(to_string(r.state)) + "|" + r.wait.class_key();
+    groups[key].push_back(i);
+  }
+  std::vector<std::pair<std::string, std::vector<std::size_t>>> ordered(groups.begin(),
+                                                                        groups.end());
+  std::stable_sort(ordered.begin(), ordered.end(), [&](const auto& a, const auto& b) {
+    if (a.second.size() != b.second.size()) return a.second.size() > b.second.size();
+    return a.second.front() < b.second.front();
+  });
+  job.classes.clear();
+  for (const auto& [key, members] : ordered) {
+    RankClass c;
+    c.id = static_cast<int>(job.classes.size()) + 1;
+    c.key = key;
+    c.representative = members.front();
+    const auto& first = job.ranks[members.front()];
+    c.state = std::string(to_string(first.state));
+    c.description = first.wait.describe();
+    for (auto i : members) {
+      job.ranks[i].class_id = c.id;
+      if (job.ranks[i].rank) c.ranks.push_back(*job.ranks[i].rank);
+    }
+    job.classes.push_back(std::move(c));
+  }
+}
+
+}  // namespace hangscope::analysis

@@ -1,0 +1,56 @@
+// `hangscope report BUNDLE_DIR`: re-runs the analysis of a saved bundle and re-renders it.
+#include <unistd.h>
+
+#include <iostream>
+#include <memory>
+
+#include "hangscope/cli/commands.h"
+#include "hangscope/common/error.h"
+#include "hangscope/report/bundle_files.h"
+#include "hangscope/report/report.h"
+
+namespace hangscope::cli {
+namespace {
+
+struct ReportArguments {
+  std::string bundle;
+  bool json = false;
+};
+
+int run_report(const ReportArguments& args) {
+  try {
+    const auto bundle = report::read_bundle(args.bundle);
+    for (const auto& node : bundle.nodes) {
+      if (node.status == "error") std::cerr << "hangscope: " << node.error << "\n";
+    }
+    const auto analysis = analysis::analyze(bundle);
+    for (const auto& note : report::write_reports(args.bundle, bundle, analysis)) {
+      std::cerr << "hangscope: " << note << "\n";
+    }
+    print_result(bundle, analysis, args.json);
+    return analysis.verdicts.empty() ? kExitOk : kExitHangFound;
+  } catch (const Error& e) {
+    std::cerr << "hangscope: error: " << e.what() << "\n";
+    return kExitFailed;
+  }
+}
+
+}  // namespace
+
+void print_result(const analysis::Bundle& bundle, const analysis::Analysis& analysis, bool json) {
+  if (json) {
+    std::cout << report::report_json(bundle, analysis).dump(2) << std::endl;
+  } else {
+    std::cout << report::terminal_summary(analysis, ::isatty(STDOUT_FILENO) == 1) << std::flush;
+  }
+}
+
+CommandRunner register_report_command(CLI::App& app) {
+  auto args = std::make_shared<ReportArguments>();
+  app.add_option("bundle", args->bundle, "Bundle directory written by `hangscope diagnose`")
+      ->required();
+  app.add_flag("--json", args->json, "Print report.json to stdout");
+  return [args] { return run_report(*args); };
+}
+
+}  // namespace hangscope::cli

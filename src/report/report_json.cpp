@@ -1,0 +1,176 @@
+#include <ctime>
+
+#include "hangscope/analysis/rank_set.h"
+#include "hangscope/report/report.h"
+#include "hangscope/version.h"
+
+namespace hangscope::report {
+namespace {
+
+using analysis::RankEntry;
+using nlohmann::json;
+
+template <typename T>
+json optional_json(const std::optional<T>& value) {
+  return value ? json(*value) : json(nullptr);
+}
+
+json call_site_json(const std::optional<analysis::CallSite>& site) {
+  if (!site) return nullptr;
+  return {{"function", site->function},
+          {"qualname", site->qualname},
+          {"file", site->file},
+          {"line", site->line}};
+}
+
+json wait_point_json(const analysis::WaitPoint& w, bool captured) {
+  if (!captured) return nullptr;
+  json out = call_site_json(w.python);
+  if (out.is_null()) out = {{"function", w.primitive}, {"qualname", ""}, {"file", ""}, {"line", 0}};
+  out["kind"] = std::string(to_string(w.kind));
+  out["operation"] = w.operation;
+  out["primitive"] = w.primitive;
+  out["thread"] = w.tid;
+  out["caller"] = call_site_json(w.caller);
+  json arguments = json::object();
+  if (!w.frame_locals.empty()) {
+    for (const auto& [name, value] : w.frame_locals.front()) arguments[name] = value;
+  }
+  out["arguments"] = std::move(arguments);
+  out["text"] = w.describe();
+  return out;
+}
+
+json log_lines(const capture::ProcessRecord* process) {
+  json lines = json::array();
+  if (process == nullptr) return lines;
+  for (const auto& log : process->logs) {
+    for (const auto& line : log.lines) lines.push_back(line);
+  }
+  return lines;
+}
+
+json rank_json(const RankEntry& r) {
+  const auto* p = r.latest();
+  const bool captured = p != nullptr;
+  json out = {
+      {"rank", optional_json(r.rank)},
+      {"node", captured ? json(r.node) : json(nullptr)},
+      {"pid", captured ? json(r.pid) : json(nullptr)},
+      {"job", r.job},
+      {"state", std::string(to_string(r.state))},
+      {"progressing", optional_json(r.progress.progressing)},
+      {"progress", r.progress.detail},
+      {"stuck_since", r.stuck_since_ns ? json(utc_time(*r.stuck_since_ns)) : json(nullptr)},
+      {"stuck_since_source", r.stuck_since_ns ? json(r.stuck_since_source) : json(nullptr)},
+      {"wait_point", wait_point_json(r.wait, captured && p->dump.has_value())},
+      {"waits_for", r.waits_for},
+      {"waits_for_reason", r.waits_for_reason},
+      {"class", r.class_id ? json(r.class_id) : json(nullptr)},
+  };
+  if (captured) {
+    const auto& id = p->identity;
+    out["local_rank"] = optional_json(id.local_rank);
+    out["world_size"] = optional_json(id.world_size);
+    out["tp"] = optional_json(id.tp);
+    out["pp"] = optional_json(id.pp);
+    out["dp"] = optional_json(id.dp);
+    out["identity_source"] = id.source;
+    out["identity_sources"] = id.sources;
+    out["title"] = id.title;
+    out["log_lines"] = log_lines(p);
+    out["error"] = p->error.empty() ? json(nullptr) : json(p->error);
+  } else {
+    for (const char* key : {"local_rank", "world_size", "tp", "pp", "dp"}) out[key] = nullptr;
+    out["identity_source"] = "inferred";
+    out["identity_sources"] = json::object();
+    out["title"] = "";
+    out["log_lines"] = json::array();
+    out["error"] = nullptr;
+  }
+  return out;
+}
+
+json verdict_json(const analysis::Verdict& v) {
+  return {{"id", v.id},
+          {"kind", v.kind},
+          {"title", v.title},
+          {"confidence", v.confidence},
+          {"job", v.job},
+          {"diverged_ranks", v.diverged_ranks},
+          {"waiting_ranks", v.waiting_ranks},
+          {"summary", v.summary},
+          {"evidence", v.evidence},
+          {"remedies", v.remedies},
+          {"references", v.references}};
+}
+
+}  // namespace
+
+std::string utc_time(std::int64_t unix_ns) {
+  const std::time_t seconds = static_cast<std::time_t>(unix_ns / 1000000000);
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buffer;
+}
+
+json report_json(const Bundle& bundle, const analysis::Analysis& analysis) {
+  json verdicts = json::array();
+  for (const auto& v : analysis.verdicts) verdicts.push_back(verdict_json(v));
+  json ranks = json::array();
+  json classes = json::array();
+  json jobs = json::array();
+  for (const auto& job : analysis.jobs) {
+    for (const auto& r : job.ranks) ranks.push_back(rank_json(r));
+    for (const auto& c : job.classes) {
+      classes.push_back({{"id", c.id},
+                         {"job", job.key},
+                         {"ranks", c.ranks},
+                         {"rank_set", analysis::compress_ranks(c.ranks)},
+                         {"state", c.state},
+                         {"signature", c.description},
+                         {"key", c.key}});
+    }
+    jobs.push_back({{"job", job.key},
+                    {"world_size", optional_json(job.world_size)},
+                    {"ranks", job.ranks.size()}});
+  }
+  json processes = json::array();
+  for (const auto& o : analysis.others) {
+    const auto& p = *o.process;
+    processes.push_back({{"role", p.identity.role},
+                         {"node", o.node},
+                         {"pid", p.pid},
+                         {"comm", p.comm},
+                         {"job", p.identity.job},
+                         {"helper_of", p.helper_of ? json(p.helper_of) : json(nullptr)},
+                         {"state", std::string(1, p.state)},
+                         {"wait_point", wait_point_json(o.wait, p.dump.has_value())}});
+  }
+  json nodes = json::array();
+  for (const auto& n : bundle.nodes) {
+    nodes.push_back({{"name", n.name},
+                     {"address", n.address ? json(*n.address) : json(nullptr)},
+                     {"status", n.status},
+                     {"reachable", n.status != "unreachable"},
+                     {"error", n.error.empty() ? json(nullptr) : json(n.error)},
+                     {"clock_offset_ms", static_cast<double>(n.clock_offset_ns) / 1e6}});
+  }
+  return {{"schema", "hangscope.report/v1"},
+          {"conclusion", analysis.conclusion},
+          {"verdicts", std::move(verdicts)},
+          {"ranks", std::move(ranks)},
+          {"processes", std::move(processes)},
+          {"classes", std::move(classes)},
+          {"jobs", std::move(jobs)},
+          {"nodes", std::move(nodes)},
+          {"samples", bundle.snapshots.size()},
+          {"capture",
+           {{"hangscope", kVersion},
+            {"samples_per_node", analysis.samples},
+            {"interval_seconds", analysis.interval_seconds}}}};
+}
+
+}  // namespace hangscope::report

@@ -1,0 +1,293 @@
+// report.md: a GitHub issue body. The verdict in its first three lines, then the evidence,
+// rank table, wait-for chain, merged tree, representative stacks, other processes, nodes and
+// how it was captured. Long parts are collapsed; the whole stays under GitHub's limit.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "hangscope/analysis/call_tree.h"
+#include "hangscope/analysis/rank_set.h"
+#include "hangscope/report/report.h"
+#include "hangscope/version.h"
+
+namespace hangscope::report {
+namespace {
+
+using analysis::RankEntry;
+
+constexpr std::size_t kBodyLimit = 60000;  // GitHub refuses bodies over 65,536 characters
+constexpr std::size_t kRankRowsShown = 256;
+
+// Markdown table cells: no pipes or newlines.
+std::string cell(std::string text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') {
+      out += "\\|";
+    } else if (c == '\n') {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string num(const std::optional<int>& v) {
+  return v ? std::to_string(*v) : "-";
+}
+
+std::string fence(const std::string& text) {
+  return "```text\n" + text + "```\n";
+}
+
+std::string details(const std::string& summary, const std::string& body) {
+  return "<details><summary>" + summary + "</summary>\n\n" + body + "\n</details>\n";
+}
+
+std::string verdict_section(const analysis::Analysis& a) {
+  std::ostringstream md;
+  if (a.verdicts.empty()) {
+    md << "# hangscope: no divergence found\n\n" << a.conclusion << "\n\n";
+    return md.str();
+  }
+  const auto& top = a.verdicts.front();
+  md << "# hangscope: " << top.summary << "\n\n";
+  md << "**Verdict `" << top.id << "`** (" << top.kind << ", confidence " << std::fixed;
+  md.precision(2);
+  md << top.confidence << "): " << top.title << ". Diverged: "
+     << (top.diverged_ranks.empty() ? "none named"
+                                    : "rank " + analysis::compress_ranks(top.diverged_ranks))
+     << "; waiting: "
+     << (top.waiting_ranks.empty() ? "none" : analysis::compress_ranks(top.waiting_ranks))
+     << (top.job.empty() ? "" : " (job " + top.job + ")") << ".\n\n";
+  for (const auto& v : a.verdicts) {
+    if (&v != &top) {
+      md << "**Also `" << v.id << "`** (confidence " << v.confidence << "): " << v.summary
+         << "\n\n";
+    }
+  }
+  md << "### Evidence\n\n";
+  for (const auto& v : a.verdicts) {
+    for (const auto& e : v.evidence)
+      md << "- " << (a.verdicts.size() > 1 ? "`" + v.id + "` " : "") << cell(e) << "\n";
+  }
+  bool any = false;
+  for (const auto& v : a.verdicts) {
+    for (const auto& r : v.remedies) {
+      if (!any) md << "\n### What to do\n\n";
+      any = true;
+      md << "- " << r << "\n";
+    }
+  }
+  for (const auto& v : a.verdicts) {
+    if (!v.references.empty()) {
+      md << "\nReferences (`" << v.id << "`): ";
+      for (std::size_t i = 0; i < v.references.size(); ++i) {
+        md << (i ? ", " : "") << v.references[i];
+      }
+      md << "\n";
+    }
+  }
+  md << "\n";
+  return md.str();
+}
+
+std::string rank_row(const RankEntry& r) {
+  const auto* p = r.latest();
+  std::string layout = "-";
+  if (p) {
+    layout = num(p->identity.tp) + "/" + num(p->identity.pp) + "/" + num(p->identity.dp);
+  }
+  const std::string progressing =
+      !r.progress.progressing ? "?" : (*r.progress.progressing ? "yes" : "no");
+  return "| " + num(r.rank) + " | " + (p ? cell(r.node) : "-") + " | " +
+         (p ? std::to_string(r.pid) : "-") + " | " + layout + " | " +
+         std::string(to_string(r.state)) + " | " + progressing + " | " +
+         (r.stuck_since_ns ? utc_time(*r.stuck_since_ns) + " (" + r.stuck_since_source + ")"
+                           : "-") +
+         " | " + (p && p->dump ? cell(r.wait.describe()) : "-") + " | " +
+         (r.class_id ? std::to_string(r.class_id) : "-") + " |\n";
+}
+
+std::string ranks_section(const analysis::Analysis& a) {
+  std::ostringstream md;
+  for (const auto& job : a.jobs) {
+    md << "## Ranks of job " << (job.key.empty() ? "(unknown)" : "`" + job.key + "`")
+       << (job.world_size ? ", world size " + std::to_string(*job.world_size) : "") << "\n\n";
+    md << "| rank | node | pid | tp/pp/dp | state | progressing | stuck since | wait point | "
+          "class |\n|---|---|---|---|---|---|---|---|---|\n";
+    std::size_t shown = 0;
+    for (const auto& r : job.ranks) {
+      if (shown++ == kRankRowsShown) {
+        md << "\n"
+           << job.ranks.size() - kRankRowsShown
+           << " more ranks: see the classes below and report.json in the bundle.\n";
+        break;
+      }
+      md << rank_row(r);
+    }
+    md << "\n";
+    if (!job.classes.empty()) {
+      md << "Classes (ranks waiting at the same place):\n\n";
+      for (const auto& c : job.classes) {
+        md << "- class " << c.id << ", " << c.state << ", rank "
+           << analysis::compress_ranks(c.ranks) << ": " << cell(c.description) << "\n";
+      }
+      md << "\n";
+    }
+  }
+  return md.str();
+}
+
+std::string chain_section(const analysis::Analysis& a) {
+  std::ostringstream md;
+  md << "## Wait-for chain\n\n";
+  for (const auto& job : a.jobs) {
+    // Edges grouped: the ranks that wait for the same set of ranks, for the same reason.
+    std::map<std::pair<std::vector<int>, std::string>, std::set<int>> edges;
+    std::set<int> roots_waited;
+    for (const auto& r : job.ranks) {
+      if (!r.rank || r.waits_for.empty()) continue;
+      edges[{r.waits_for, r.waits_for_reason}].insert(*r.rank);
+      roots_waited.insert(r.waits_for.begin(), r.waits_for.end());
+    }
+    if (edges.empty()) {
+      md << "- job `" << job.key << "`: no rank waits for another rank.\n";
+      continue;
+    }
+    for (const auto& [edge, from] : edges) {
+      md << "- rank " << analysis::compress_ranks(from) << " → rank "
+         << analysis::compress_ranks(edge.first) << " (" << edge.second << ")\n";
+    }
+    for (int target : roots_waited) {
+      const auto* r = job.find(target);
+      if (r == nullptr || !r->waits_for.empty()) continue;
+      md << "- rank " << target << " waits for no rank: " << to_string(r->state)
+         << (r->history.empty() ? "" : ", " + cell(r->wait.describe())) << "\n";
+    }
+  }
+  md << "\n";
+  return md.str();
+}
+
+std::string tree_section(const analysis::Analysis& a) {
+  std::ostringstream md;
+  for (const auto& job : a.jobs) {
+    std::set<int> diverged;
+    for (const auto& v : a.verdicts) {
+      if (v.job == job.key) diverged.insert(v.diverged_ranks.begin(), v.diverged_ranks.end());
+    }
+    md << "## Merged call tree of job `" << job.key << "`\n\n"
+       << fence(tree_text(job, diverged)) << "\n";
+  }
+  return md.str();
+}
+
+std::string stack_text(const std::vector<capture::Frame>& frames) {
+  std::string out;
+  for (const auto& f : frames) {
+    out += (f.kind == capture::Frame::Kind::kPython ? "  py  " : "  c   ") +
+           analysis::frame_label(f) + "\n";
+  }
+  return out;
+}
+
+std::string stacks_section(const analysis::Analysis& a) {
+  std::ostringstream md;
+  md << "## Representative stacks (innermost first)\n\n";
+  for (const auto& job : a.jobs) {
+    for (const auto& c : job.classes) {
+      const auto& r = job.ranks[c.representative];
+      const auto* frames = analysis::rank_stack(r);
+      if (frames == nullptr) continue;
+      md << details("class " + std::to_string(c.id) + " (rank " +
+                        analysis::compress_ranks(c.ranks) + "): rank " + num(r.rank) + ", thread " +
+                        std::to_string(r.wait.tid) + ", " + cell(c.description),
+                    fence(stack_text(*frames)));
+    }
+  }
+  md << "\n";
+  return md.str();
+}
+
+std::string others_section(const analysis::Analysis& a) {
+  if (a.others.empty()) return "";
+  std::ostringstream md;
+  md << "## Other processes\n\n| role | node | pid | command | job | where |\n"
+        "|---|---|---|---|---|---|\n";
+  for (const auto& o : a.others) {
+    const auto& p = *o.process;
+    md << "| " << p.identity.role << " | " << cell(o.node) << " | " << p.pid << " | "
+       << cell(p.comm) << " | " << cell(p.identity.job) << " | "
+       << (p.dump ? cell(o.wait.describe()) : "-") << " |\n";
+  }
+  md << "\n";
+  return md.str();
+}
+
+std::string nodes_section(const Bundle& bundle) {
+  std::map<std::string, const capture::NodeSnapshot*> latest;
+  for (const auto& s : bundle.snapshots) {
+    auto& slot = latest[s.node_name];
+    if (slot == nullptr || s.sample_index >= slot->sample_index) slot = &s;
+  }
+  std::ostringstream md;
+  md << "## Nodes\n\n| node | agent | status | hostname | captured (UTC) | clock offset | "
+        "processes | notes |\n|---|---|---|---|---|---|---|---|\n";
+  for (const auto& n : bundle.nodes) {
+    const auto it = latest.find(n.name);
+    const auto* s = it == latest.end() ? nullptr : it->second;
+    std::string notes = n.error;
+    if (s) {
+      for (const auto& note : s->notes) notes += (notes.empty() ? "" : "; ") + note;
+    }
+    char offset[32];
+    std::snprintf(offset, sizeof offset, "%.1f ms", static_cast<double>(n.clock_offset_ns) / 1e6);
+    md << "| " << cell(n.name) << " | " << (n.address ? cell(*n.address) : "-") << " | " << n.status
+       << " | " << (s ? cell(s->hostname) : "-") << " | "
+       << (s ? utc_time(s->capture_unix_ns) : "-") << " | " << (n.address ? offset : "-") << " | "
+       << (s ? std::to_string(s->processes.size()) : "-") << " | " << cell(notes) << " |\n";
+  }
+  md << "\n";
+  return md.str();
+}
+
+std::string capture_section(const analysis::Analysis& a) {
+  std::ostringstream md;
+  md << "## How this was captured\n\nhangscope " << kVersion << " (git " << kGitRevision << "), "
+     << a.samples << " sample(s) per node";
+  if (a.samples > 1) {
+    md.precision(2);
+    md << " " << std::fixed << a.interval_seconds << " s apart";
+  }
+  md << ". Secrets are masked on the nodes before anything leaves them. The bundle holds "
+        "every snapshot (`snapshots/`), `report.json`, `tree.dot` and `stacks.folded`; "
+        "`hangscope report BUNDLE` re-runs this analysis.\n";
+  return md.str();
+}
+
+}  // namespace
+
+std::string report_markdown(const Bundle& bundle, const analysis::Analysis& analysis) {
+  // In order of importance; a section that does not fit is collapsed to a pointer.
+  const std::vector<std::pair<std::string, std::string>> sections = {
+      {"verdict", verdict_section(analysis)}, {"ranks", ranks_section(analysis)},
+      {"chain", chain_section(analysis)},     {"tree", tree_section(analysis)},
+      {"stacks", stacks_section(analysis)},   {"others", others_section(analysis)},
+      {"nodes", nodes_section(bundle)},       {"capture", capture_section(analysis)},
+  };
+  std::string md;
+  for (const auto& [name, text] : sections) {
+    if (md.size() + text.size() <= kBodyLimit) {
+      md += text;
+    } else {
+      md += "\n_The " + name + " section (" + std::to_string(text.size()) +
+            " characters) does not fit in a ticket: see report.json in the bundle._\n\n";
+    }
+  }
+  return md;
+}
+
+}  // namespace hangscope::report

@@ -1,0 +1,95 @@
+// The merged call tree drawn as indented text (Markdown, terminal) and as Graphviz DOT.
+#include <algorithm>
+#include <array>
+#include <set>
+#include <sstream>
+
+#include "hangscope/analysis/call_tree.h"
+#include "hangscope/analysis/rank_set.h"
+#include "hangscope/report/report.h"
+
+namespace hangscope::report {
+namespace {
+
+using analysis::CallTreeNode;
+
+bool is_diverged_branch(const CallTreeNode& node, const std::set<int>& diverged) {
+  if (diverged.empty() || node.ranks.empty()) return false;
+  return std::includes(diverged.begin(), diverged.end(), node.ranks.begin(), node.ranks.end());
+}
+
+void draw_text(const CallTreeNode& node, const std::string& indent, bool last, bool root,
+               const std::set<int>& diverged, std::ostringstream& out) {
+  const std::string branch = root ? "" : (last ? "└─ " : "├─ ");
+  out << indent << branch << "[" << analysis::compress_ranks(node.ranks) << "] " << node.label;
+  if (is_diverged_branch(node, diverged)) out << "  <== diverged";
+  out << "\n";
+  const std::string next = root ? "" : indent + (last ? "   " : "│  ");
+  for (std::size_t i = 0; i < node.children.size(); ++i) {
+    draw_text(node.children[i], next, i + 1 == node.children.size(), false, diverged, out);
+  }
+}
+
+std::string dot_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+constexpr std::array<const char*, 8> kClassColours = {"#4c72b0", "#55a868", "#8172b2", "#ccb974",
+                                                      "#64b5cd", "#8c8c8c", "#dd8452", "#937860"};
+
+void draw_dot(const CallTreeNode& node, const std::string& id, const std::set<int>& diverged,
+              std::ostringstream& out, int& counter) {
+  const bool highlight = is_diverged_branch(node, diverged);
+  const char* colour = node.classes.size() == 1
+                           ? kClassColours[static_cast<std::size_t>(*node.classes.begin() - 1) %
+                                           kClassColours.size()]
+                           : "#444444";
+  out << "  " << id << " [label=\"" << dot_escape(node.label) << "\\nranks "
+      << analysis::compress_ranks(node.ranks) << "\", color=\"" << (highlight ? "#d62728" : colour)
+      << "\", penwidth=" << (highlight ? 3 : 1)
+      << (highlight ? ", style=\"filled\", fillcolor=\"#fde0dd\"" : "") << "];\n";
+  for (const auto& child : node.children) {
+    const std::string child_id = "n" + std::to_string(++counter);
+    draw_dot(child, child_id, diverged, out, counter);
+    const bool child_highlight = is_diverged_branch(child, diverged);
+    out << "  " << id << " -> " << child_id << " [label=\"" << child.ranks.size() << "\", color=\""
+        << (child_highlight ? "#d62728" : "#444444") << "\""
+        << (child_highlight ? ", penwidth=3" : "") << "];\n";
+  }
+}
+
+std::set<int> diverged_in(const analysis::Analysis& analysis, const std::string& job) {
+  std::set<int> out;
+  for (const auto& v : analysis.verdicts) {
+    if (v.job == job) out.insert(v.diverged_ranks.begin(), v.diverged_ranks.end());
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string tree_text(const analysis::Job& job, const std::set<int>& diverged) {
+  std::ostringstream out;
+  draw_text(analysis::build_call_tree(job), "", true, true, diverged, out);
+  return out.str();
+}
+
+std::string tree_dot(const analysis::Analysis& analysis) {
+  std::ostringstream out;
+  out << "digraph hangscope {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", "
+         "fontsize=10];\n  edge [fontsize=9];\n";
+  int counter = 0;
+  for (const auto& job : analysis.jobs) {
+    const std::string id = "n" + std::to_string(++counter);
+    draw_dot(analysis::build_call_tree(job), id, diverged_in(analysis, job.key), out, counter);
+  }
+  out << "}\n";
+  return out.str();
+}
+
+}  // namespace hangscope::report

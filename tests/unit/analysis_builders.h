@@ -1,0 +1,142 @@
+// Hand-built snapshots for the analysis and report tests: frames, threads and a job builder
+// that lays ranks out on nodes over several samples.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hangscope/analysis/bundle.h"
+
+namespace hangscope::analysis::testing_builders {
+
+inline const std::string kC10d =
+    "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py";
+inline const std::string kUser = "/srv/app/tools/repro/gloo_barrier_hang.py";
+
+inline capture::Frame py(const std::string& function, const std::string& file, int line,
+                         std::vector<std::pair<std::string, std::string>> locals = {}) {
+  capture::Frame f;
+  f.kind = capture::Frame::Kind::kPython;
+  f.function = function;
+  f.qualname = function;
+  f.file = file;
+  f.line = line;
+  f.locals = std::move(locals);
+  return f;
+}
+
+inline capture::Frame native(const std::string& function) {
+  capture::Frame f;
+  f.function = function;
+  f.module = "/usr/lib/x86_64-linux-gnu/libtorch_cpu.so";
+  return f;
+}
+
+inline std::vector<capture::Frame> barrier_stack() {
+  return {native("__futex_abstimed_wait_common"), native("c10d::ProcessGroupGloo::AsyncWork::wait"),
+          py("barrier", kC10d, 3152), py("run_rank", kUser, 70), py("<module>", kUser, 120)};
+}
+
+inline std::vector<capture::Frame> all_reduce_stack() {
+  return {native("__futex_abstimed_wait_common"), native("c10d::ProcessGroupGloo::AsyncWork::wait"),
+          py("all_reduce", kC10d, 1536), py("decode_step", kUser, 90), py("<module>", kUser, 120)};
+}
+
+inline std::vector<capture::Frame> store_wait_stack(int rank) {
+  return {native("__GI___poll"),
+          native("c10d::TCPStore::doWait(c10::ArrayRef<std::string>, std::chrono::duration<long, "
+                 "std::ratio<1l, 1000l> >)"),
+          native("c10d::TCPStore::wait"),
+          py("load_weights", kUser, 37,
+             {{"store", "<torch._C._distributed_c10d.TCPStore object at 0x7f>"},
+              {"key", "'weights/" + std::to_string(rank) + "/ready'"}}),
+          py("run_rank", kUser, 62),
+          py("<module>", kUser, 120)};
+}
+
+inline capture::ThreadDump thread(pid_t tid, char state, std::vector<capture::Frame> frames) {
+  capture::ThreadDump t;
+  t.tid = tid;
+  t.name = "python3";
+  t.state = state;
+  for (const auto& f : frames) {
+    (f.kind == capture::Frame::Kind::kPython ? t.python_frames : t.native_frames).push_back(f);
+  }
+  t.frames = std::move(frames);
+  return t;
+}
+
+class JobBuilder {
+ public:
+  explicit JobBuilder(int world_size, std::string job = "127.0.0.1:29500", int samples = 3)
+      : world_size_(world_size), job_(std::move(job)), samples_(samples) {}
+
+  // Rank `rank` on node "node<rank / ranks_per_node>", the same stack in every sample.
+  JobBuilder& rank(int rank, std::vector<capture::Frame> frames, char state = 'S',
+                   std::uint64_t cpu_per_sample = 0, int ranks_per_node = 2) {
+    ranks_.push_back({rank, std::move(frames), state, cpu_per_sample,
+                      "node" + std::to_string(rank / ranks_per_node)});
+    return *this;
+  }
+
+  Bundle bundle() const {
+    Bundle bundle;
+    std::map<std::string, std::vector<capture::NodeSnapshot>> nodes;
+    for (int s = 0; s < samples_; ++s) {
+      std::map<std::string, capture::NodeSnapshot> per_node;
+      for (const auto& r : ranks_) {
+        auto& node = per_node[r.node];
+        node.node_name = r.node;
+        node.hostname = r.node;
+        node.sample_index = s;
+        node.capture_unix_ns =
+            1'790'000'000'000'000'000 + static_cast<std::int64_t>(s) * 1'000'000'000;
+        node.processes.push_back(process(r, s));
+      }
+      for (auto& [name, node] : per_node) nodes[name].push_back(std::move(node));
+    }
+    for (auto& [name, samples] : nodes) {
+      bundle.nodes.push_back({name, name + ":7447", "ok", "", 0});
+      for (auto& s : samples) bundle.snapshots.push_back(std::move(s));
+    }
+    return bundle;
+  }
+
+ private:
+  struct Rank {
+    int rank;
+    std::vector<capture::Frame> frames;
+    char state;
+    std::uint64_t cpu_per_sample;
+    std::string node;
+  };
+
+  capture::ProcessRecord process(const Rank& r, int sample) const {
+    capture::ProcessRecord p;
+    p.pid = 1000 + r.rank;
+    p.comm = "python3";
+    p.state = r.state;
+    p.start_time_ticks = 500;
+    p.utime_ticks = 100 + r.cpu_per_sample * static_cast<std::uint64_t>(sample);
+    p.identity.role = "rank";
+    p.identity.rank = r.rank;
+    p.identity.world_size = world_size_;
+    p.identity.job = job_;
+    p.identity.source = "env";
+    capture::ProcessDump dump;
+    dump.pid = p.pid;
+    dump.python = "3.11.2";
+    dump.threads.push_back(thread(p.pid, r.state, r.frames));
+    p.dump = std::move(dump);
+    return p;
+  }
+
+  int world_size_;
+  std::string job_;
+  int samples_;
+  std::vector<Rank> ranks_;
+};
+
+}  // namespace hangscope::analysis::testing_builders

@@ -1,0 +1,275 @@
+// The correlation on hand-built snapshots: wait points, the wait-for graph, every generic
+// verdict, the "no divergence" answers, ties, and ranks without Python.
+#include "hangscope/analysis/analysis.h"
+
+#include <gtest/gtest.h>
+
+#include "analysis_builders.h"
+#include "hangscope/analysis/rank_set.h"
+
+namespace hangscope::analysis {
+namespace {
+
+using namespace testing_builders;
+
+TEST(RankSet, CompressesRuns) {
+  EXPECT_EQ(compress_ranks(std::vector<int>{0, 1, 2, 3, 5, 7, 8, 9}), "0-3,5,7-9");
+  EXPECT_EQ(compress_ranks(std::vector<int>{4, 0, 1}), "0,1,4");
+  EXPECT_EQ(compress_ranks(std::vector<int>{}), "");
+  EXPECT_EQ(compress_ranks(std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15}),
+            "0-7,9-15");
+}
+
+TEST(WaitPoint, BarrierIsACollectiveCalledFromUserCode) {
+  const auto t = thread(100, 'S', barrier_stack());
+  const auto w = classify_thread(t);
+  EXPECT_EQ(w.kind, WaitKind::kCollective);
+  EXPECT_EQ(w.operation, "barrier");
+  ASSERT_TRUE(w.python);
+  EXPECT_EQ(w.python->function, "barrier");
+  ASSERT_TRUE(w.caller);
+  EXPECT_EQ(w.caller->function, "run_rank");
+  EXPECT_EQ(w.caller->line, 70);
+}
+
+TEST(WaitPoint, StoreWaitIsFoundInNativeFramesUnderTheUsersFunction) {
+  const auto w = classify_thread(thread(100, 'S', store_wait_stack(5)));
+  EXPECT_EQ(w.kind, WaitKind::kStore);
+  EXPECT_EQ(w.operation, "store.wait");
+  ASSERT_TRUE(w.python);
+  EXPECT_EQ(w.python->function, "load_weights");
+  EXPECT_EQ(w.local("key"), "'weights/5/ready'");
+}
+
+TEST(WaitPoint, GenericWaitsAndRunningThreads) {
+  EXPECT_EQ(classify_thread(
+                thread(1, 'S', {native("__GI___clock_nanosleep"), py("main", "/app/x.py", 3)}))
+                .kind,
+            WaitKind::kSleep);
+  EXPECT_EQ(classify_thread(thread(1, 'S',
+                                   {native("__futex_abstimed_wait_common"),
+                                    py("wait", "/usr/lib/python3.11/threading.py", 320),
+                                    py("main", "/app/x.py", 3)}))
+                .operation,
+            "wait");
+  // A process: the thread running Python matters, not the runtime's idle worker thread.
+  capture::ProcessDump dump;
+  dump.pid = 10;
+  dump.threads.push_back(thread(10, 'R', {py("compute_slow_path", "/app/x.py", 9)}));
+  dump.threads.push_back(
+      thread(11, 'S', {native("gloo::transport::tcp::UnboundBuffer::waitRecv")}));
+  const auto w = process_wait_point(dump);
+  EXPECT_EQ(w.kind, WaitKind::kCpu);
+  EXPECT_EQ(w.tid, 10);
+}
+
+TEST(WaitPoint, WaitingOnPeersBeatsAnIdleMainThread) {
+  capture::ProcessDump dump;
+  dump.pid = 10;
+  dump.threads.push_back(thread(10, 'S', {native("epoll_wait"), py("run", "/app/loop.py", 5)}));
+  dump.threads.push_back(thread(12, 'S', barrier_stack()));
+  const auto w = process_wait_point(dump);
+  EXPECT_EQ(w.kind, WaitKind::kCollective);
+  EXPECT_EQ(w.tid, 12);
+}
+
+TEST(Verdicts, StoreWaiterIsTheRootNotTheMajority) {
+  JobBuilder job(8);
+  for (int r = 0; r < 8; ++r) job.rank(r, r == 5 ? store_wait_stack(5) : barrier_stack());
+  const auto a = analyze(job.bundle());
+  ASSERT_EQ(a.verdicts.size(), 1u) << a.conclusion;
+  EXPECT_EQ(a.verdicts[0].id, "rank-diverged");
+  EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{5});
+  EXPECT_EQ(a.verdicts[0].waiting_ranks, (std::vector<int>{0, 1, 2, 3, 4, 6, 7}));
+  EXPECT_NE(a.conclusion.find("Rank 5"), std::string::npos);
+  EXPECT_NE(a.conclusion.find("load_weights"), std::string::npos);
+  const auto& job0 = a.jobs.at(0);
+  EXPECT_EQ(job0.classes.size(), 2u);
+  EXPECT_EQ(job0.classes[0].ranks, (std::vector<int>{0, 1, 2, 3, 4, 6, 7}));
+  EXPECT_EQ(job0.find(0)->waits_for, std::vector<int>{5});
+  EXPECT_FALSE(job0.find(0)->progress.progressing.value());
+}
+
+TEST(Verdicts, BusyRankIsAStragglerWhenItsCpuGrows) {
+  JobBuilder job(4);
+  for (int r = 0; r < 4; ++r) {
+    if (r == 2) {
+      job.rank(r, {py("compute_slow_path", "/app/worker.py", 12)}, 'R', /*cpu_per_sample=*/40);
+    } else {
+      job.rank(r, barrier_stack());
+    }
+  }
+  const auto a = analyze(job.bundle());
+  ASSERT_FALSE(a.verdicts.empty());
+  EXPECT_EQ(a.verdicts[0].id, "rank-straggler");
+  EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{2});
+  EXPECT_TRUE(a.jobs[0].find(2)->progress.progressing.value());
+  EXPECT_EQ(a.jobs[0].find(2)->state, RankState::kRunning);
+}
+
+TEST(Verdicts, StoppedDeadAndUninterruptibleRanks) {
+  for (const auto& [state, id] : std::vector<std::pair<char, std::string>>{
+           {'T', "rank-stopped"}, {'Z', "rank-dead"}, {'D', "rank-uninterruptible"}}) {
+    SCOPED_TRACE(id);
+    JobBuilder job(4);
+    for (int r = 0; r < 4; ++r) {
+      job.rank(r,
+               r == 1 ? std::vector<capture::Frame>{py("spawn_compiler", "/app/w.py", 3)}
+                      : barrier_stack(),
+               r == 1 ? state : 'S');
+    }
+    const auto a = analyze(job.bundle());
+    ASSERT_FALSE(a.verdicts.empty());
+    EXPECT_EQ(a.verdicts[0].id, id);
+    EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{1});
+    EXPECT_EQ(a.verdicts[0].waiting_ranks, (std::vector<int>{0, 2, 3}));
+  }
+}
+
+TEST(Verdicts, MissingRankWhenEveryNodeAnswered) {
+  JobBuilder job(4);
+  for (int r : {0, 1, 3}) job.rank(r, barrier_stack());
+  const auto a = analyze(job.bundle());
+  ASSERT_EQ(a.verdicts.size(), 1u);
+  EXPECT_EQ(a.verdicts[0].id, "rank-dead");
+  EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{2});
+  EXPECT_EQ(a.jobs[0].find(2)->state, RankState::kMissing);
+}
+
+TEST(Verdicts, UnreachableNodeCoversItsRanksInsteadOfRankDead) {
+  JobBuilder job(4);
+  job.rank(0, barrier_stack());
+  job.rank(1, barrier_stack());
+  auto bundle = job.bundle();
+  bundle.nodes.push_back({"node1", "10.0.0.2:7447", "unreachable", "connection refused", 0});
+  const auto a = analyze(bundle);
+  ASSERT_EQ(a.verdicts.size(), 1u) << a.verdicts[0].id;
+  EXPECT_EQ(a.verdicts[0].id, "node-unreachable");
+  EXPECT_EQ(a.verdicts[0].diverged_ranks, (std::vector<int>{2, 3}));
+  EXPECT_EQ(a.verdicts[0].waiting_ranks, (std::vector<int>{0, 1}));
+  EXPECT_EQ(a.jobs[0].find(3)->state, RankState::kUnknown);
+}
+
+TEST(Verdicts, DifferentCollectivesNameTheSmallerSide) {
+  JobBuilder job(4);
+  for (int r = 0; r < 4; ++r) job.rank(r, r == 3 ? all_reduce_stack() : barrier_stack());
+  const auto a = analyze(job.bundle());
+  ASSERT_EQ(a.verdicts.size(), 1u);
+  EXPECT_EQ(a.verdicts[0].id, "collective-mismatch");
+  EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{3});
+}
+
+TEST(Verdicts, ATieIsReportedAsATie) {
+  JobBuilder job(4);
+  for (int r = 0; r < 4; ++r) job.rank(r, r >= 2 ? all_reduce_stack() : barrier_stack());
+  const auto a = analyze(job.bundle());
+  ASSERT_EQ(a.verdicts.size(), 1u);
+  EXPECT_EQ(a.verdicts[0].id, "collective-mismatch");
+  EXPECT_TRUE(a.verdicts[0].diverged_ranks.empty());
+  EXPECT_NE(a.verdicts[0].summary.find("Tie"), std::string::npos);
+  EXPECT_LT(a.verdicts[0].confidence, 0.5);
+}
+
+TEST(Verdicts, EveryRankProgressingIsNoDivergence) {
+  JobBuilder job(4);
+  for (int r = 0; r < 4; ++r) job.rank(r, all_reduce_stack(), 'S', /*cpu_per_sample=*/30);
+  const auto a = analyze(job.bundle());
+  EXPECT_TRUE(a.verdicts.empty()) << a.verdicts[0].summary;
+  EXPECT_NE(a.conclusion.find("No divergence"), std::string::npos);
+  EXPECT_NE(a.conclusion.find("every rank (4) is progressing"), std::string::npos);
+}
+
+TEST(Verdicts, EveryRankWaitingAtOnePlaceIsNoDivergenceAmongRanks) {
+  JobBuilder job(4);
+  for (int r = 0; r < 4; ++r) job.rank(r, barrier_stack());
+  const auto a = analyze(job.bundle());
+  EXPECT_TRUE(a.verdicts.empty());
+  EXPECT_NE(a.conclusion.find("all 4 wait at the same place"), std::string::npos);
+}
+
+TEST(Verdicts, RanksWithoutPython) {
+  JobBuilder job(3);
+  const std::vector<capture::Frame> gloo = {native("__futex_abstimed_wait_common"),
+                                            native("gloo::transport::tcp::UnboundBuffer::waitRecv"),
+                                            native("gloo::barrier"), native("main")};
+  job.rank(0, gloo);
+  job.rank(1, gloo);
+  job.rank(2, {native("__GI___clock_nanosleep"), native("main")});
+  const auto a = analyze(job.bundle());
+  ASSERT_EQ(a.verdicts.size(), 1u);
+  EXPECT_EQ(a.verdicts[0].id, "rank-diverged");
+  EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{2});
+}
+
+TEST(Verdicts, PipelineGraphNamesTheStuckEarlyStageRankNotTheMajority) {
+  // Stage 0 = ranks 0-3, stage 1 = ranks 4-7. Rank 1 is stuck in a lock; 0,2,3 sent and wait in
+  // their stage's barrier; every stage-1 rank waits in recv from its stage-0 peer.
+  JobBuilder job(8);
+  for (int r = 0; r < 8; ++r) {
+    if (r == 1) {
+      job.rank(r, {native("__futex_abstimed_wait_common"),
+                   py("prepare_microbatch", "/app/pipeline.py", 40)});
+    } else if (r < 4) {
+      job.rank(r, {native("gloo::barrier"),
+                   py("barrier", kC10d, 3152, {{"group", "<ProcessGroupGloo>"}}),
+                   py("stage_barrier", "/app/pipeline.py", 50, {{"ranks", "[0, 1, 2, 3]"}}),
+                   py("run", "/app/pipeline.py", 80)});
+    } else {
+      job.rank(r, {native("gloo::transport::tcp::UnboundBuffer::waitRecv"),
+                   py("recv", kC10d, 1630, {{"src", std::to_string(r - 4)}}),
+                   py("receive_activations", "/app/pipeline.py", 60),
+                   py("run", "/app/pipeline.py", 85)});
+    }
+  }
+  const auto a = analyze(job.bundle());
+  ASSERT_FALSE(a.verdicts.empty());
+  EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{1});
+  EXPECT_EQ(a.verdicts[0].waiting_ranks, (std::vector<int>{0, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(a.jobs[0].find(5)->waits_for, std::vector<int>{1});
+  EXPECT_EQ(a.jobs[0].find(4)->waits_for, std::vector<int>{0});
+  EXPECT_EQ(a.jobs[0].find(0)->waits_for, std::vector<int>{1});  // group from `ranks`
+  // The largest class is the recv class, not where the culprit is.
+  EXPECT_EQ(a.jobs[0].classes[0].ranks, (std::vector<int>{4, 5, 6, 7}));
+}
+
+TEST(Verdicts, StoreBarrierWithADeadRank) {
+  // Ranks set "arrive/<rank>" then wait for every key; rank 2 exited before setting its key.
+  JobBuilder job(4);
+  for (int r : {0, 1, 3}) {
+    job.rank(r, {native("c10d::TCPStore::doWait(std::vector<std::string> const&)"),
+                 py("store_barrier", "/app/w.py", 30,
+                    {{"keys", "['arrive/0', 'arrive/1', 'arrive/2', 'arrive/3']"}})});
+  }
+  const auto a = analyze(job.bundle());
+  ASSERT_EQ(a.verdicts.size(), 1u);
+  EXPECT_EQ(a.verdicts[0].id, "rank-dead");
+  EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{2});
+  EXPECT_EQ(a.jobs[0].find(0)->waits_for, std::vector<int>{2});
+}
+
+TEST(Verdicts, TwoJobsAreAnalysedApart) {
+  JobBuilder a_job(2, "10.0.0.1:29500");
+  a_job.rank(0, barrier_stack());
+  a_job.rank(1, store_wait_stack(1));
+  JobBuilder b_job(2, "10.0.0.1:29600");
+  b_job.rank(0, barrier_stack());
+  b_job.rank(1, barrier_stack());
+  auto bundle = a_job.bundle();
+  for (auto& s : b_job.bundle().snapshots) {
+    for (std::size_t i = 0; i < bundle.snapshots.size(); ++i) {
+      if (bundle.snapshots[i].sample_index == s.sample_index) {
+        for (auto& p : s.processes) {
+          p.pid += 1000;
+          bundle.snapshots[i].processes.push_back(p);
+        }
+      }
+    }
+  }
+  const auto a = analyze(bundle);
+  ASSERT_EQ(a.jobs.size(), 2u);
+  ASSERT_EQ(a.verdicts.size(), 1u);
+  EXPECT_EQ(a.verdicts[0].job, "10.0.0.1:29500");
+}
+
+}  // namespace
+}  // namespace hangscope::analysis
