@@ -49,14 +49,16 @@ const capture::ThreadDump* find_thread(const capture::ProcessRecord& process, pi
   return nullptr;
 }
 
-// What identifies "the same place" for the progress check: Python frames with lines, else
-// native function names.
+// What identifies "the same place" for the progress check: Python frames with lines and
+// locals (a loop counter or a fresh Work object is progress), else native function names.
 std::string stack_signature(const capture::ThreadDump* thread) {
   if (thread == nullptr) return "<gone>";
   std::string out;
   if (!thread->python_frames.empty()) {
     for (const auto& f : thread->python_frames) {
-      out += f.file + ":" + f.function + ":" + std::to_string(f.line) + ";";
+      out += f.file + ":" + f.function + ":" + std::to_string(f.line);
+      for (const auto& [name, value] : f.locals) out += "," + name + "=" + value;
+      out += ";";
     }
     return out;
   }
@@ -85,18 +87,30 @@ Progress measure_progress(const RankEntry& entry) {
                                                   (progress.seconds * ticks_per_second)
                                             : 0.0;
   progress.cpu_grew = progress.cpu_ticks >= 2 && share >= 0.02;
-  const std::string reference = stack_signature(find_thread(first, entry.wait.tid));
+  // Wake-ups of the rank's thread: a thread blocked for good does not wake up, except for the
+  // stop and resume of each capture (a few switches per sample).
+  const auto* first_thread = find_thread(first, entry.wait.tid);
+  const auto* last_thread = find_thread(last, entry.wait.tid);
+  if (first_thread && last_thread &&
+      last_thread->context_switches >= first_thread->context_switches) {
+    progress.wakeups = last_thread->context_switches - first_thread->context_switches;
+  }
+  const std::uint64_t capture_switches = 4 * (h.size() - 1);
+  progress.woke_up = progress.wakeups > capture_switches + 4;
+  const std::string reference = stack_signature(first_thread);
   for (std::size_t i = 1; i < h.size(); ++i) {
     if (stack_signature(find_thread(*h[i], entry.wait.tid)) != reference)
       progress.stack_moved = true;
     if (h[i]->state != first.state) progress.state_changed = true;
   }
-  progress.progressing = progress.cpu_grew || progress.stack_moved;
+  progress.progressing = progress.cpu_grew || progress.stack_moved || progress.woke_up;
   char share_text[32];
   std::snprintf(share_text, sizeof share_text, "%.0f%%", share * 100);
-  progress.detail = std::string(progress.cpu_grew ? "CPU " + std::string(share_text) : "no CPU") +
-                    (progress.stack_moved ? ", stack moved" : ", same stack") + " over " +
-                    std::to_string(h.size()) + " samples";
+  progress.detail =
+      std::string(progress.cpu_grew ? "CPU " + std::string(share_text) : "no CPU") +
+      (progress.woke_up ? ", " + std::to_string(progress.wakeups) + " wake-ups" : ", no wake-ups") +
+      (progress.stack_moved ? ", stack moved" : ", same stack") + " over " +
+      std::to_string(h.size()) + " samples";
   return progress;
 }
 

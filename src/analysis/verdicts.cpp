@@ -226,7 +226,8 @@ std::vector<Verdict> node_verdicts(const std::vector<Job>& jobs,
                                    const std::vector<NodeStatus>& nodes) {
   std::vector<Verdict> out;
   for (const auto& node : nodes) {
-    if (node.status == "ok") continue;
+    // A snapshot file that could not be read is an input error, reported with the nodes.
+    if (node.status == "ok" || (node.status == "error" && !node.address)) continue;
     Verdict v;
     const bool refused = node.status == "refused";
     v.id = refused ? "node-refused" : "node-unreachable";

@@ -47,6 +47,7 @@ ThreadDump describe_thread(const native::ThreadCopy& copy, const proc::ProcessFs
   thread.state = copy.stat.state;
   thread.wchan = copy.wchan;
   thread.paused = copy.paused;
+  thread.context_switches = copy.context_switches;
   thread.utime_ticks = copy.stat.utime_ticks;
   thread.stime_ticks = copy.stat.stime_ticks;
   if (!copy.copied && !copy.error.empty()) {
@@ -69,6 +70,9 @@ std::vector<native::ThreadCopy> list_without_stopping(const proc::ProcessFs& fs)
     if (!stat) continue;
     copy.stat = *stat;
     copy.wchan = fs.task_wchan(tid);
+    if (const auto status = fs.task_status(tid)) {
+      copy.context_switches = status->voluntary_switches + status->involuntary_switches;
+    }
     threads.push_back(std::move(copy));
   }
   return threads;

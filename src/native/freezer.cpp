@@ -95,6 +95,9 @@ class Freezer {
       if (!stat) continue;  // exited before we looked: not a thread of this capture
       copy.stat = *stat;
       copy.wchan = fs_.task_wchan(tid);
+      if (const auto status = fs_.task_status(tid)) {
+        copy.context_switches = status->voluntary_switches + status->involuntary_switches;
+      }
       if (stat->state == 'Z' || stat->state == 'X') {
         copy.error = "thread has exited (zombie)";
         result_.threads.push_back(std::move(copy));

@@ -63,6 +63,10 @@ TaskStatus parse_task_status(std::string_view text) {
     const auto values = split_words(line.substr(colon + 1));
     if (key == "TracerPid" && !values.empty()) {
       parse_number(values[0], status.tracer_pid);
+    } else if (key == "voluntary_ctxt_switches" && !values.empty()) {
+      parse_number(values[0], status.voluntary_switches);
+    } else if (key == "nonvoluntary_ctxt_switches" && !values.empty()) {
+      parse_number(values[0], status.involuntary_switches);
     } else if (key == "NSpid") {
       for (const auto word : values) {
         pid_t id = 0;

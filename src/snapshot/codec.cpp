@@ -65,6 +65,7 @@ void encode_thread(const capture::ThreadDump& t, v1::ThreadSnapshot& out, String
   out.set_paused_ns(static_cast<std::uint64_t>(t.paused.count()));
   out.set_utime_ticks(t.utime_ticks);
   out.set_stime_ticks(t.stime_ticks);
+  out.set_context_switches(t.context_switches);
 }
 
 void encode_identity(const capture::ProcessRecord& r, v1::RankIdentity& out) {
@@ -239,6 +240,7 @@ capture::NodeSnapshot decode(const v1::NodeSnapshot& in) {
         thread.paused = std::chrono::nanoseconds(t.paused_ns());
         thread.utime_ticks = t.utime_ticks();
         thread.stime_ticks = t.stime_ticks();
+        thread.context_switches = t.context_switches();
         dump.threads.push_back(std::move(thread));
       }
       r.dump = std::move(dump);

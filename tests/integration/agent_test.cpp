@@ -73,8 +73,10 @@ TEST(Agents, DiagnoseGathersRanksFromEveryAgentAndReportsTheFailedOnes) {
 
   int exit_code = -1;
   const auto report = diagnose(a.address + "," + b.address + "," + c.address, token, &exit_code);
-  EXPECT_EQ(exit_code, 0);
+  EXPECT_EQ(exit_code, 3);  // a node refused: a verdict
   EXPECT_EQ(report["schema"], "hangscope.report/v1");
+  ASSERT_FALSE(report["verdicts"].empty());
+  EXPECT_EQ(report["verdicts"][0]["id"], "node-refused");
   ASSERT_NE(node_named(report, "node-a"), nullptr);
   EXPECT_EQ((*node_named(report, "node-a"))["status"], "ok");
   EXPECT_EQ((*node_named(report, "node-b"))["status"], "ok");
@@ -99,8 +101,11 @@ TEST(Agents, DiagnoseGathersRanksFromEveryAgentAndReportsTheFailedOnes) {
   for (const auto& n : after["nodes"])
     unreachable = unreachable || (n["status"] == "unreachable" && n["address"] == a.address);
   EXPECT_TRUE(unreachable) << after["nodes"].dump();
-  ASSERT_EQ(after["ranks"].size(), 1u);
-  EXPECT_EQ(after["ranks"][0]["node"], "node-b");
+  ASSERT_EQ(after["ranks"].size(), 2u);  // world size 2: rank 0 is unknown, not dropped
+  EXPECT_EQ(after["ranks"][0]["state"], "unknown");
+  EXPECT_TRUE(after["ranks"][0]["node"].is_null());
+  EXPECT_EQ(after["ranks"][1]["node"], "node-b");
+  EXPECT_EQ(after["verdicts"][0]["id"], "node-unreachable");
   EXPECT_TRUE(testing::no_thread_stopped(rank0.pid()));
   EXPECT_TRUE(testing::no_thread_stopped(rank1.pid()));
   ::unlink(token.c_str());
@@ -125,9 +130,10 @@ TEST(Agents, OfflineFilesAndLocalCaptureGiveTheSameRankTable) {
       nlohmann::json::parse(run(std::string(HANGSCOPE_BINARY) + " diagnose --samples 1 --pid " +
                                 pid + " --json -o " + dir2)
                                 .out);
-  ASSERT_EQ(offline["ranks"].size(), 1u);
-  EXPECT_EQ(offline["ranks"][0]["rank"], 3);
-  EXPECT_EQ(offline["ranks"][0]["node"], "n0");
+  ASSERT_EQ(offline["ranks"].size(), 4u);  // world size 4: ranks 0-2 are missing
+  EXPECT_EQ(offline["ranks"][0]["state"], "missing");
+  EXPECT_EQ(offline["ranks"][3]["rank"], 3);
+  EXPECT_EQ(offline["ranks"][3]["node"], "n0");
   auto strip_node = [](nlohmann::json ranks) {
     for (auto& r : ranks) r.erase("node");
     return ranks;
@@ -239,7 +245,7 @@ TEST(Agents, SharedLogLinesGoToTheirRankByPid) {
   const std::string dir = testing::temp_path("b4");
   const auto report = nlohmann::json::parse(
       run(std::string(HANGSCOPE_BINARY) + " diagnose " + file + " --json -o " + dir).out);
-  ASSERT_EQ(report["ranks"].size(), 1u);
+  ASSERT_EQ(report["ranks"].size(), 2u);  // rank 1 of 2 is missing
   const auto& lines = report["ranks"][0]["log_lines"];
   ASSERT_EQ(lines.size(), 2u) << lines.dump();
   EXPECT_NE(lines[0].get<std::string>().find("world_size=2 rank=0"), std::string::npos);

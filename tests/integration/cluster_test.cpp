@@ -7,67 +7,40 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "command.h"
 #include "target_process.h"
+#include "virtual_cluster.h"
 
 namespace hangscope {
 namespace {
 
-const std::string kCluster = HANGSCOPE_SOURCE_DIR "/tools/testbed/cluster.sh";
-
-std::string run(const std::string& command, int* exit_code = nullptr) {
+std::string run(const std::string& command) {
   const auto result = testing::run_command(command);
-  if (exit_code) *exit_code = result.exit_code;
   return result.out + result.err;
-}
-
-// Brings the cluster up for the test and always tears it down.
-class Cluster {
- public:
-  Cluster() : dir_(testing::temp_path("cluster")) {
-    int code = -1;
-    const auto log =
-        run(kCluster + " up --dir " + dir_ + " --nodes 2 --ranks 4 --diverged 5 --hangscope " +
-                HANGSCOPE_BINARY + " 2>&1",
-            &code);
-    up_ = code == 0;
-    if (!up_) ADD_FAILURE() << "cluster did not come up:\n" << log;
-  }
-  ~Cluster() {
-    run(kCluster + " down --dir " + dir_ + " 2>&1");
-    run("rm -rf " + dir_);
-  }
-  bool up() const { return up_; }
-  std::string agents() const {
-    std::ifstream in(dir_ + "/agents");
-    std::string line, all;
-    while (std::getline(in, line)) all += (all.empty() ? "" : ",") + line;
-    return all;
-  }
-  std::string token_file() const { return dir_ + "/token"; }
-  std::string dir() const { return dir_; }
-
- private:
-  std::string dir_;
-  bool up_ = false;
-};
-
-nlohmann::json diagnose(const std::string& agents, const std::string& token_file,
-                        const std::string& out) {
-  const auto text =
-      run(std::string(HANGSCOPE_BINARY) + " diagnose --agents " + agents + " --token-file " +
-          token_file + " --samples 2 --interval 200ms --json --quiet -o " + out);
-  return nlohmann::json::parse(text);
 }
 
 TEST(Cluster, TwoNodesOfFourRanksThroughTheAgents) {
   if (::geteuid() != 0) GTEST_SKIP() << "namespaces need root";
-  Cluster cluster;
+  testing::VirtualCluster cluster(
+      {.nodes = 2, .ranks_per_node = 4, .diverged = 5, .scenario = "store-wait", .variety = true});
   ASSERT_TRUE(cluster.up());
-  const auto report = diagnose(cluster.agents(), cluster.token_file(), cluster.dir() + "/bundle");
+  const auto diagnosis = cluster.diagnose("bundle");
+  const auto& report = diagnosis.report;
+  // Rank 5 (node1) waits for a store key nobody sets; every other rank of job A waits for it
+  // in dist.barrier(). Job B on node1 has its own diverged rank 1.
+  EXPECT_EQ(diagnosis.exit_code, 3);
+  std::map<std::string, nlohmann::json> verdict_by_job;
+  for (const auto& v : report["verdicts"]) verdict_by_job[v["job"]] = v;
+  ASSERT_TRUE(verdict_by_job.count("198.51.100.1:29500")) << report["verdicts"].dump(1);
+  const auto& verdict = verdict_by_job["198.51.100.1:29500"];
+  EXPECT_EQ(verdict["id"], "rank-diverged");
+  EXPECT_EQ(verdict["diverged_ranks"], nlohmann::json::array({5}));
+  EXPECT_EQ(verdict["waiting_ranks"], nlohmann::json::array({0, 1, 2, 3, 4, 6, 7}));
+  EXPECT_EQ(verdict_by_job["198.51.100.2:29600"]["diverged_ranks"], nlohmann::json::array({1}));
   ASSERT_EQ(report["nodes"].size(), 2u);
   for (const auto& node : report["nodes"]) EXPECT_EQ(node["status"], "ok") << node.dump();
   std::vector<nlohmann::json> job_a, job_b;
@@ -116,25 +89,36 @@ TEST(Cluster, TwoNodesOfFourRanksThroughTheAgents) {
   }
   EXPECT_EQ(helpers, 1) << report["processes"].dump(1);
   EXPECT_GE(unidentified, 1) << report["processes"].dump(1);
-  EXPECT_EQ(report["samples"], 4);
+  EXPECT_EQ(report["samples"], 6);  // 3 samples of each node
 
   // A wrong token is refused by every node, and nothing leaks.
   const std::string wrong = testing::temp_path("wrong-token");
   std::ofstream(wrong) << "not-the-token\n";
-  const auto refused = diagnose(cluster.agents(), wrong, cluster.dir() + "/bundle2");
+  const auto refused = cluster.diagnose("bundle2", "", wrong).report;
   ::unlink(wrong.c_str());
   for (const auto& node : refused["nodes"]) EXPECT_EQ(node["status"], "refused") << node.dump();
   EXPECT_TRUE(refused["ranks"].empty());
 
   // node1's agent dies: node1 is unreachable, node0's ranks are still reported.
   run("pkill -KILL -f 'collect --listen 198.51.100.2:7447'");
-  const auto partial = diagnose(cluster.agents(), cluster.token_file(), cluster.dir() + "/bundle3");
+  const auto partial = cluster.diagnose("bundle3").report;
   std::map<std::string, std::string> status;
   for (const auto& node : partial["nodes"])
     status[node["address"].get<std::string>()] = node["status"];
   EXPECT_EQ(status["198.51.100.1:7447"], "ok");
   EXPECT_EQ(status["198.51.100.2:7447"], "unreachable");
-  EXPECT_EQ(partial["ranks"].size(), 4u);  // node0's ranks only
+  // (f) node1's ranks are unknown, not dead: node-unreachable covers them, and node0's ranks
+  // wait for them.
+  std::vector<nlohmann::json> known, unknown;
+  for (const auto& r : partial["ranks"]) (r["state"] == "unknown" ? unknown : known).push_back(r);
+  EXPECT_EQ(known.size(), 4u);
+  EXPECT_EQ(unknown.size(), 4u);
+  for (const auto& r : known) EXPECT_EQ(r["node"], "node0");
+  ASSERT_FALSE(partial["verdicts"].empty());
+  EXPECT_EQ(partial["verdicts"][0]["id"], "node-unreachable");
+  EXPECT_EQ(partial["verdicts"][0]["diverged_ranks"], nlohmann::json::array({4, 5, 6, 7}));
+  EXPECT_EQ(partial["verdicts"][0]["waiting_ranks"], nlohmann::json::array({0, 1, 2, 3}));
+  for (const auto& v : partial["verdicts"]) EXPECT_NE(v["id"], "rank-dead") << v.dump();
 }
 
 }  // namespace

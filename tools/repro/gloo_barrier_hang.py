@@ -1,14 +1,28 @@
 #!/usr/bin/python3
 """A real torch.distributed (gloo) job hung the way multi-node inference jobs hang.
 
-Every rank but one enters ``dist.barrier()``; the diverged rank takes another path
-(``load_weights``, waiting for a TCPStore key nobody sets) and never arrives, so the others wait in gloo until the timeout.
+Scenarios (``--scenario``; the diverged rank is ``--diverged-rank``):
+  store-wait (default)  the others wait in ``dist.barrier()``; the diverged rank waits in
+                        ``load_weights`` for a TCPStore key nobody sets.
+  collective-mismatch   the others wait in ``dist.barrier()`` (default group); the diverged rank
+                        waits in ``dist.all_reduce`` on another gloo group (``cpu_group``).
+  busy                  the others wait in ``dist.barrier()``; the diverged rank spins in Python.
+  stopped               the others wait in ``dist.barrier()``; the diverged rank stopped itself
+                        (SIGSTOP, state T) on its way to the barrier.
+  store-exit            every rank waits in a store-based barrier for a rank that exited
+                        (os._exit) before arriving; never rank 0, which hosts the TCPStore.
+  uninterruptible       the others wait in ``dist.barrier()``; the diverged rank sits in state D:
+                        posix_spawn (CLONE_VFORK) of a child that blocks opening a FIFO.
+  allreduce-loop        no hang: every rank loops on small all-reduces (announces "progressing").
+  pipeline              two pipeline stages (even world size >= 4, titles VLLM::Worker_PP<s>_TP<t>):
+                        the diverged stage-0 rank blocks on a lock and never sends; its stage-0
+                        peers sent and wait in the stage barrier; stage 1 waits in dist.recv.
 
 Launcher mode (default) starts ``--world-size`` rank processes with torchrun-style environment
-variables (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and prints one line per rank:
-    rank <r> pid <pid> <waiting|diverged>
-then waits for them. Ranks die with the launcher (PR_SET_PDEATHSIG), so killing the launcher's
-process group cleans everything up.
+variables (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); every rank prints one line
+    rank <r> pid <pid> <waiting|diverged|progressing>
+(one write(2)) before its blocking step, then the launcher waits for them. Ranks die with the
+launcher (PR_SET_PDEATHSIG), so killing the launcher's process group cleans everything up.
 """
 import argparse
 import ctypes
@@ -18,7 +32,12 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+
+SCENARIOS = ("store-wait", "collective-mismatch", "busy", "stopped", "store-exit",
+             "uninterruptible", "allreduce-loop", "pipeline")
 
 
 def die_with_parent():
@@ -28,8 +47,11 @@ def die_with_parent():
 
 
 def announce(line):
-    """One write(2) per line, so lines of several ranks sharing stdout never interleave."""
+    """One write(2) per line, so lines of several ranks sharing stdout never interleave; then
+    the same in vLLM's log format (its timestamp tells hangscope when the rank went quiet)."""
     os.write(1, (line + "\n").encode())
+    stamp = time.strftime("%m-%d %H:%M:%S", time.gmtime())
+    os.write(1, f"INFO {stamp} [gloo_barrier_hang.py] {line}\n".encode())
 
 
 def load_weights(store, rank):
@@ -38,12 +60,125 @@ def load_weights(store, rank):
     store.wait([key], datetime.timedelta(hours=1))
 
 
-def run_rank(args):
+def sync_sequence_lengths(cpu_group):
+    """The diverged rank's collective on another group than the one its peers wait on."""
+    import torch
+    import torch.distributed as dist
+    dist.all_reduce(torch.zeros(4), group=cpu_group)
+
+
+def slow_path_step(total, i):
+    """One step of the busy loop (a second frame, so the stack moves a little)."""
+    return total + i * i % 7
+
+
+def compute_slow_path():
+    """The diverged rank's pure Python busy loop, forever, on CPU."""
+    total = 0
+    i = 0
+    while True:
+        total = slow_path_step(total, i)
+        i += 1
+
+
+def pause_for_debugger():
+    """The diverged rank stops itself (state T); continued, it goes on to the barrier."""
+    os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def store_barrier(store, rank, world_size):
+    """A store-based barrier: set this rank's key, then wait for every rank's key."""
+    store.set(f"arrive/{rank}", b"1")
+    keys = [f"arrive/{r}" for r in range(world_size)]
+    store.wait(keys, datetime.timedelta(hours=1))
+
+
+def exit_early():
+    """The diverged rank exits before it arrives at the store barrier."""
+    os._exit(1)
+
+
+def spawn_compiler():
+    """posix_spawn (CLONE_VFORK) of a child that blocks opening a FIFO: this thread sits in D."""
+    fifo_dir = tempfile.mkdtemp(prefix="spawn-compiler-")
+    fifo = os.path.join(fifo_dir, "fifo")
+    os.mkfifo(fifo)
+    # The child opens the FIFO through an O_PATH descriptor (inherited: O_CLOEXEC acts only at
+    # exec), so the FIFO and its directory are off the disk before the spawn: nothing is left
+    # behind however the rank ends.
+    fifo_fd = os.open(fifo, os.O_PATH)
+    os.unlink(fifo)
+    os.rmdir(fifo_dir)
+    fifo_path = f"/proc/self/fd/{fifo_fd}"
+    os.posix_spawn("/bin/true", ["true"], os.environ,
+                   file_actions=[(os.POSIX_SPAWN_OPEN, 0, fifo_path, os.O_RDONLY, 0)])
+
+
+def decode_step():
+    """Every rank's endless stream of small all-reduces (no hang: progress)."""
+    import torch
+    import torch.distributed as dist
+    step = 0
+    while True:
+        dist.all_reduce(torch.ones(8))
+        step += 1
+
+
+def send_activations(dst):
+    """A stage-0 rank sends its activations to its stage-1 peer."""
+    import torch
+    import torch.distributed as dist
+    dist.send(torch.ones(4), dst=dst)
+
+
+def stage_barrier(group, ranks):
+    """A barrier over this pipeline stage's ranks."""
+    import torch.distributed as dist
+    dist.barrier(group=group)
+
+
+def prepare_microbatch():
+    """The diverged stage-0 rank blocks forever on a lock it already holds; it never sends."""
+    lock = threading.Lock()
+    lock.acquire()
+    lock.acquire()
+
+
+def receive_activations(src):
+    """A stage-1 rank receives activations from its stage-0 peer, microbatch after microbatch."""
+    import torch
+    import torch.distributed as dist
+    t = torch.empty(4)
+    received = 0
+    while True:
+        dist.recv(t, src=src)
+        received += 1
+
+
+def scenario_error(scenario, world_size, diverged_rank):
+    """Why this scenario cannot run with this world size and diverged rank (None if it can)."""
+    if scenario == "store-exit" and diverged_rank == 0:
+        return "--scenario store-exit: --diverged-rank must not be 0 (rank 0 hosts the TCPStore)"
+    if scenario == "pipeline":
+        if world_size < 4 or world_size % 2:
+            return (f"--scenario pipeline needs an even world size >= 4 (two stages), "
+                    f"got {world_size}")
+        stage_size = world_size // 2
+        if not 0 <= diverged_rank < stage_size:
+            return (f"--scenario pipeline: --diverged-rank must be in stage 0 "
+                    f"(0..{stage_size - 1}), got {diverged_rank}")
+    return None
+
+
+def run_rank(args, parser):
+    rank = int(os.environ["RANK"])
+    world_size = int(os.environ["WORLD_SIZE"])
+    error = scenario_error(args.scenario, world_size, args.diverged_rank)
+    if error:
+        parser.error(error)
     import torch.distributed as dist
 
     die_with_parent()
-    rank = int(os.environ["RANK"])
-    world_size = int(os.environ["WORLD_SIZE"])
     if args.helper:
         # A helper child (like a compile worker) inheriting the rank's environment.
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
@@ -54,14 +189,54 @@ def run_rank(args):
         world_size=world_size,
         timeout=datetime.timedelta(seconds=args.timeout),
     )
+    timeout = datetime.timedelta(seconds=args.timeout)
+    if args.scenario == "collective-mismatch":
+        cpu_group = dist.new_group(backend="gloo", timeout=timeout)
+    if args.scenario == "pipeline":
+        stage_size = world_size // 2
+        stage = rank // stage_size
+        stage_groups = [dist.new_group(ranks=list(range(s * stage_size, (s + 1) * stage_size)),
+                                       backend="gloo", timeout=timeout) for s in range(2)]
+        import setproctitle
+        setproctitle.setproctitle(f"VLLM::Worker_PP{stage}_TP{rank % stage_size}")
     if args.title:
         import setproctitle  # as vLLM does: /proc/PID/environ reads empty afterwards
         setproctitle.setproctitle(args.title)
-    if rank == args.diverged_rank:
-        announce(f"rank {rank} pid {os.getpid()} diverged")
-        load_weights(dist.distributed_c10d._get_default_store(), rank)
+    store = dist.distributed_c10d._get_default_store()
+    diverged = rank == args.diverged_rank
+
+    if args.scenario == "allreduce-loop":
+        announce(f"rank {rank} pid {os.getpid()} progressing")
+        decode_step()
+    elif args.scenario == "store-exit":
+        announce(f"rank {rank} pid {os.getpid()} {'diverged' if diverged else 'waiting'}")
+        if diverged:
+            exit_early()
+        store_barrier(store, rank, world_size)
+        announce(f"rank {rank} left the barrier")
+    elif args.scenario == "pipeline":
+        announce(f"rank {rank} pid {os.getpid()} {'diverged' if diverged else 'waiting'}")
+        if stage == 1:
+            receive_activations(rank - stage_size)
+        if diverged:
+            prepare_microbatch()
+        send_activations(rank + stage_size)
+        stage_barrier(stage_groups[0], list(range(stage_size)))
+        announce(f"rank {rank} left the barrier")
     else:
-        announce(f"rank {rank} pid {os.getpid()} waiting")
+        # The others wait in dist.barrier(); the diverged rank takes the scenario's path first.
+        announce(f"rank {rank} pid {os.getpid()} {'diverged' if diverged else 'waiting'}")
+        if diverged:
+            if args.scenario == "store-wait":
+                load_weights(store, rank)
+            elif args.scenario == "collective-mismatch":
+                sync_sequence_lengths(cpu_group)
+            elif args.scenario == "busy":
+                compute_slow_path()
+            elif args.scenario == "stopped":
+                pause_for_debugger()
+            elif args.scenario == "uninterruptible":
+                spawn_compiler()
         dist.barrier()
         announce(f"rank {rank} left the barrier")
 
@@ -75,17 +250,19 @@ def free_port():
 def launch(args):
     port = free_port()
     ranks = []
-    for rank in range(args.world_size):
-        env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank),
-                   WORLD_SIZE=str(args.world_size), MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
-        ranks.append(subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--rank-worker",
-             "--diverged-rank", str(args.diverged_rank), "--timeout", str(args.timeout)],
-            env=env))
     try:
-        for process in ranks:
-            process.wait()
+        for rank in range(args.world_size):
+            env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank),
+                       WORLD_SIZE=str(args.world_size), MASTER_ADDR="127.0.0.1",
+                       MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
+            ranks.append(subprocess.Popen(
+                [sys.executable, os.path.abspath(__file__), "--rank-worker",
+                 "--scenario", args.scenario, "--diverged-rank", str(args.diverged_rank),
+                 "--timeout", str(args.timeout)],
+                env=env))
+        # Reap each rank as it ends, in any order (store-exit: no zombie rank while others wait).
+        while [process.poll() for process in ranks].count(None):
+            time.sleep(0.2)
     finally:
         for process in ranks:
             if process.poll() is None:
@@ -96,14 +273,19 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--world-size", type=int, default=2)
     parser.add_argument("--diverged-rank", type=int, default=1)
+    parser.add_argument("--scenario", choices=SCENARIOS, default="store-wait",
+                        help="how the job hangs (default: store-wait)")
     parser.add_argument("--timeout", type=int, default=1800, help="process-group timeout, seconds")
     parser.add_argument("--rank-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--title", help="retitle the rank with setproctitle (e.g. VLLM::Worker_TP2)")
     parser.add_argument("--helper", action="store_true", help="start a helper child process")
     args = parser.parse_args()
     if args.rank_worker:
-        run_rank(args)
+        run_rank(args, parser)
     else:
+        error = scenario_error(args.scenario, args.world_size, args.diverged_rank)
+        if error:
+            parser.error(error)
         launch(args)
 
 

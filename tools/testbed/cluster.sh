@@ -2,18 +2,22 @@
 # A virtual cluster on one machine: K nodes, each with its own network (veth to a bridge,
 # its own address), PID, UTS (hostname) and mount namespace, running a hangscope agent and N
 # real torch.distributed gloo ranks (MASTER_ADDR on node 0). One rank diverges; the others
-# hang in dist.barrier().
+# hang in dist.barrier() (or as --scenario says: tools/repro/gloo_barrier_hang.py --help).
 #
 #   cluster.sh up   --dir DIR [--nodes K] [--ranks N] [--diverged R] [--hangscope BIN]
+#                   [--scenario NAME] [--variety]
 #   cluster.sh down --dir DIR
 #   cluster.sh run  [up options] -- COMMAND...   (up, run COMMAND with AGENTS and TOKEN_FILE
 #                                                  set, then down, whatever happens)
-# DIR receives: agents (one HOST:PORT per line), token, node logs. Needs root.
+# --variety adds identity variety on node 1: local rank 2 retitled VLLM::Worker_TP2, local rank
+# 0 with a helper child, a second 2-rank job ("job-b", port 29600) and a Python process that is
+# no rank. DIR receives: agents (one HOST:PORT per line), token, node logs. Needs root.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 
-nodes=2 ranks=4 diverged=5 dir="" hangscope="$repo/build/src/hangscope"
+nodes=2 ranks=4 diverged=5 dir="" hangscope="$repo/build/src/hangscope" scenario=store-wait
+variety=0
 subnet=${HANGSCOPE_TESTBED_SUBNET:-198.51.100}  # TEST-NET-2: only ever on our own bridge
 bridge=hsbr0
 port=7447
@@ -26,6 +30,8 @@ parse() {
       --ranks) ranks=$2; shift 2 ;;
       --diverged) diverged=$2; shift 2 ;;
       --hangscope) hangscope=$2; shift 2 ;;
+      --scenario) scenario=$2; shift 2 ;;
+      --variety) variety=1; shift ;;
       --) shift; command=("$@"); return ;;
       *) echo "cluster.sh: unknown option $1" >&2; exit 2 ;;
     esac
@@ -66,20 +72,23 @@ up() {
     # unshare process ends every process of the node.
     ip netns exec "$ns" unshare --pid --fork --mount-proc --uts \
       "$here/node.sh" "node$n" "$n" "$addr" "$port" "$dir" "$hangscope" "$nodes" "$ranks" \
-      "$diverged" "$subnet.1" > "$dir/node$n.log" 2>&1 &
+      "$diverged" "$subnet.1" "$scenario" "$variety" > "$dir/node$n.log" 2>&1 &
     echo $! > "$dir/node$n.pid"
   done
-  # Wait until every agent answers and every rank has announced itself.
+  # Wait until every agent answers and every rank has announced itself (a rank announces
+  # before its scenario's blocking step, so also a rank that exits or stops itself).
   for _ in $(seq 600); do
     local ready
     ready=$(cat "$dir"/node*.log 2>/dev/null | grep -c '^rank ' || true)
     local extra_ranks
     extra_ranks=$(cat "$dir"/node*.log 2>/dev/null | grep -c '^job-b rank ' || true)
     if [ "$ready" -ge $((nodes * ranks)) ] && [ "$(cat "$dir"/node*.log | grep -c 'listening on')" -ge "$nodes" ] &&
-       { [ "$nodes" -lt 2 ] || [ "$extra_ranks" -ge 2 ]; }; then
+       { [ "$variety" = 0 ] || [ "$nodes" -lt 2 ] || [ "$extra_ranks" -ge 2 ]; }; then
       sleep 1  # let the waiting ranks enter the barrier
       return 0
     fi
+    # A scenario that cannot run with these options (the ranks refused it): no point waiting.
+    if cat "$dir"/node*.log 2>/dev/null | grep -q 'gloo_barrier_hang.py: error:'; then break; fi
     sleep 0.2
   done
   echo "cluster.sh: the cluster did not come up; node logs:" >&2

@@ -3,6 +3,7 @@
 # agent and this node's gloo ranks, and waits. Started by cluster.sh.
 set -u
 name=$1 index=$2 addr=$3 port=$4 dir=$5 hangscope=$6 nodes=$7 ranks=$8 diverged=$9 master=${10}
+scenario=${11:-store-wait} variety=${12:-0}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 hostname "$name"
 "$hangscope" collect --listen "$addr:$port" --token-file "$dir/token" --node-name "$name" &
@@ -11,16 +12,19 @@ script="$repo/tools/repro/gloo_barrier_hang.py"
 for ((local = 0; local < ranks; local++)); do
   rank=$((index * ranks + local))
   extra=()
-  # Identity variety on node 1: a rank retitled like a vLLM worker (its /proc environ reads
-  # empty), and a rank with a helper child.
-  if [ "$index" = 1 ] && [ "$local" = 2 ]; then extra=(--title "VLLM::Worker_TP2"); fi
-  if [ "$index" = 1 ] && [ "$local" = 0 ]; then extra=(--helper); fi
+  # Identity variety (--variety) on node 1: a rank retitled like a vLLM worker (its /proc
+  # environ reads empty), and a rank with a helper child.
+  if [ "$variety" = 1 ] && [ "$index" = 1 ]; then
+    if [ "$local" = 2 ]; then extra=(--title "VLLM::Worker_TP2"); fi
+    if [ "$local" = 0 ]; then extra=(--helper); fi
+  fi
   RANK=$rank LOCAL_RANK=$local WORLD_SIZE=$world MASTER_ADDR=$master MASTER_PORT=29500 \
-    GLOO_SOCKET_IFNAME=eth0 /usr/bin/python3 "$script" --rank-worker --diverged-rank "$diverged" \
-    "${extra[@]}" &
+    GLOO_SOCKET_IFNAME=eth0 /usr/bin/python3 "$script" --rank-worker --scenario "$scenario" \
+    --diverged-rank "$diverged" "${extra[@]}" &
 done
-if [ "$index" = 1 ]; then
-  # A second job on this node (its own rendezvous), and a Python process that is no rank.
+if [ "$variety" = 1 ] && [ "$index" = 1 ]; then
+  # A second job on this node (its own rendezvous; always the default store-wait scenario), and
+  # a Python process that is no rank.
   for rank in 0 1; do
     RANK=$rank LOCAL_RANK=$rank WORLD_SIZE=2 MASTER_ADDR=$addr MASTER_PORT=29600 \
       GLOO_SOCKET_IFNAME=eth0 /usr/bin/python3 "$script" --rank-worker --diverged-rank 1 \

@@ -20,7 +20,9 @@ std::string_view to_string(RankState state);
 struct Progress {
   std::optional<bool> progressing;  // nullopt: one sample, or the rank was not captured
   bool cpu_grew = false;            // CPU time grew between the first and last sample
-  bool stack_moved = false;         // the Python stack of the rank's thread changed
+  bool stack_moved = false;         // the Python stack (frames, lines, locals) changed
+  bool woke_up = false;             // its thread woke up more often than the captures explain
+  std::uint64_t wakeups = 0;        // context switches of its thread between first and last
   bool state_changed = false;
   std::uint64_t cpu_ticks = 0;  // CPU time used between the first and last sample
   double seconds = 0;           // between the first and last sample

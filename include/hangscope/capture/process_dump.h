@@ -45,6 +45,7 @@ struct ThreadDump {
   std::chrono::nanoseconds paused{0};
   std::uint64_t utime_ticks = 0;  // CPU time of this thread (clock ticks), read before stopping
   std::uint64_t stime_ticks = 0;
+  std::uint64_t context_switches = 0;  // voluntary + involuntary, read before stopping
 };
 
 struct ProcessDump {

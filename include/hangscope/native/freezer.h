@@ -44,8 +44,9 @@ struct ThreadCopy {
   pid_t tid = 0;
   proc::TaskStat stat;  // read before stopping (state letter as the thread really was)
   std::string wchan;    // read before stopping
-  bool copied = false;  // registers and stack were copied while stopped
-  std::string error;    // why not, when !copied
+  std::uint64_t context_switches = 0;  // voluntary + involuntary, read before stopping
+  bool copied = false;                 // registers and stack were copied while stopped
+  std::string error;                   // why not, when !copied
   RegisterSet registers;
   std::uint64_t stack_start = 0;  // target address of stack[0]
   std::vector<std::byte> stack;

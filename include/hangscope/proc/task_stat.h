@@ -33,6 +33,8 @@ std::optional<TaskStat> parse_task_stat(std::string_view text);
 struct TaskStatus {
   pid_t tracer_pid = 0;        // TracerPid: another process tracing this task, 0 when none
   std::vector<pid_t> ns_pids;  // NSpid: ids from the host namespace inward
+  std::uint64_t voluntary_switches = 0;  // voluntary_ctxt_switches: times it blocked
+  std::uint64_t involuntary_switches = 0;
 };
 
 TaskStatus parse_task_status(std::string_view text);

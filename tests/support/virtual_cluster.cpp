@@ -1,0 +1,57 @@
+#include "virtual_cluster.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "command.h"
+#include "target_process.h"
+
+namespace hangscope::testing {
+namespace {
+
+const std::string kCluster = HANGSCOPE_SOURCE_DIR "/tools/testbed/cluster.sh";
+
+}  // namespace
+
+VirtualCluster::VirtualCluster(const ClusterOptions& options) : dir_(temp_path("cluster")) {
+  const auto result = run_command(
+      kCluster + " up --dir " + dir_ + " --nodes " + std::to_string(options.nodes) + " --ranks " +
+      std::to_string(options.ranks_per_node) + " --diverged " + std::to_string(options.diverged) +
+      " --scenario " + options.scenario + (options.variety ? " --variety" : "") + " --hangscope " +
+      HANGSCOPE_BINARY + " 2>&1");
+  up_ = result.exit_code == 0;
+  if (!up_) ADD_FAILURE() << "cluster did not come up:\n" << result.out << result.err;
+}
+
+VirtualCluster::~VirtualCluster() {
+  run_command(kCluster + " down --dir " + dir_ + " 2>&1");
+  run_command("rm -rf " + dir_);
+}
+
+std::string VirtualCluster::agents() const {
+  std::ifstream in(dir_ + "/agents");
+  std::string line, all;
+  while (std::getline(in, line)) all += (all.empty() ? "" : ",") + line;
+  return all;
+}
+
+VirtualCluster::Diagnosis VirtualCluster::diagnose(const std::string& name,
+                                                   const std::string& extra,
+                                                   const std::string& token_file) const {
+  Diagnosis d;
+  d.bundle = dir_ + "/" + name;
+  const auto result =
+      run_command(std::string(HANGSCOPE_BINARY) + " diagnose --agents " + agents() +
+                  " --token-file " + (token_file.empty() ? this->token_file() : token_file) +
+                  " --samples 3 --interval 300ms --json --quiet -o " + d.bundle + " " + extra);
+  d.exit_code = result.exit_code;
+  try {
+    d.report = nlohmann::json::parse(result.out);
+  } catch (const nlohmann::json::exception& e) {
+    ADD_FAILURE() << "diagnose printed no JSON (" << e.what() << "):\n" << result.out << result.err;
+  }
+  return d;
+}
+
+}  // namespace hangscope::testing

@@ -1,0 +1,45 @@
+// Test helper: the virtual cluster of tools/testbed/cluster.sh (nodes as network, PID, UTS and
+// mount namespaces with real agents and real gloo ranks), brought up for a test and always torn
+// down; and diagnose run against its agents.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace hangscope::testing {
+
+struct ClusterOptions {
+  int nodes = 2;
+  int ranks_per_node = 2;
+  int diverged = 3;
+  std::string scenario = "store-wait";  // tools/repro/gloo_barrier_hang.py --scenario
+  bool variety = false;                 // identity variety and a second job on node 1
+};
+
+class VirtualCluster {
+ public:
+  explicit VirtualCluster(const ClusterOptions& options);
+  ~VirtualCluster();
+  VirtualCluster(const VirtualCluster&) = delete;
+  VirtualCluster& operator=(const VirtualCluster&) = delete;
+
+  bool up() const { return up_; }
+  std::string agents() const;  // "host:port,host:port"
+  std::string token_file() const { return dir_ + "/token"; }
+  std::string dir() const { return dir_; }
+
+  struct Diagnosis {
+    int exit_code = -1;
+    nlohmann::json report;  // report.json as printed with --json
+    std::string bundle;     // the bundle directory
+  };
+  // `hangscope diagnose --agents … --json` with `extra` options; the bundle goes to dir()/NAME.
+  Diagnosis diagnose(const std::string& name, const std::string& extra = "",
+                     const std::string& token_file = "") const;
+
+ private:
+  std::string dir_;
+  bool up_ = false;
+};
+
+}  // namespace hangscope::testing
