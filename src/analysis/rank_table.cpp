@@ -230,10 +230,15 @@ std::string_view to_string(RankState state) {
 }
 
 const RankEntry* Job::find(int rank) const {
-  for (const auto& r : ranks) {
-    if (r.rank == rank) return &r;
+  const auto it = by_rank.find(rank);
+  return it == by_rank.end() ? nullptr : &ranks[it->second];
+}
+
+void Job::index() {
+  by_rank.clear();
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i].rank) by_rank.emplace(*ranks[i].rank, i);  // the first of duplicates
   }
-  return nullptr;
 }
 
 std::vector<Job> build_jobs(const Bundle& bundle) {
@@ -282,8 +287,12 @@ std::vector<Job> build_jobs(const Bundle& bundle) {
   std::vector<Job> out;
   for (auto& [key, job] : jobs) {
     if (job.world_size) {
+      std::set<int> present;
+      for (const auto& r : job.ranks) {
+        if (r.rank) present.insert(*r.rank);
+      }
       for (int r = 0; r < *job.world_size; ++r) {
-        if (job.find(r) != nullptr) continue;
+        if (present.count(r)) continue;
         RankEntry absent;
         absent.job = job.key;
         absent.rank = r;
@@ -295,6 +304,7 @@ std::vector<Job> build_jobs(const Bundle& bundle) {
       return std::make_tuple(a.rank.value_or(1 << 30), a.node, a.pid) <
              std::make_tuple(b.rank.value_or(1 << 30), b.node, b.pid);
     });
+    job.index();
     out.push_back(std::move(job));
   }
   return out;

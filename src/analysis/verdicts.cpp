@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/analysis/rank_set.h"
@@ -18,23 +19,34 @@ bool is_root(const RankEntry& r) {
   return r.waits_for.empty();
 }
 
-// Every rank that waits for `root`, directly or through other waiting ranks.
-std::set<int> waiters_of(const Job& job, int root) {
-  std::set<int> reached;
-  std::vector<int> frontier{root};
-  while (!frontier.empty()) {
-    const int target = frontier.back();
-    frontier.pop_back();
+// The wait-for graph reversed: for each rank, the ranks that wait for it directly.
+class Waiters {
+ public:
+  explicit Waiters(const Job& job) {
     for (const auto& r : job.ranks) {
-      if (!r.rank || reached.count(*r.rank) || *r.rank == root) continue;
-      if (std::find(r.waits_for.begin(), r.waits_for.end(), target) != r.waits_for.end()) {
-        reached.insert(*r.rank);
-        frontier.push_back(*r.rank);
-      }
+      if (!r.rank) continue;
+      for (int target : r.waits_for) direct_[target].push_back(*r.rank);
     }
   }
-  return reached;
-}
+  // Every rank that waits for `root`, directly or through other waiting ranks.
+  std::set<int> of(int root) const {
+    std::set<int> reached;
+    std::vector<int> frontier{root};
+    while (!frontier.empty()) {
+      const int target = frontier.back();
+      frontier.pop_back();
+      const auto it = direct_.find(target);
+      if (it == direct_.end()) continue;
+      for (int w : it->second) {
+        if (w != root && reached.insert(w).second) frontier.push_back(w);
+      }
+    }
+    return reached;
+  }
+
+ private:
+  std::unordered_map<int, std::vector<int>> direct_;
+};
 
 std::string where(const RankEntry& r) {
   if (r.history.empty()) return "";
@@ -83,7 +95,7 @@ RootKind classify_root(const Job& job, const RankEntry& root, const std::set<int
                   (root.wait.primitive.empty() ? std::string("the kernel") : root.wait.primitive)};
     case RankState::kRunning:
       return {"rank-straggler", "A rank is still working while the others wait for it", 0.85,
-              "works (" + root.progress.detail + ") in " + root.wait.describe()};
+              "works in " + root.wait.describe() + " (" + root.progress.detail + ")"};
     case RankState::kUnknown:
       return {"", "", 0, ""};
     case RankState::kWaiting:
@@ -197,9 +209,10 @@ std::vector<Verdict> generic_verdicts(const Job& job, const std::vector<NodeStat
   // Roots grouped by verdict and place, each with the ranks that wait for it.
   std::map<std::string, std::pair<RootKind, std::vector<int>>> groups;
   std::map<std::string, std::set<int>> waiting;
+  const Waiters graph(job);
   for (const auto& r : job.ranks) {
     if (!is_root(r)) continue;
-    const auto waiters = waiters_of(job, *r.rank);
+    const auto waiters = graph.of(*r.rank);
     const bool notable = r.state == RankState::kStopped || r.state == RankState::kDead ||
                          r.state == RankState::kUninterruptible || r.state == RankState::kMissing;
     if (waiters.empty() && !notable) continue;
@@ -236,9 +249,10 @@ std::vector<Verdict> node_verdicts(const std::vector<Job>& jobs,
     v.evidence.push_back(name + ": " + node.status + (node.error.empty() ? "" : ": " + node.error));
     std::set<int> unknown_waited, waiters;
     for (const auto& job : jobs) {
+      const Waiters graph(job);
       for (const auto& r : job.ranks) {
         if (r.state != RankState::kUnknown || !r.history.empty() || !r.rank) continue;
-        const auto w = waiters_of(job, *r.rank);
+        const auto w = graph.of(*r.rank);
         if (w.empty()) continue;
         unknown_waited.insert(*r.rank);
         waiters.insert(w.begin(), w.end());

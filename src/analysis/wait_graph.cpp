@@ -6,6 +6,7 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <unordered_map>
 
 #include "hangscope/analysis/analysis.h"
 
@@ -59,10 +60,28 @@ std::optional<std::set<int>> ranks_in_keys(const std::optional<std::string>& tex
   return out;
 }
 
-bool is_waiting_with(const RankEntry& peer, const RankEntry& self) {
-  return peer.state == RankState::kWaiting &&
-         peer.wait.operation_key() == self.wait.operation_key();
-}
+// Each rank's operation as a small number, so that "waits with me" is cheap at 30,000 ranks.
+class Operations {
+ public:
+  explicit Operations(const Job& job) {
+    std::unordered_map<std::string, int> ids;
+    for (const auto& r : job.ranks) {
+      const bool waiting = r.state == RankState::kWaiting && waits_on_peers(r.wait.kind);
+      id_.push_back(
+          waiting ? ids.emplace(r.wait.operation_key(), static_cast<int>(ids.size())).first->second
+                  : -1);
+    }
+  }
+  // True when `peer` waits in the same operation as `self`.
+  bool same(const Job& job, const RankEntry& peer, const RankEntry& self) const {
+    const int a = id_[static_cast<std::size_t>(&peer - job.ranks.data())];
+    const int b = id_[static_cast<std::size_t>(&self - job.ranks.data())];
+    return a >= 0 && a == b;
+  }
+
+ private:
+  std::vector<int> id_;
+};
 
 std::vector<int> job_members(const Job& job) {
   std::vector<int> out;
@@ -73,7 +92,7 @@ std::vector<int> job_members(const Job& job) {
 }
 
 // The members of a collective, rendezvous or ring that are not in it with `self`.
-void link_group_wait(const Job& job, RankEntry& self) {
+void link_group_wait(const Job& job, const Operations& ops, RankEntry& self) {
   std::vector<int> members;
   if (auto listed = parse_int_list(self.wait.local("ranks"))) {
     members = *listed;
@@ -88,7 +107,7 @@ void link_group_wait(const Job& job, RankEntry& self) {
   for (int m : members) {
     if (m == self.rank) continue;
     const RankEntry* peer = job.find(m);
-    if (peer == nullptr || !is_waiting_with(*peer, self)) self.waits_for.push_back(m);
+    if (peer == nullptr || !ops.same(job, *peer, self)) self.waits_for.push_back(m);
   }
 }
 
@@ -107,7 +126,7 @@ void link_channel_wait(RankEntry& self) {
   if (*peer != self.rank) self.waits_for.push_back(*peer);
 }
 
-void link_store_wait(const Job& job, RankEntry& self) {
+void link_store_wait(const Job& job, const Operations& ops, RankEntry& self) {
   std::optional<std::set<int>> named;
   for (const char* name : {"keys", "key", "store_key", "keys_to_wait"}) {
     if ((named = ranks_in_keys(self.wait.local(name)))) {
@@ -124,13 +143,15 @@ void link_store_wait(const Job& job, RankEntry& self) {
     if (r == self.rank) continue;
     const RankEntry* peer = job.find(r);
     if (peer == nullptr && job.world_size && r >= *job.world_size) continue;
-    if (peer == nullptr || !is_waiting_with(*peer, self)) self.waits_for.push_back(r);
+    if (peer == nullptr || !ops.same(job, *peer, self)) self.waits_for.push_back(r);
   }
 }
 
 }  // namespace
 
 void link_wait_graph(Job& job) {
+  if (job.by_rank.empty()) job.index();
+  const Operations ops(job);
   for (auto& self : job.ranks) {
     self.waits_for.clear();
     if (self.state != RankState::kWaiting || !waits_on_peers(self.wait.kind)) continue;
@@ -139,10 +160,10 @@ void link_wait_graph(Job& job) {
         link_channel_wait(self);
         break;
       case WaitKind::kStore:
-        link_store_wait(job, self);
+        link_store_wait(job, ops, self);
         break;
       default:
-        link_group_wait(job, self);
+        link_group_wait(job, ops, self);
         break;
     }
     std::sort(self.waits_for.begin(), self.waits_for.end());

@@ -296,8 +296,9 @@ std::string WaitPoint::class_key() const {
 std::string WaitPoint::describe() const {
   std::string out;
   if (python) {
-    out = (operation.empty() || operation == python->function ? "" : operation + " in ") +
-          python->text();
+    const bool named_by_frame =
+        operation.empty() || operation == python->function || kind == WaitKind::kCpu;
+    out = (named_by_frame ? "" : operation + " in ") + python->text();
     if (caller && (caller->file != python->file || caller->line != python->line)) {
       out += " <- " + caller->text();
     }

@@ -18,15 +18,18 @@ bool is_diverged_branch(const CallTreeNode& node, const std::set<int>& diverged)
   return std::includes(diverged.begin(), diverged.end(), node.ranks.begin(), node.ranks.end());
 }
 
+// `marked`: an outer branch already carries the "diverged" mark.
 void draw_text(const CallTreeNode& node, const std::string& indent, bool last, bool root,
-               const std::set<int>& diverged, std::ostringstream& out) {
+               const std::set<int>& diverged, bool marked, std::ostringstream& out) {
   const std::string branch = root ? "" : (last ? "└─ " : "├─ ");
   out << indent << branch << "[" << analysis::compress_ranks(node.ranks) << "] " << node.label;
-  if (is_diverged_branch(node, diverged)) out << "  <== diverged";
+  const bool mark = !marked && is_diverged_branch(node, diverged);
+  if (mark) out << "  <== diverged";
   out << "\n";
   const std::string next = root ? "" : indent + (last ? "   " : "│  ");
   for (std::size_t i = 0; i < node.children.size(); ++i) {
-    draw_text(node.children[i], next, i + 1 == node.children.size(), false, diverged, out);
+    draw_text(node.children[i], next, i + 1 == node.children.size(), false, diverged,
+              marked || mark, out);
   }
 }
 
@@ -75,7 +78,7 @@ std::set<int> diverged_in(const analysis::Analysis& analysis, const std::string&
 
 std::string tree_text(const analysis::Job& job, const std::set<int>& diverged) {
   std::ostringstream out;
-  draw_text(analysis::build_call_tree(job), "", true, true, diverged, out);
+  draw_text(analysis::build_call_tree(job), "", true, true, diverged, false, out);
   return out.str();
 }
 

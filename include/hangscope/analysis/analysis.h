@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "hangscope/analysis/bundle.h"
@@ -63,9 +64,12 @@ struct RankClass {
 struct Job {
   std::string key;  // MASTER_ADDR:MASTER_PORT, … ("" when unknown)
   std::optional<int> world_size;
-  std::vector<RankEntry> ranks;    // by rank; missing and unknown ranks included
-  std::vector<RankClass> classes;  // largest first
+  std::vector<RankEntry> ranks;                  // by rank; missing and unknown ranks included
+  std::vector<RankClass> classes;                // largest first
+  std::unordered_map<int, std::size_t> by_rank;  // rank -> index into ranks (see index())
+
   const RankEntry* find(int rank) const;
+  void index();  // rebuilds by_rank after ranks changed
 };
 
 struct Verdict {

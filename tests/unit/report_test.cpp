@@ -1,0 +1,154 @@
+// The renderings of an analysis: report.md (verdict first, GitHub's size limit), report.json
+// keys, the merged tree as text and DOT, folded stacks, the terminal summary, and bundles
+// written and read back.
+#include "hangscope/report/report.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "analysis_builders.h"
+#include "hangscope/common/error.h"
+#include "hangscope/report/bundle_files.h"
+#include "target_process.h"
+
+namespace hangscope::report {
+namespace {
+
+using namespace analysis::testing_builders;
+
+analysis::Bundle store_wait_bundle(int world_size = 8, int diverged = 5) {
+  JobBuilder job(world_size);
+  for (int r = 0; r < world_size; ++r) {
+    job.rank(r, r == diverged ? store_wait_stack(r) : barrier_stack());
+  }
+  return job.bundle();
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+TEST(ReportMarkdown, TheFirstThreeLinesSayWhichRankWhereAndWhy) {
+  const auto bundle = store_wait_bundle();
+  const auto md = report_markdown(bundle, analysis::analyze(bundle));
+  const auto lines = lines_of(md);
+  ASSERT_GE(lines.size(), 3u);
+  const std::string head = lines[0] + lines[1] + lines[2];
+  EXPECT_EQ(lines[0].rfind("# hangscope: Rank 5 ", 0), 0u) << lines[0];
+  EXPECT_NE(head.find("store.wait in load_weights (repro/gloo_barrier_hang.py:37)"),
+            std::string::npos)
+      << head;
+  EXPECT_NE(head.find("ranks 0-4,6,7 wait for it in barrier"), std::string::npos) << head;
+  EXPECT_NE(head.find("`rank-diverged`"), std::string::npos) << head;
+  EXPECT_NE(md.find("## Wait-for chain"), std::string::npos);
+  EXPECT_NE(md.find("<details>"), std::string::npos);
+}
+
+TEST(ReportMarkdown, NoDivergenceIsSaidPlainly) {
+  JobBuilder job(4);
+  for (int r = 0; r < 4; ++r) job.rank(r, all_reduce_stack(), 'S', 30);
+  const auto bundle = job.bundle();
+  const auto md = report_markdown(bundle, analysis::analyze(bundle));
+  EXPECT_EQ(md.rfind("# hangscope: no divergence found\n\nNo divergence in job", 0), 0u) << md;
+}
+
+TEST(ReportMarkdown, AHugeJobStillFitsInAGithubIssue) {
+  const auto bundle = store_wait_bundle(4096, 4000);
+  const auto a = analysis::analyze(bundle);
+  const auto md = report_markdown(bundle, a);
+  EXPECT_LT(md.size(), 65000u);
+  EXPECT_EQ(md.rfind("# hangscope: Rank 4000 ", 0), 0u);
+  EXPECT_NE(md.find("more ranks: see the classes below"), std::string::npos);
+  EXPECT_NE(md.find("class 2, waiting, rank 4000:"), std::string::npos);
+  EXPECT_NE(md.find("[0-3999,4001-4095] barrier"), std::string::npos);
+}
+
+TEST(ReportJson, HasTheDesignKeys) {
+  const auto bundle = store_wait_bundle();
+  const auto j = report_json(bundle, analysis::analyze(bundle));
+  EXPECT_EQ(j["schema"], "hangscope.report/v1");
+  const auto& v = j["verdicts"].at(0);
+  for (const char* key : {"id", "kind", "title", "confidence", "diverged_ranks", "waiting_ranks",
+                          "summary", "evidence", "remedies", "references"}) {
+    EXPECT_TRUE(v.contains(key)) << key;
+  }
+  EXPECT_EQ(v["kind"], "generic");
+  ASSERT_EQ(j["ranks"].size(), 8u);
+  const auto& r5 = j["ranks"][5];
+  for (const char* key : {"rank", "node", "pid", "job", "tp", "pp", "dp", "identity_source",
+                          "state", "progressing", "stuck_since", "wait_point", "class"}) {
+    EXPECT_TRUE(r5.contains(key)) << key;
+  }
+  EXPECT_EQ(r5["wait_point"]["kind"], "store");
+  EXPECT_EQ(r5["wait_point"]["function"], "load_weights");
+  EXPECT_EQ(r5["wait_point"]["arguments"]["key"], "'weights/5/ready'");
+  EXPECT_EQ(r5["progressing"], false);
+  EXPECT_EQ(r5["stuck_since_source"], "samples");
+  EXPECT_EQ(j["classes"].size(), 2u);
+  EXPECT_EQ(j["classes"][0]["rank_set"], "0-4,6,7");
+  EXPECT_EQ(j["nodes"].size(), 4u);
+}
+
+TEST(ReportTree, RankSetsPerBranchAndTheDivergedBranchMarked) {
+  const auto bundle = store_wait_bundle();
+  const auto a = analysis::analyze(bundle);
+  const auto text = tree_text(a.jobs[0], {5});
+  EXPECT_NE(text.find("[0-7] <module> (repro/gloo_barrier_hang.py:120)"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("[0-4,6,7] barrier (torch/distributed/distributed_c10d.py:3152)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("[5] run_rank (repro/gloo_barrier_hang.py:62)  <== diverged"),
+            std::string::npos)
+      << text;
+  const auto dot = tree_dot(a);
+  EXPECT_NE(dot.find("ranks 0-4,6,7"), std::string::npos);
+  EXPECT_NE(dot.find("penwidth=3"), std::string::npos);
+}
+
+TEST(ReportFolded, OneLinePerDistinctStackCountedOverSamples) {
+  const auto bundle = store_wait_bundle();
+  const auto folded = stacks_folded(bundle, analysis::analyze(bundle));
+  const auto lines = lines_of(folded);
+  ASSERT_EQ(lines.size(), 8u);
+  EXPECT_EQ(lines[5],
+            "job 127.0.0.1:29500;rank 5;<module> (repro/gloo_barrier_hang.py:120);"
+            "run_rank (repro/gloo_barrier_hang.py:62);load_weights "
+            "(repro/gloo_barrier_hang.py:37);c10d::TCPStore::wait;c10d::TCPStore::doWait;"
+            "__GI___poll 3");
+}
+
+TEST(ReportTerminal, ColouredOnlyWhenAsked) {
+  const auto bundle = store_wait_bundle();
+  const auto a = analysis::analyze(bundle);
+  EXPECT_EQ(terminal_summary(a, false).find('\033'), std::string::npos);
+  EXPECT_NE(terminal_summary(a, true).find("\033[1;31m"), std::string::npos);
+  EXPECT_NE(terminal_summary(a, false).find("rank-diverged"), std::string::npos);
+}
+
+TEST(ReportBundle, WrittenAndReadBackToTheSameVerdict) {
+  const auto dir = testing::temp_path("bundle");
+  auto bundle = store_wait_bundle();
+  bundle.nodes[1].clock_offset_ns = 1234567;
+  write_bundle_data(dir, bundle);
+  std::ofstream(dir + "/snapshots/zz-garbage.json") << "{ not a snapshot";
+  const auto back = read_bundle(dir);
+  EXPECT_EQ(back.snapshots.size(), bundle.snapshots.size());
+  ASSERT_EQ(back.nodes.size(), 5u);
+  EXPECT_EQ(back.nodes[1].clock_offset_ns, 1234567);
+  EXPECT_EQ(back.nodes[4].status, "error");
+  EXPECT_NE(back.nodes[4].error.find("zz-garbage.json"), std::string::npos);
+  const auto a = analysis::analyze(back);
+  ASSERT_EQ(a.verdicts.size(), 1u);  // the unreadable file is an input error, not a node down
+  EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{5});
+  EXPECT_THROW(read_bundle(dir + "/nope"), hangscope::Error);
+  std::system(("rm -rf " + dir).c_str());
+}
+
+}  // namespace
+}  // namespace hangscope::report
