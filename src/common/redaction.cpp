@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <regex>
 
 namespace hangscope {
 namespace {
@@ -36,9 +37,14 @@ bool looks_like_secret(std::string_view value) {
          l.rfind("akia", 0) == 0;
 }
 
+std::string mask_url_credentials(std::string_view text) {
+  static const std::regex credentials(R"(([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]+):[^@\s/]+@)");
+  return std::regex_replace(std::string(text), credentials, "$1:" + std::string(kMasked) + "@");
+}
+
 std::string mask_if_secret(std::string_view name, std::string_view value) {
   if (is_secret_name(name) || looks_like_secret(value)) return std::string(kMasked);
-  return std::string(value);
+  return mask_url_credentials(value);
 }
 
 std::string mask_command_line(std::string_view command_line) {
@@ -73,7 +79,7 @@ std::string mask_command_line(std::string_view command_line) {
     }
     if (end == command_line.size()) break;
   }
-  return out;
+  return mask_url_credentials(out);
 }
 
 std::map<std::string, std::string> filter_environment(

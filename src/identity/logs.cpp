@@ -59,7 +59,7 @@ std::string mask_log_line(std::string_view line) {
     if (end < line.size()) out += ' ';
     pos = end + 1;
   }
-  return out;
+  return mask_url_credentials(out);
 }
 
 std::vector<std::string> interesting_lines(std::string_view text, std::size_t tail) {

@@ -168,33 +168,47 @@ namespace {
 
 // Secrets planted in a rank's environment, command line and log appear nowhere in the report
 // or the snapshots, while the log line itself is kept (masked).
-TEST(Agents, PlantedSecretsAppearInNoSnapshot) {
+TEST(Agents, PlantedSecretsAppearInNoOutputFile) {
   const std::string log = testing::temp_path("rank.log");
+  const std::string script = HANGSCOPE_SOURCE_DIR "/tests/fixtures/python/secret_rank.py";
   testing::TargetProcess rank({"/bin/bash", "-c",
-                               "exec >" + log +
-                                   " 2>&1; exec /usr/bin/python3 -c 'import time; print(\"WARNING "
-                                   "HF_TOKEN=hf_planted_in_log\", "
-                                   "flush=True); time.sleep(600)' --api-key sk-planted-in-cmdline"},
+                               "exec >" + log + " 2>&1; exec /usr/bin/python3 " + script +
+                                   " --api-key sk-planted-in-cmdline"},
                               {{"RANK", "0"},
                                {"WORLD_SIZE", "1"},
                                {"VLLM_API_KEY", "planted-vllm-key"},
-                               {"HF_TOKEN", "hf_planted_in_env"}});
+                               {"HF_TOKEN", "hf_planted_in_env"},
+                               {"MY_DB_PASSWORD", "planted-db-password"}});
   ASSERT_TRUE(testing::eventually([&] {
     std::ifstream in(log);
-    std::string line;
-    return std::getline(in, line) && line.find("WARNING") != std::string::npos;
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return text.find("non-default args") != std::string::npos;
   }));
   const std::string dir = testing::temp_path("secrets");
-  const auto out = run(std::string(HANGSCOPE_BINARY) + " diagnose --samples 1 --pid " +
+  // Two samples with locals (diagnose's default): every output file of the bundle.
+  const auto out = run(std::string(HANGSCOPE_BINARY) +
+                       " diagnose --samples 2 --interval 100ms "
+                       "--pid " +
                        std::to_string(rank.pid()) + " --json -o " + dir);
   const auto report = nlohmann::json::parse(out.out);
   ASSERT_EQ(report["ranks"].size(), 1u);
   const auto& lines = report["ranks"][0]["log_lines"];
   ASSERT_FALSE(lines.empty());
   EXPECT_EQ(lines[0], "WARNING HF_TOKEN=<masked>");
-  const auto everything = out.out + run("cat " + dir + "/snapshots/* " + dir + "/report.md").out;
-  for (const char* secret :
-       {"hf_planted_in_log", "sk-planted-in-cmdline", "planted-vllm-key", "hf_planted_in_env"}) {
+  // The waiting frame's locals were captured, their values masked.
+  const auto& arguments = report["ranks"][0]["wait_point"]["arguments"];
+  EXPECT_EQ(report["ranks"][0]["wait_point"]["function"], "serve");
+  EXPECT_EQ(arguments["api_key"], "<masked>") << arguments.dump();
+  EXPECT_EQ(arguments["hub_token"], "<masked>") << arguments.dump();
+  const auto files = run("ls " + dir + " " + dir + "/snapshots").out;
+  for (const char* name : {"report.md", "report.json", "tree.dot", "stacks.folded", "nodes.json"}) {
+    EXPECT_NE(files.find(name), std::string::npos) << name;
+  }
+  const auto everything =
+      out.out + out.err + run("cat " + dir + "/* " + dir + "/snapshots/* 2>/dev/null").out;
+  for (const char* secret : {"hf_planted_in_log", "sk-planted-in-cmdline", "planted-vllm-key",
+                             "hf_planted_in_env", "planted-db-password", "planted-bearer-in-log",
+                             "planted-url-password", "hf_planted_in_local_value"}) {
     EXPECT_EQ(everything.find(secret), std::string::npos) << secret;
   }
   EXPECT_NE(everything.find("--api-key "), std::string::npos);  // kept, its value masked

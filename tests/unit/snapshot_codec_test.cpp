@@ -81,6 +81,14 @@ TEST(CliOptions, Durations) {
   EXPECT_FALSE(cli::parse_duration("fast"));
 }
 
+TEST(Redaction, UrlCredentials) {
+  EXPECT_EQ(mask_url_credentials("pull https://bot:s3cret@hub.example/x and ftp://a:b@h"),
+            "pull https://bot:<masked>@hub.example/x and ftp://a:<masked>@h");
+  EXPECT_EQ(mask_url_credentials("https://hub.example/a:b@c"), "https://hub.example/a:b@c");
+  EXPECT_EQ(mask_command_line("vllm serve --hf-mirror https://u:pw@m.example"),
+            "vllm serve --hf-mirror https://u:<masked>@m.example");
+}
+
 TEST(Redaction, CommandLinesAndEnvironments) {
   EXPECT_EQ(mask_command_line("vllm serve model --api-key sk-123 --port 8000 --hf-token=hf_abc"),
             "vllm serve model --api-key <masked> --port 8000 --hf-token=<masked>");

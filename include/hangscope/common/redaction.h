@@ -15,7 +15,10 @@ bool is_secret_name(std::string_view name);
 // True for values that look like credentials whatever their name ("Bearer …", "hf_…", "sk-…").
 bool looks_like_secret(std::string_view value);
 
-// The value, or <masked> when the name or the value says it is a secret.
+// "https://user:pw@host/x" → "https://user:<masked>@host/x", anywhere in the text.
+std::string mask_url_credentials(std::string_view text);
+
+// The value, or <masked> when the name or the value says it is a secret (URL passwords masked).
 std::string mask_if_secret(std::string_view name, std::string_view value);
 
 // A command line (arguments separated by spaces) with secret values masked:
