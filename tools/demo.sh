@@ -1,35 +1,57 @@
 #!/usr/bin/env bash
-# The built-in demo: a real torch.distributed gloo job (2 ranks) where rank 1 diverged and
-# rank 0 waits in dist.barrier(); hangscope dumps both ranks. Cleans up everything it starts.
+# The built-in demo: a two-node virtual cluster (network, PID, UTS and mount namespaces; see
+# tools/testbed/cluster.sh) running 4 real torch.distributed gloo ranks, hung: rank 3 took
+# another path (load_weights waits for a store key nobody sets) while ranks 0-2 wait for it in
+# dist.barrier(). Each node runs a real `hangscope collect` agent; `hangscope diagnose` asks
+# both over gRPC, names the rank and prints the report. Cleans up everything it starts.
+#
+# Without root (no namespaces), the same job runs on this machine and is diagnosed locally.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-hangscope=${HANGSCOPE:-build/src/hangscope}
-log=$(mktemp)
-setsid /usr/bin/python3 tools/repro/gloo_barrier_hang.py --world-size 2 --diverged-rank 1 >"$log" 2>&1 &
-launcher=$!
-cleanup() { kill -KILL -- "-$launcher" 2>/dev/null || true; wait "$launcher" 2>/dev/null || true; rm -f "$log"; }
+hangscope=$(realpath "${HANGSCOPE:-build/src/hangscope}")
+scenario=${HANGSCOPE_DEMO_SCENARIO:-store-wait}
+work=$(mktemp -d)
+launcher=""
+cleanup() {
+  if [ -n "$launcher" ]; then
+    kill -KILL -- "-$launcher" 2>/dev/null || true
+    wait "$launcher" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
 trap cleanup EXIT
 
-rank_pid() { awk -v r="$1" '$1 == "rank" && $2 == r {print $4}' "$log"; }
-for _ in $(seq 600); do
-  [ -n "$(rank_pid 0)" ] && [ -n "$(rank_pid 1)" ] && break
-  sleep 0.1
-done
-waiting=$(rank_pid 0)
-diverged=$(rank_pid 1)
-if [ -z "$waiting" ] || [ -z "$diverged" ]; then
-  echo "demo: the gloo job did not start:" >&2
-  cat "$log" >&2
+show() {
+  echo
+  echo "=== report.md (first 60 lines; the bundle also holds report.json, tree.dot, stacks.folded) ==="
+  head -60 "$work/bundle/report.md"
+}
+
+if [ "$(id -u)" -eq 0 ] && command -v ip >/dev/null && command -v unshare >/dev/null; then
+  echo "=== two nodes x two gloo ranks, scenario $scenario; agents on 198.51.100.1-2:7447 ==="
+  rc=0
+  tools/testbed/cluster.sh run --dir "$work/cluster" --nodes 2 --ranks 2 --diverged 3 \
+    --scenario "$scenario" --hangscope "$hangscope" -- \
+    bash -c "\"$hangscope\" diagnose --agents \"\$AGENTS\" --token-file \"\$TOKEN_FILE\" \
+      --samples 3 --interval 500ms -o \"$work/bundle\"" || rc=$?
+else
+  echo "=== not root: a local 4-rank gloo job, scenario $scenario, diagnosed on this machine ==="
+  log="$work/job.log"
+  setsid /usr/bin/python3 tools/repro/gloo_barrier_hang.py --world-size 4 --diverged-rank 3 \
+    --scenario "$scenario" >"$log" 2>&1 &
+  launcher=$!
+  for _ in $(seq 600); do
+    [ "$(grep -c '^rank ' "$log" || true)" -ge 4 ] && break
+    sleep 0.1
+  done
+  sleep 1
+  rc=0
+  "$hangscope" diagnose --select gloo_barrier_hang --samples 3 --interval 500ms \
+    -o "$work/bundle" || rc=$?
+fi
+# diagnose: 3 = a divergence was found (expected here), 0 = none; anything else failed.
+if [ "$rc" -ne 3 ] && [ "$rc" -ne 0 ]; then
+  echo "demo: diagnose failed (exit $rc)" >&2
   exit 1
 fi
-# Rank 0 announces itself just before barrier(): wait until gloo is really waiting.
-for _ in $(seq 100); do
-  "$hangscope" dump --pid "$waiting" | grep -q 'UnboundBuffer::waitRecv' && break
-  sleep 0.1
-done
-
-echo "=== hangscope dump of rank 0 (pid $waiting), waiting in dist.barrier() ==="
-"$hangscope" dump --pid "$waiting"
-echo
-echo "=== hangscope dump of rank 1 (pid $diverged), the rank that diverged ==="
-"$hangscope" dump --pid "$diverged"
+show

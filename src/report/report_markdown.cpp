@@ -158,7 +158,8 @@ std::string chain_section(const analysis::Analysis& a) {
       continue;
     }
     for (const auto& [edge, from] : edges) {
-      md << "- rank " << analysis::compress_ranks(from) << " → rank "
+      md << "- " << (from.size() == 1 ? "rank " : "ranks ") << analysis::compress_ranks(from)
+         << " → " << (edge.first.size() == 1 ? "rank " : "ranks ")
          << analysis::compress_ranks(edge.first) << " (" << edge.second << ")\n";
     }
     for (int target : roots_waited) {

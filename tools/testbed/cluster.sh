@@ -74,6 +74,7 @@ up() {
       "$here/node.sh" "node$n" "$n" "$addr" "$port" "$dir" "$hangscope" "$nodes" "$ranks" \
       "$diverged" "$subnet.1" "$scenario" "$variety" > "$dir/node$n.log" 2>&1 &
     echo $! > "$dir/node$n.pid"
+    disown $!  # torn down by `down`, which kills it; no job-control chatter then
   done
   # Wait until every agent answers and every rank has announced itself (a rank announces
   # before its scenario's blocking step, so also a rank that exits or stops itself).
