@@ -262,11 +262,12 @@ std::vector<Verdict> node_verdicts(const std::vector<Job>& jobs,
     v.diverged_ranks.assign(unknown_waited.begin(), unknown_waited.end());
     v.waiting_ranks.assign(waiters.begin(), waiters.end());
     v.confidence = unknown_waited.empty() ? 0.6 : 0.9;
-    v.summary = "Node " + name + " " + (refused ? "refused the request" : "did not answer") +
-                (unknown_waited.empty()
-                     ? "; its ranks are unknown."
-                     : "; " + ranks_text(waiters) + " wait for " + ranks_text(unknown_waited) +
-                           ", whose state is unknown (not captured).");
+    v.summary =
+        "Node " + name + " " + (refused ? "refused the request" : "did not answer") +
+        (unknown_waited.empty()
+             ? "; its ranks are unknown."
+             : "; " + ranks_text(waiters) + (waiters.size() == 1 ? " waits for " : " wait for ") +
+                   ranks_text(unknown_waited) + ", whose state is unknown (not captured).");
     v.remedies.push_back(refused ? "check the token or TLS credentials given to diagnose"
                                  : "check that `hangscope collect` runs on that node and that "
                                    "its address and port are reachable from here");

@@ -52,6 +52,8 @@ int run(int argc, char** argv) {
   runners[diagnose] = register_diagnose_command(*diagnose);
   auto* report = app.add_subcommand("report", "Re-run the analysis of a saved bundle");
   runners[report] = register_report_command(*report);
+  auto* rules = app.add_subcommand("rules", "List the signature rules, or check a rule file");
+  runners[rules] = register_rules_command(*rules);
 
   try {
     app.parse(argc, argv);

@@ -33,6 +33,7 @@ struct DiagnoseArguments {
   bool locals = true;
   std::vector<int> pids;
   std::string select;
+  std::string rules_dir;
 };
 
 std::string utc_stamp() {
@@ -150,7 +151,8 @@ int run_diagnose(const DiagnoseArguments& args) {
                                   : from_local_node(args, *interval, progress);
     const std::string dir = args.output.empty() ? "hangscope-" + utc_stamp() : args.output;
     report::write_bundle_data(dir, bundle);
-    const auto analysis = analysis::analyze(bundle);
+    const auto analysis =
+        analyze_with_rules(bundle, args.rules_dir, [&](const std::string& s) { progress.say(s); });
     for (const auto& note : report::write_reports(dir, bundle, analysis)) progress.say(note);
     progress.say("report written to " + dir + "/report.md");
     print_result(bundle, analysis, args.json);
@@ -180,6 +182,7 @@ CommandRunner register_diagnose_command(CLI::App& app) {
   app.add_option("-o,--output", args->output, "Bundle directory (default ./hangscope-<UTC time>)");
   app.add_flag("--json", args->json, "Print report.json to stdout");
   app.add_flag("--quiet", args->quiet, "No progress on stderr");
+  app.add_option("--rules", args->rules_dir, "Directory of extra signature rule files (*.json)");
   app.add_flag("--locals,!--no-locals", args->locals,
                "Python locals of the waiting frames (peers, groups, store keys; masked)")
       ->capture_default_str();

@@ -14,6 +14,7 @@ namespace {
 
 struct ReportArguments {
   std::string bundle;
+  std::string rules_dir;
   bool json = false;
 };
 
@@ -23,7 +24,9 @@ int run_report(const ReportArguments& args) {
     for (const auto& node : bundle.nodes) {
       if (node.status == "error") std::cerr << "hangscope: " << node.error << "\n";
     }
-    const auto analysis = analysis::analyze(bundle);
+    const auto analysis = analyze_with_rules(bundle, args.rules_dir, [](const std::string& s) {
+      std::cerr << "hangscope: " << s << "\n";
+    });
     for (const auto& note : report::write_reports(args.bundle, bundle, analysis)) {
       std::cerr << "hangscope: " << note << "\n";
     }
@@ -50,6 +53,7 @@ CommandRunner register_report_command(CLI::App& app) {
   app.add_option("bundle", args->bundle, "Bundle directory written by `hangscope diagnose`")
       ->required();
   app.add_flag("--json", args->json, "Print report.json to stdout");
+  app.add_option("--rules", args->rules_dir, "Directory of extra signature rule files (*.json)");
   return [args] { return run_report(*args); };
 }
 

@@ -102,7 +102,8 @@ json verdict_json(const analysis::Verdict& v) {
           {"summary", v.summary},
           {"evidence", v.evidence},
           {"remedies", v.remedies},
-          {"references", v.references}};
+          {"references", v.references},
+          {"explained_by", v.explained_by.empty() ? json(nullptr) : json(v.explained_by)}};
 }
 
 }  // namespace

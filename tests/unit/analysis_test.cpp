@@ -76,7 +76,8 @@ TEST(WaitPoint, WaitingOnPeersBeatsAnIdleMainThread) {
 TEST(Verdicts, StoreWaiterIsTheRootNotTheMajority) {
   JobBuilder job(8);
   for (int r = 0; r < 8; ++r) job.rank(r, r == 5 ? store_wait_stack(5) : barrier_stack());
-  const auto a = analyze(job.bundle());
+  const auto bundle = job.bundle();  // the analysis points into it
+  const auto a = analyze(bundle);
   ASSERT_EQ(a.verdicts.size(), 1u) << a.conclusion;
   EXPECT_EQ(a.verdicts[0].id, "rank-diverged");
   EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{5});
@@ -99,7 +100,8 @@ TEST(Verdicts, BusyRankIsAStragglerWhenItsCpuGrows) {
       job.rank(r, barrier_stack());
     }
   }
-  const auto a = analyze(job.bundle());
+  const auto bundle = job.bundle();  // the analysis points into it
+  const auto a = analyze(bundle);
   ASSERT_FALSE(a.verdicts.empty());
   EXPECT_EQ(a.verdicts[0].id, "rank-straggler");
   EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{2});
@@ -118,7 +120,8 @@ TEST(Verdicts, StoppedDeadAndUninterruptibleRanks) {
                       : barrier_stack(),
                r == 1 ? state : 'S');
     }
-    const auto a = analyze(job.bundle());
+    const auto bundle = job.bundle();  // the analysis points into it
+    const auto a = analyze(bundle);
     ASSERT_FALSE(a.verdicts.empty());
     EXPECT_EQ(a.verdicts[0].id, id);
     EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{1});
@@ -129,7 +132,8 @@ TEST(Verdicts, StoppedDeadAndUninterruptibleRanks) {
 TEST(Verdicts, MissingRankWhenEveryNodeAnswered) {
   JobBuilder job(4);
   for (int r : {0, 1, 3}) job.rank(r, barrier_stack());
-  const auto a = analyze(job.bundle());
+  const auto bundle = job.bundle();  // the analysis points into it
+  const auto a = analyze(bundle);
   ASSERT_EQ(a.verdicts.size(), 1u);
   EXPECT_EQ(a.verdicts[0].id, "rank-dead");
   EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{2});
@@ -153,7 +157,8 @@ TEST(Verdicts, UnreachableNodeCoversItsRanksInsteadOfRankDead) {
 TEST(Verdicts, DifferentCollectivesNameTheSmallerSide) {
   JobBuilder job(4);
   for (int r = 0; r < 4; ++r) job.rank(r, r == 3 ? all_reduce_stack() : barrier_stack());
-  const auto a = analyze(job.bundle());
+  const auto bundle = job.bundle();  // the analysis points into it
+  const auto a = analyze(bundle);
   ASSERT_EQ(a.verdicts.size(), 1u);
   EXPECT_EQ(a.verdicts[0].id, "collective-mismatch");
   EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{3});
@@ -162,7 +167,8 @@ TEST(Verdicts, DifferentCollectivesNameTheSmallerSide) {
 TEST(Verdicts, ATieIsReportedAsATie) {
   JobBuilder job(4);
   for (int r = 0; r < 4; ++r) job.rank(r, r >= 2 ? all_reduce_stack() : barrier_stack());
-  const auto a = analyze(job.bundle());
+  const auto bundle = job.bundle();  // the analysis points into it
+  const auto a = analyze(bundle);
   ASSERT_EQ(a.verdicts.size(), 1u);
   EXPECT_EQ(a.verdicts[0].id, "collective-mismatch");
   EXPECT_TRUE(a.verdicts[0].diverged_ranks.empty());
@@ -173,7 +179,8 @@ TEST(Verdicts, ATieIsReportedAsATie) {
 TEST(Verdicts, EveryRankProgressingIsNoDivergence) {
   JobBuilder job(4);
   for (int r = 0; r < 4; ++r) job.rank(r, all_reduce_stack(), 'S', /*cpu_per_sample=*/30);
-  const auto a = analyze(job.bundle());
+  const auto bundle = job.bundle();  // the analysis points into it
+  const auto a = analyze(bundle);
   EXPECT_TRUE(a.verdicts.empty()) << a.verdicts[0].summary;
   EXPECT_NE(a.conclusion.find("No divergence"), std::string::npos);
   EXPECT_NE(a.conclusion.find("every rank (4) is progressing"), std::string::npos);
@@ -182,7 +189,8 @@ TEST(Verdicts, EveryRankProgressingIsNoDivergence) {
 TEST(Verdicts, EveryRankWaitingAtOnePlaceIsNoDivergenceAmongRanks) {
   JobBuilder job(4);
   for (int r = 0; r < 4; ++r) job.rank(r, barrier_stack());
-  const auto a = analyze(job.bundle());
+  const auto bundle = job.bundle();  // the analysis points into it
+  const auto a = analyze(bundle);
   EXPECT_TRUE(a.verdicts.empty());
   EXPECT_NE(a.conclusion.find("all 4 wait at the same place"), std::string::npos);
 }
@@ -195,7 +203,8 @@ TEST(Verdicts, RanksWithoutPython) {
   job.rank(0, gloo);
   job.rank(1, gloo);
   job.rank(2, {native("__GI___clock_nanosleep"), native("main")});
-  const auto a = analyze(job.bundle());
+  const auto bundle = job.bundle();  // the analysis points into it
+  const auto a = analyze(bundle);
   ASSERT_EQ(a.verdicts.size(), 1u);
   EXPECT_EQ(a.verdicts[0].id, "rank-diverged");
   EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{2});
@@ -221,7 +230,8 @@ TEST(Verdicts, PipelineGraphNamesTheStuckEarlyStageRankNotTheMajority) {
                    py("run", "/app/pipeline.py", 85)});
     }
   }
-  const auto a = analyze(job.bundle());
+  const auto bundle = job.bundle();  // the analysis points into it
+  const auto a = analyze(bundle);
   ASSERT_FALSE(a.verdicts.empty());
   EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{1});
   EXPECT_EQ(a.verdicts[0].waiting_ranks, (std::vector<int>{0, 2, 3, 4, 5, 6, 7}));
@@ -240,7 +250,8 @@ TEST(Verdicts, StoreBarrierWithADeadRank) {
                  py("store_barrier", "/app/w.py", 30,
                     {{"keys", "['arrive/0', 'arrive/1', 'arrive/2', 'arrive/3']"}})});
   }
-  const auto a = analyze(job.bundle());
+  const auto bundle = job.bundle();  // the analysis points into it
+  const auto a = analyze(bundle);
   ASSERT_EQ(a.verdicts.size(), 1u);
   EXPECT_EQ(a.verdicts[0].id, "rank-dead");
   EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{2});

@@ -84,6 +84,7 @@ struct Verdict {
   std::vector<std::string> evidence;
   std::vector<std::string> remedies;
   std::vector<std::string> references;
+  std::string explained_by;  // a signature verdict that explains this generic one
 };
 
 // A process of interest that is no rank (engine, API server, helper, unidentified).
@@ -102,6 +103,7 @@ struct Analysis {
   double interval_seconds = 0;
 };
 
+// The analysis points into `bundle` (rank histories): keep the bundle alive while using it.
 Analysis analyze(const Bundle& bundle);
 
 // Internals, exposed for their tests.

@@ -21,6 +21,12 @@ CommandRunner register_dump_command(CLI::App& app);
 CommandRunner register_collect_command(CLI::App& app);
 CommandRunner register_diagnose_command(CLI::App& app);
 CommandRunner register_report_command(CLI::App& app);
+CommandRunner register_rules_command(CLI::App& app);
+
+// The analysis of a bundle with the signature rules in effect (built-in, /etc/hangscope/rules.d,
+// `rules_dir`); skipped rule files are told to `say`.
+analysis::Analysis analyze_with_rules(const analysis::Bundle& bundle, const std::string& rules_dir,
+                                      const std::function<void(const std::string&)>& say);
 
 // The result of an analysis on stdout: report.json with `json`, else the terminal summary
 // (coloured when stdout is a terminal).

@@ -1,0 +1,73 @@
+// Signature rules for known hangs: data files (JSON) that match rank groups by frames, states,
+// wait kinds and log lines, check facts (three-valued), and name the verdict, evidence,
+// remedies and references. docs/rules.md documents the format.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hangscope::rules {
+
+// One frame pattern: every given field must match the same frame.
+struct FramePattern {
+  std::string function;        // Python co_name / qualname tail, or native symbol, exactly
+  std::string function_regex;  // ECMAScript regex over the function (or qualname)
+  std::string file;            // suffix of the Python file ("vllm/x/y.py")
+  std::string native;          // substring of a native symbol
+};
+
+// Which ranks of a job belong to a group: all conditions must hold.
+struct GroupSpec {
+  std::string name;
+  std::vector<FramePattern> frames;      // each matches some frame of the rank's stack
+  std::vector<FramePattern> not_frames;  // none matches any frame
+  std::vector<std::string> states;       // rank states (empty: any)
+  std::vector<std::string> wait_kinds;   // wait point kinds (empty: any)
+  std::vector<std::string> log;          // each is a substring of some log line of the rank
+  std::string require = "some";          // some | all | none: how many ranks must be in it
+};
+
+// A fact the rule needs; true, false or unknown when evaluated.
+struct FactSpec {
+  std::string name;  // for people: "custom all-reduce enabled"
+  std::string env;   // an environment variable of the diverged ranks
+  std::optional<std::string> equals;
+  std::vector<std::string> in;
+  std::optional<int> nodes_at_least;  // the job's ranks span at least N nodes
+  bool expect = true;                 // the truth value the rule needs
+};
+
+struct Rule {
+  std::string id;
+  std::string title;
+  std::string description;
+  double confidence = 0.9;
+  std::vector<GroupSpec> groups;
+  std::vector<FactSpec> facts;
+  std::string diverged;  // group name
+  std::string waiting;   // group name, may be empty
+  std::string summary;   // template: {group}, {group.count}, {group.where}, {group.nodes}
+  std::vector<std::string> evidence;
+  std::vector<std::string> remedies;
+  std::vector<std::string> references;
+  std::vector<std::string> explains;  // generic verdict ids this rule explains
+  std::string source;                 // "builtin:<file>" or the file path
+};
+
+// Parses one rule file's text; throws hangscope::Error "SOURCE:LINE: reason".
+Rule parse_rule(const std::string& text, const std::string& source);
+
+// The rules in effect: built-in < files in /etc/hangscope/rules.d < `extra_dir`; a later rule
+// with the same id replaces an earlier one. A bad file is skipped and named in `errors`.
+struct RuleSet {
+  std::vector<Rule> rules;
+  std::vector<std::string> errors;
+};
+RuleSet load_rules(const std::string& system_dir = "/etc/hangscope/rules.d",
+                   const std::string& extra_dir = "");
+
+// The built-in rule files: (file name, text), compiled into the binary.
+const std::vector<std::pair<std::string, std::string>>& builtin_rule_files();
+
+}  // namespace hangscope::rules

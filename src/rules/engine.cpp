@@ -1,0 +1,239 @@
+#include "hangscope/rules/engine.h"
+
+#include <algorithm>
+#include <map>
+#include <regex>
+#include <set>
+
+#include "hangscope/analysis/call_tree.h"
+#include "hangscope/analysis/rank_set.h"
+
+namespace hangscope::rules {
+namespace {
+
+using analysis::Job;
+using analysis::RankEntry;
+using capture::Frame;
+
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool frame_matches(const FramePattern& p, const Frame& f) {
+  const bool python = f.kind == Frame::Kind::kPython;
+  if (!p.native.empty() && (python || f.function.find(p.native) == std::string::npos)) {
+    return false;
+  }
+  if (!p.file.empty() && (!python || !ends_with(f.file, p.file))) return false;
+  if (!p.function.empty() && f.function != p.function && f.qualname != p.function &&
+      !ends_with(f.qualname, "." + p.function)) {
+    return false;
+  }
+  if (!p.function_regex.empty()) {
+    const std::regex re(p.function_regex);
+    if (!std::regex_search(f.function, re) && !std::regex_search(f.qualname, re)) return false;
+  }
+  return true;
+}
+
+// The frames a rule looks at: every thread running Python (every thread without Python).
+std::vector<const Frame*> frames_of(const RankEntry& rank) {
+  std::vector<const Frame*> out;
+  const auto* latest = rank.latest();
+  if (latest == nullptr || !latest->dump) return out;
+  const auto& threads = latest->dump->threads;
+  const bool any_python = std::any_of(threads.begin(), threads.end(),
+                                      [](const auto& t) { return !t.python_frames.empty(); });
+  for (const auto& t : threads) {
+    if (any_python && t.python_frames.empty()) continue;
+    const auto& frames = t.frames.empty() ? t.native_frames : t.frames;
+    for (const auto& f : frames) out.push_back(&f);
+  }
+  return out;
+}
+
+std::vector<std::string> matching_log_lines(const RankEntry& rank, const std::string& needle) {
+  std::vector<std::string> out;
+  if (const auto* latest = rank.latest()) {
+    for (const auto& log : latest->logs) {
+      for (const auto& line : log.lines) {
+        if (line.find(needle) != std::string::npos) out.push_back(line);
+      }
+    }
+  }
+  return out;
+}
+
+bool in_group(const GroupSpec& g, const RankEntry& rank) {
+  if (rank.history.empty() || !rank.rank) return false;
+  if (!g.states.empty() && std::find(g.states.begin(), g.states.end(),
+                                     std::string(to_string(rank.state))) == g.states.end()) {
+    return false;
+  }
+  if (!g.wait_kinds.empty() &&
+      std::find(g.wait_kinds.begin(), g.wait_kinds.end(),
+                std::string(analysis::to_string(rank.wait.kind))) == g.wait_kinds.end()) {
+    return false;
+  }
+  const auto frames = frames_of(rank);
+  const auto any_frame = [&](const FramePattern& p) {
+    return std::any_of(frames.begin(), frames.end(),
+                       [&](const Frame* f) { return frame_matches(p, *f); });
+  };
+  if (!std::all_of(g.frames.begin(), g.frames.end(), any_frame)) return false;
+  if (std::any_of(g.not_frames.begin(), g.not_frames.end(), any_frame)) return false;
+  for (const auto& needle : g.log) {
+    if (matching_log_lines(rank, needle).empty()) return false;
+  }
+  return true;
+}
+
+struct GroupMatch {
+  std::set<int> ranks;
+  std::set<std::string> nodes;
+  std::string where;  // the first member's wait point
+};
+
+enum class Truth { kTrue, kFalse, kUnknown };
+
+Truth evaluate_fact(const FactSpec& fact, const Job& job, const GroupMatch& diverged) {
+  if (fact.nodes_at_least) {
+    std::set<std::string> nodes;
+    for (const auto& r : job.ranks) {
+      if (!r.history.empty()) nodes.insert(r.node);
+    }
+    const bool some_unknown = std::any_of(job.ranks.begin(), job.ranks.end(), [](const auto& r) {
+      return r.state == analysis::RankState::kUnknown;
+    });
+    if (static_cast<int>(nodes.size()) >= *fact.nodes_at_least) return Truth::kTrue;
+    return some_unknown ? Truth::kUnknown : Truth::kFalse;
+  }
+  for (int rank : diverged.ranks) {
+    const auto* r = job.find(rank);
+    const auto* p = r ? r->latest() : nullptr;
+    if (p == nullptr || p->environment_source.empty()) continue;  // environment not read
+    const auto it = p->environment.find(fact.env);
+    if (it == p->environment.end()) return Truth::kFalse;
+    if (fact.equals) return it->second == *fact.equals ? Truth::kTrue : Truth::kFalse;
+    if (!fact.in.empty()) {
+      return std::find(fact.in.begin(), fact.in.end(), it->second) != fact.in.end() ? Truth::kTrue
+                                                                                    : Truth::kFalse;
+    }
+    return Truth::kTrue;  // present
+  }
+  return Truth::kUnknown;
+}
+
+std::string fill(std::string text, const std::map<std::string, GroupMatch>& groups) {
+  for (const auto& [name, g] : groups) {
+    const std::string set = analysis::compress_ranks(g.ranks);
+    std::string nodes;
+    for (const auto& n : g.nodes) nodes += (nodes.empty() ? "" : ", ") + n;
+    for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+             {"{" + name + "}", set},
+             {"{" + name + ".count}", std::to_string(g.ranks.size())},
+             {"{" + name + ".where}", g.where},
+             {"{" + name + ".nodes}", nodes}}) {
+      for (auto at = text.find(key); at != std::string::npos;
+           at = text.find(key, at + value.size())) {
+        text.replace(at, key.size(), value);
+      }
+    }
+  }
+  return text;
+}
+
+}  // namespace
+
+std::optional<analysis::Verdict> evaluate(const Rule& rule, const Job& job) {
+  std::map<std::string, GroupMatch> groups;
+  std::size_t captured = 0;
+  for (const auto& r : job.ranks) captured += r.history.empty() ? 0 : 1;
+  for (const auto& spec : rule.groups) {
+    GroupMatch& g = groups[spec.name];
+    for (const auto& r : job.ranks) {
+      if (!in_group(spec, r)) continue;
+      g.ranks.insert(*r.rank);
+      g.nodes.insert(r.node);
+      if (g.where.empty()) g.where = r.wait.describe();
+    }
+    const bool ok = spec.require == "none"  ? g.ranks.empty()
+                    : spec.require == "all" ? captured > 0 && g.ranks.size() == captured
+                                            : !g.ranks.empty();
+    if (!ok) return std::nullopt;
+  }
+  const auto& diverged = groups[rule.diverged];
+  if (diverged.ranks.empty()) return std::nullopt;
+  analysis::Verdict v;
+  v.id = rule.id;
+  v.kind = "signature";
+  v.title = rule.title;
+  v.job = job.key;
+  v.confidence = rule.confidence;
+  v.diverged_ranks.assign(diverged.ranks.begin(), diverged.ranks.end());
+  if (!rule.waiting.empty()) {
+    const auto& waiting = groups[rule.waiting].ranks;
+    for (int r : waiting) {
+      if (!diverged.ranks.count(r)) v.waiting_ranks.push_back(r);
+    }
+  }
+  for (const auto& fact : rule.facts) {
+    const Truth t = evaluate_fact(fact, job, diverged);
+    if (t == Truth::kUnknown) {
+      v.confidence = std::max(0.1, v.confidence - 0.1);
+      v.evidence.push_back("fact unknown (not read as false): " + fact.name);
+      continue;
+    }
+    if ((t == Truth::kTrue) != fact.expect) return std::nullopt;
+    v.evidence.push_back("fact: " + fact.name + (fact.expect ? "" : " (false, as the bug needs)"));
+  }
+  v.summary = fill(rule.summary, groups);
+  for (const auto& e : rule.evidence) v.evidence.insert(v.evidence.begin(), fill(e, groups));
+  for (const auto& spec : rule.groups) {
+    const auto& g = groups[spec.name];
+    if (g.ranks.empty()) continue;
+    v.evidence.push_back(spec.name + ": " + (g.ranks.size() == 1 ? "rank " : "ranks ") +
+                         analysis::compress_ranks(g.ranks) + " in " + g.where);
+    for (const auto& needle : spec.log) {
+      const auto* first = job.find(*g.ranks.begin());
+      const auto lines = matching_log_lines(*first, needle);
+      if (!lines.empty())
+        v.evidence.push_back("log of rank " + std::to_string(*g.ranks.begin()) + ": " +
+                             lines.front());
+    }
+  }
+  v.remedies = rule.remedies;
+  v.references = rule.references;
+  v.evidence.push_back("rule " + rule.id + " (" + rule.source + ")");
+  return v;
+}
+
+void apply_rules(const std::vector<Rule>& rules, analysis::Analysis& analysis) {
+  std::vector<analysis::Verdict> signatures;
+  for (const auto& job : analysis.jobs) {
+    for (const auto& rule : rules) {
+      auto v = evaluate(rule, job);
+      if (!v) continue;
+      for (auto& generic : analysis.verdicts) {
+        if (generic.job == job.key && generic.explained_by.empty() &&
+            std::find(rule.explains.begin(), rule.explains.end(), generic.id) !=
+                rule.explains.end()) {
+          generic.explained_by = rule.id;
+        }
+      }
+      signatures.push_back(std::move(*v));
+    }
+  }
+  if (signatures.empty()) return;
+  analysis.verdicts.insert(analysis.verdicts.begin(), signatures.begin(), signatures.end());
+  std::stable_sort(analysis.verdicts.begin(), analysis.verdicts.end(),
+                   [](const analysis::Verdict& a, const analysis::Verdict& b) {
+                     const bool sa = a.kind == "signature", sb = b.kind == "signature";
+                     if (sa != sb) return sa;
+                     return a.confidence > b.confidence;
+                   });
+  analysis.conclusion = analysis.verdicts.front().summary;
+}
+
+}  // namespace hangscope::rules

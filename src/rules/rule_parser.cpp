@@ -1,0 +1,219 @@
+// Rule files: JSON text → Rule, with errors that name the file, the line and the reason.
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+
+#include "hangscope/common/error.h"
+#include "hangscope/rules/rule.h"
+
+namespace hangscope::rules {
+namespace {
+
+using nlohmann::json;
+
+const std::set<std::string> kStates = {"running", "waiting", "stopped", "uninterruptible",
+                                       "dead",    "missing", "unknown"};
+const std::set<std::string> kWaitKinds = {"collective", "store", "rendezvous", "channel", "ring",
+                                          "lock",       "sleep", "cpu",        "other"};
+
+// Reads one rule; `fail` throws with the line of the key it is about.
+class RuleReader {
+ public:
+  RuleReader(const std::string& text, const std::string& source) : text_(text), source_(source) {}
+
+  Rule read() {
+    json doc;
+    try {
+      doc = json::parse(text_);
+    } catch (const json::parse_error& e) {
+      throw Error(source_ + ":" + std::to_string(line_at(e.byte == 0 ? 0 : e.byte - 1)) +
+                  ": not valid JSON: " + strip_prefix(e.what()));
+    }
+    if (!doc.is_object()) fail("", "a rule file holds one JSON object");
+    check_keys(doc, "",
+               {"id", "title", "description", "confidence", "groups", "facts", "diverged",
+                "waiting", "summary", "evidence", "remedies", "references", "explains"});
+    Rule rule;
+    rule.source = source_;
+    rule.id = string(doc, "id", true);
+    static const std::regex id_form("^[a-z0-9]+(-[a-z0-9]+)*$");
+    if (!std::regex_match(rule.id, id_form)) fail("id", "the id must be kebab-case: " + rule.id);
+    rule.title = string(doc, "title", true);
+    rule.description = string(doc, "description", false);
+    if (doc.contains("confidence")) {
+      if (!doc["confidence"].is_number()) fail("confidence", "confidence must be a number");
+      rule.confidence = doc["confidence"].get<double>();
+      if (rule.confidence < 0 || rule.confidence > 1) {
+        fail("confidence", "confidence must be between 0 and 1");
+      }
+    }
+    if (!doc.contains("groups") || !doc["groups"].is_object() || doc["groups"].empty()) {
+      fail("groups", "`groups` must be an object with at least one group");
+    }
+    for (const auto& [name, spec] : doc["groups"].items()) rule.groups.push_back(group(name, spec));
+    if (doc.contains("facts")) {
+      if (!doc["facts"].is_array()) fail("facts", "`facts` must be a list");
+      for (const auto& f : doc["facts"]) rule.facts.push_back(fact(f));
+    }
+    rule.diverged = string(doc, "diverged", true);
+    rule.waiting = string(doc, "waiting", false);
+    for (const auto* name : {&rule.diverged, &rule.waiting}) {
+      if (name->empty()) continue;
+      if (std::none_of(rule.groups.begin(), rule.groups.end(),
+                       [&](const GroupSpec& g) { return g.name == *name; })) {
+        fail(*name == rule.diverged ? "diverged" : "waiting", "no group named `" + *name + "`");
+      }
+    }
+    rule.summary = string(doc, "summary", true);
+    rule.evidence = strings(doc, "evidence");
+    rule.remedies = strings(doc, "remedies");
+    rule.references = strings(doc, "references");
+    rule.explains = strings(doc, "explains");
+    return rule;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& key, const std::string& reason) const {
+    throw Error(source_ + ":" + std::to_string(line_of_key(key)) + ": " + reason);
+  }
+
+  std::size_t line_at(std::size_t byte) const {
+    byte = std::min(byte, text_.size());
+    return 1 + static_cast<std::size_t>(
+                   std::count(text_.begin(), text_.begin() + static_cast<long>(byte), '\n'));
+  }
+
+  // The line of the first `"key":` in the text (1 when absent).
+  std::size_t line_of_key(const std::string& key) const {
+    if (key.empty()) return 1;
+    const auto at = text_.find("\"" + key + "\"");
+    return at == std::string::npos ? 1 : line_at(at);
+  }
+
+  static std::string strip_prefix(const std::string& what) {
+    const auto colon = what.find(": ");
+    return colon == std::string::npos ? what : what.substr(colon + 2);
+  }
+
+  void check_keys(const json& object, const std::string& where,
+                  std::initializer_list<const char*> known) const {
+    for (const auto& [key, value] : object.items()) {
+      if (std::none_of(known.begin(), known.end(), [&](const char* k) { return key == k; })) {
+        fail(key, "unknown key `" + key + "`" + (where.empty() ? "" : " in " + where));
+      }
+    }
+  }
+
+  std::string string(const json& object, const char* key, bool required) const {
+    if (!object.contains(key)) {
+      if (required) fail("", std::string("missing `") + key + "`");
+      return "";
+    }
+    if (!object[key].is_string()) fail(key, std::string("`") + key + "` must be a string");
+    return object[key].get<std::string>();
+  }
+
+  std::vector<std::string> strings(const json& object, const char* key) const {
+    std::vector<std::string> out;
+    if (!object.contains(key)) return out;
+    const auto& list = object[key];
+    if (!list.is_array()) fail(key, std::string("`") + key + "` must be a list of strings");
+    for (const auto& item : list) {
+      if (!item.is_string()) fail(key, std::string("`") + key + "` must be a list of strings");
+      out.push_back(item.get<std::string>());
+    }
+    return out;
+  }
+
+  FramePattern frame(const json& spec, const std::string& group) const {
+    if (!spec.is_object()) fail(group, "frame patterns in `" + group + "` must be objects");
+    check_keys(spec, "a frame pattern of `" + group + "`",
+               {"function", "function_regex", "file", "native"});
+    FramePattern p;
+    p.function = string(spec, "function", false);
+    p.function_regex = string(spec, "function_regex", false);
+    p.file = string(spec, "file", false);
+    p.native = string(spec, "native", false);
+    if (p.function.empty() && p.function_regex.empty() && p.file.empty() && p.native.empty()) {
+      fail(group, "an empty frame pattern in `" + group + "` would match every frame");
+    }
+    if (!p.function_regex.empty()) {
+      try {
+        std::regex check(p.function_regex);
+      } catch (const std::regex_error& e) {
+        fail("function_regex", "bad function_regex `" + p.function_regex + "`: " + e.what());
+      }
+    }
+    return p;
+  }
+
+  GroupSpec group(const std::string& name, const json& spec) const {
+    if (!spec.is_object()) fail(name, "group `" + name + "` must be an object");
+    check_keys(spec, "group `" + name + "`",
+               {"frames", "not_frames", "states", "wait_kinds", "log", "require"});
+    GroupSpec g;
+    g.name = name;
+    for (const char* list : {"frames", "not_frames"}) {
+      if (!spec.contains(list)) continue;
+      if (!spec[list].is_array()) fail(list, std::string("`") + list + "` must be a list");
+      for (const auto& f : spec[list]) {
+        (std::string(list) == "frames" ? g.frames : g.not_frames).push_back(frame(f, name));
+      }
+    }
+    g.states = strings(spec, "states");
+    for (const auto& s : g.states) {
+      if (!kStates.count(s)) fail("states", "unknown rank state `" + s + "`");
+    }
+    g.wait_kinds = strings(spec, "wait_kinds");
+    for (const auto& k : g.wait_kinds) {
+      if (!kWaitKinds.count(k)) fail("wait_kinds", "unknown wait kind `" + k + "`");
+    }
+    g.log = strings(spec, "log");
+    if (spec.contains("require")) {
+      g.require = string(spec, "require", false);
+      if (g.require != "some" && g.require != "all" && g.require != "none") {
+        fail("require", "`require` must be some, all or none");
+      }
+    }
+    if (g.frames.empty() && g.states.empty() && g.wait_kinds.empty() && g.log.empty()) {
+      fail(name, "group `" + name + "` has no condition: it would hold every rank");
+    }
+    return g;
+  }
+
+  FactSpec fact(const json& spec) const {
+    if (!spec.is_object()) fail("facts", "each fact must be an object");
+    check_keys(spec, "a fact", {"name", "env", "equals", "in", "nodes_at_least", "expect"});
+    FactSpec f;
+    f.name = string(spec, "name", true);
+    f.env = string(spec, "env", false);
+    if (spec.contains("equals")) f.equals = string(spec, "equals", false);
+    f.in = strings(spec, "in");
+    if (spec.contains("nodes_at_least")) {
+      if (!spec["nodes_at_least"].is_number_integer()) {
+        fail("nodes_at_least", "`nodes_at_least` must be an integer");
+      }
+      f.nodes_at_least = spec["nodes_at_least"].get<int>();
+    }
+    if (spec.contains("expect")) {
+      if (!spec["expect"].is_boolean()) fail("expect", "`expect` must be true or false");
+      f.expect = spec["expect"].get<bool>();
+    }
+    if (f.env.empty() == !f.nodes_at_least.has_value()) {
+      fail("facts", "fact `" + f.name + "` needs exactly one of `env` or `nodes_at_least`");
+    }
+    return f;
+  }
+
+  const std::string& text_;
+  const std::string& source_;
+};
+
+}  // namespace
+
+Rule parse_rule(const std::string& text, const std::string& source) {
+  return RuleReader(text, source).read();
+}
+
+}  // namespace hangscope::rules

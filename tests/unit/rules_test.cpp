@@ -1,0 +1,309 @@
+// Signature rules: the file format and its errors, precedence, three-valued facts, and for each
+// built-in rule a snapshot that must fire it, a near miss that must not, and a cross-fire matrix
+// (every rule against every scenario: a rule fires on its own scenario only).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <map>
+
+#include "analysis_builders.h"
+#include "hangscope/common/error.h"
+#include "hangscope/rules/engine.h"
+#include "hangscope/rules/rule.h"
+#include "target_process.h"
+
+namespace hangscope::rules {
+namespace {
+
+using namespace analysis::testing_builders;
+using capture::Frame;
+
+const std::string kSite = "/usr/lib/python3/dist-packages/";
+
+Frame site(const std::string& function, const std::string& path, int line) {
+  auto f = py(function, kSite + path, line);
+  return f;
+}
+
+Frame method(const std::string& qualname, const std::string& path, int line) {
+  auto f = py(qualname.substr(qualname.rfind('.') + 1), kSite + path, line);
+  f.qualname = qualname;
+  return f;
+}
+
+// Seed A: node0's ranks inside the rendezvous, node1's moved on to in_the_same_node_as.
+std::vector<Frame> in_rendezvous() {
+  return {analysis::testing_builders::native("__futex_abstimed_wait_common"),
+          site("rendezvous", "torch/distributed/_symmetric_memory/__init__.py", 1210),
+          method("CustomAllreduce._init_mnnvl_buffer",
+                 "vllm/distributed/device_communicators/custom_all_reduce.py", 233),
+          method("CustomAllreduce.__init__",
+                 "vllm/distributed/device_communicators/custom_all_reduce.py", 150),
+          method("CudaCommunicator.__init__",
+                 "vllm/distributed/device_communicators/cuda_communicator.py", 60),
+          method("GroupCoordinator.__init__", "vllm/distributed/parallel_state.py", 300)};
+}
+std::vector<Frame> same_node_barrier() {
+  return {analysis::testing_builders::native("c10d::ProcessGroupGloo::AsyncWork::wait"),
+          site("barrier", "torch/distributed/distributed_c10d.py", 3152),
+          site("in_the_same_node_as", "vllm/distributed/parallel_state.py", 1500),
+          method("MessageQueue.create_from_process_group",
+                 "vllm/distributed/device_communicators/shm_broadcast.py", 600),
+          method("GroupCoordinator.__init__", "vllm/distributed/parallel_state.py", 320)};
+}
+
+// Seed B: cache-hit ranks in the warm-up barrier, the others tuning in an all-reduce.
+std::vector<Frame> autotune_barrier() {
+  return {analysis::testing_builders::native("c10d::ProcessGroupGloo::AsyncWork::wait"),
+          site("barrier", "torch/distributed/distributed_c10d.py", 3152),
+          method("GroupCoordinator.barrier", "vllm/distributed/parallel_state.py", 900),
+          site("flashinfer_autotune", "vllm/model_executor/warmup/kernel_warmup.py", 120),
+          site("kernel_warmup", "vllm/model_executor/warmup/kernel_warmup.py", 40)};
+}
+std::vector<Frame> autotune_tuning() {
+  return {analysis::testing_builders::native("c10d::ProcessGroupGloo::AsyncWork::wait"),
+          site("all_reduce", "torch/distributed/distributed_c10d.py", 1536),
+          method("AutoTuner._profile_single_kernel", "flashinfer/autotuner/autotuner.py", 700),
+          method("AutoTuner.choose_one", "flashinfer/autotuner/autotuner.py", 500),
+          method("GPUModelRunner._dummy_run", "vllm/v1/worker/gpu_model_runner.py", 2400),
+          site("flashinfer_autotune", "vllm/model_executor/warmup/kernel_warmup.py", 110),
+          site("kernel_warmup", "vllm/model_executor/warmup/kernel_warmup.py", 40)};
+}
+
+// Seed C: Ray compiled-graph workers in do_exec_tasks.
+std::vector<Frame> dag_stalled() {
+  return {analysis::testing_builders::native("cudaStreamSynchronize"),
+          method("RayWorkerWrapper.execute_model_ray", "vllm/v1/executor/ray_utils.py", 130),
+          site("do_exec_tasks", "ray/dag/compiled_dag_node.py", 200)};
+}
+std::vector<Frame> dag_collective() {
+  return {analysis::testing_builders::native("c10d::ProcessGroupGloo::AsyncWork::wait"),
+          site("all_reduce", "torch/distributed/distributed_c10d.py", 1536),
+          method("RayWorkerWrapper.execute_model_ray", "vllm/v1/executor/ray_utils.py", 130),
+          site("do_exec_tasks", "ray/dag/compiled_dag_node.py", 200)};
+}
+std::vector<Frame> dag_channel_read() {
+  return {analysis::testing_builders::native(
+              "ray::core::experimental::MutableObjectManager::ReadAcquire"),
+          method("Channel.read", "ray/experimental/channel/shared_memory_channel.py", 500),
+          site("do_exec_tasks", "ray/dag/compiled_dag_node.py", 190)};
+}
+
+using Scenario = std::function<analysis::Bundle()>;
+
+std::map<std::string, Scenario> scenarios() {
+  return {
+      {"symmetric-memory-rendezvous",
+       [] {
+         JobBuilder job(8);
+         for (int r = 0; r < 8; ++r)
+           job.rank(r, r < 4 ? in_rendezvous() : same_node_barrier(), 'S', 0, 4);
+         return job.bundle();
+       }},
+      {"autotune-cache-mismatch",
+       [] {
+         JobBuilder job(4);
+         for (int r = 0; r < 4; ++r) job.rank(r, r == 0 ? autotune_barrier() : autotune_tuning());
+         return job.bundle();
+       }},
+      {"compiled-dag-stall",
+       [] {
+         // PP=2 x TP=2: rank 1 (pp 0, tp 1) stalled in compute; rank 0 waits in its TP
+         // all-reduce; stage 1 (ranks 2, 3) waits in channel reads.
+         JobBuilder job(4);
+         job.rank(0, dag_collective());
+         job.rank(1, dag_stalled(), 'R', 30);
+         job.rank(2, dag_channel_read());
+         job.rank(3, dag_channel_read());
+         return job.bundle();
+       }},
+      {"store-wait",
+       [] {
+         JobBuilder job(4);
+         for (int r = 0; r < 4; ++r) job.rank(r, r == 3 ? store_wait_stack(3) : barrier_stack());
+         return job.bundle();
+       }},
+      {"busy",
+       [] {
+         JobBuilder job(4);
+         for (int r = 0; r < 4; ++r) {
+           job.rank(
+               r, r == 2 ? std::vector<Frame>{py("compute_slow_path", kUser, 9)} : barrier_stack(),
+               r == 2 ? 'R' : 'S', r == 2 ? 40 : 0);
+         }
+         return job.bundle();
+       }},
+  };
+}
+
+const Rule& builtin(const std::string& id) {
+  static const auto set = load_rules("", "");
+  for (const auto& r : set.rules) {
+    if (r.id == id) return r;
+  }
+  throw Error("no built-in rule " + id);
+}
+
+analysis::Analysis analyse_with(const analysis::Bundle& bundle) {
+  auto a = analysis::analyze(bundle);
+  apply_rules(load_rules("", "").rules, a);
+  return a;
+}
+
+TEST(Rules, BuiltinRulesAllParse) {
+  const auto set = load_rules("", "");
+  EXPECT_TRUE(set.errors.empty()) << set.errors.front();
+  EXPECT_GE(set.rules.size(), 3u);
+}
+
+TEST(Rules, CrossFireMatrix) {
+  const auto set = load_rules("", "");
+  for (const auto& [name, make] : scenarios()) {
+    const auto bundle = make();  // the analysis points into it
+    const auto a = analysis::analyze(bundle);
+    for (const auto& rule : set.rules) {
+      const bool fired = evaluate(rule, a.jobs.at(0)).has_value();
+      EXPECT_EQ(fired, rule.id == name) << "rule " << rule.id << " on scenario " << name;
+    }
+  }
+}
+
+TEST(Rules, SymmetricMemoryRendezvousFiresAndExplainsTheGenericVerdict) {
+  const auto bundle = scenarios()["symmetric-memory-rendezvous"]();
+  const auto a = analyse_with(bundle);
+  ASSERT_GE(a.verdicts.size(), 2u);
+  EXPECT_EQ(a.verdicts[0].id, "symmetric-memory-rendezvous");
+  EXPECT_EQ(a.verdicts[0].kind, "signature");
+  EXPECT_EQ(a.verdicts[0].diverged_ranks, (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(a.verdicts[0].waiting_ranks, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_NE(a.verdicts[0].summary.find("nodes node1"), std::string::npos) << a.verdicts[0].summary;
+  EXPECT_EQ(a.verdicts[1].kind, "generic");
+  EXPECT_EQ(a.verdicts[1].explained_by, "symmetric-memory-rendezvous");
+  EXPECT_EQ(a.conclusion, a.verdicts[0].summary);
+  EXPECT_FALSE(a.verdicts[0].remedies.empty());
+}
+
+TEST(Rules, SymmetricMemoryNearMisses) {
+  // Every rank still inside the rendezvous: nobody moved on.
+  JobBuilder all_in(8);
+  for (int r = 0; r < 8; ++r) all_in.rank(r, in_rendezvous(), 'S', 0, 4);
+  EXPECT_FALSE(
+      evaluate(builtin("symmetric-memory-rendezvous"), analysis::analyze(all_in.bundle()).jobs[0]));
+  // One node only: the fact "two or more nodes" is known false.
+  JobBuilder one_node(8);
+  for (int r = 0; r < 8; ++r)
+    one_node.rank(r, r < 4 ? in_rendezvous() : same_node_barrier(), 'S', 0, 8);
+  EXPECT_FALSE(evaluate(builtin("symmetric-memory-rendezvous"),
+                        analysis::analyze(one_node.bundle()).jobs[0]));
+}
+
+TEST(Rules, UnknownFactsAreNotReadAsFalse) {
+  // node1 did not answer: the ranks span one known node, but the fact is unknown, not false.
+  JobBuilder job(12);
+  for (int r = 0; r < 8; ++r) job.rank(r, r < 4 ? in_rendezvous() : same_node_barrier(), 'S', 0, 8);
+  auto bundle = job.bundle();
+  bundle.nodes.push_back({"node1", "10.0.0.2:7447", "unreachable", "timeout", 0});
+  const auto v =
+      evaluate(builtin("symmetric-memory-rendezvous"), analysis::analyze(bundle).jobs[0]);
+  ASSERT_TRUE(v);
+  EXPECT_LT(v->confidence, builtin("symmetric-memory-rendezvous").confidence);
+  bool said = false;
+  for (const auto& e : v->evidence) said = said || e.find("fact unknown") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
+TEST(Rules, AutotuneCacheMismatchOnRankZeroAndOnAnotherRank) {
+  const auto bundle = scenarios()["autotune-cache-mismatch"]();
+  auto a = analyse_with(bundle);
+  EXPECT_EQ(a.verdicts.at(0).id, "autotune-cache-mismatch");
+  EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{0});
+  EXPECT_EQ(a.verdicts[0].waiting_ranks, (std::vector<int>{1, 2, 3}));
+  JobBuilder variant(8);
+  for (int r = 0; r < 8; ++r) variant.rank(r, r == 5 ? autotune_barrier() : autotune_tuning());
+  const auto variant_bundle = variant.bundle();
+  a = analyse_with(variant_bundle);
+  EXPECT_EQ(a.verdicts.at(0).id, "autotune-cache-mismatch");
+  EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{5});
+  // Near miss: every rank tuning (no cache anywhere) is no autotune verdict.
+  JobBuilder all_tuning(4);
+  for (int r = 0; r < 4; ++r) all_tuning.rank(r, autotune_tuning());
+  EXPECT_FALSE(
+      evaluate(builtin("autotune-cache-mismatch"), analysis::analyze(all_tuning.bundle()).jobs[0]));
+}
+
+TEST(Rules, CompiledDagStallNamesTheStalledWorker) {
+  const auto bundle = scenarios()["compiled-dag-stall"]();
+  const auto a = analyse_with(bundle);
+  EXPECT_EQ(a.verdicts.at(0).id, "compiled-dag-stall");
+  EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{1});
+  EXPECT_EQ(a.verdicts[0].waiting_ranks, (std::vector<int>{0, 2, 3}));
+  // Near miss: every worker waiting (the stall is elsewhere, e.g. the driver).
+  JobBuilder all_waiting(4);
+  for (int r = 0; r < 4; ++r) all_waiting.rank(r, r < 2 ? dag_collective() : dag_channel_read());
+  EXPECT_FALSE(
+      evaluate(builtin("compiled-dag-stall"), analysis::analyze(all_waiting.bundle()).jobs[0]));
+}
+
+TEST(Rules, MalformedFilesNameTheLineAndTheReason) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{\n  \"id\": \"x\",\n  \"title\": \"t\",,\n}", "f.json:3: not valid JSON"},
+      {"{\n  \"id\": \"Bad Id\",\n  \"title\": \"t\"\n}", "f.json:2: the id must be kebab-case"},
+      {"{\"id\": \"x\", \"title\": \"t\", \"summary\": \"s\", \"diverged\": \"a\",\n"
+       " \"groups\": {\"a\": {\"frames\": [{\"function\": \"f\"}]}},\n \"colour\": 1}",
+       "f.json:3: unknown key `colour`"},
+      {"{\"id\": \"x\", \"title\": \"t\", \"summary\": \"s\",\n \"diverged\": \"b\",\n"
+       " \"groups\": {\"a\": {\"states\": [\"waiting\"]}}}",
+       "f.json:2: no group named `b`"},
+      {"{\"id\": \"x\", \"title\": \"t\", \"summary\": \"s\", \"diverged\": \"a\",\n"
+       " \"groups\": {\"a\": {\"states\": [\"asleep\"]}}}",
+       "f.json:2: unknown rank state `asleep`"},
+      {"{\"id\": \"x\", \"title\": \"t\", \"summary\": \"s\", \"diverged\": \"a\",\n"
+       " \"groups\": {\"a\": {\"frames\": [{\"function_regex\": \"(\"}]}}}",
+       "f.json:2: bad function_regex"},
+  };
+  for (const auto& [text, expected] : cases) {
+    try {
+      parse_rule(text, "f.json");
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(expected, 0), 0u) << e.what();
+    }
+  }
+}
+
+TEST(Rules, LaterDirectoriesReplaceRulesWithTheSameIdAndAddNewOnes) {
+  const auto system = testing::temp_path("rules-system");
+  const auto extra = testing::temp_path("rules-extra");
+  ::mkdir(system.c_str(), 0755);
+  ::mkdir(extra.c_str(), 0755);
+  const std::string custom =
+      R"({"id": "store-key-never-set", "title": "A rank waits for a store key", "confidence": 0.7,
+          "groups": {"stuck": {"wait_kinds": ["store"]}, "others": {"wait_kinds": ["collective"]}},
+          "diverged": "stuck", "waiting": "others",
+          "summary": "Rank {stuck} waits for a store key in {stuck.where}."})";
+  std::ofstream(system + "/a.json") << custom;
+  std::ofstream(extra + "/b.json")
+      << R"({"id": "autotune-cache-mismatch", "title": "overridden", "summary": "s",
+             "diverged": "a", "groups": {"a": {"states": ["stopped"]}}})";
+  std::ofstream(extra + "/broken.json") << "{";
+  const auto set = load_rules(system, extra);
+  ASSERT_EQ(set.errors.size(), 1u);
+  EXPECT_NE(set.errors[0].find("broken.json:1: not valid JSON"), std::string::npos);
+  std::map<std::string, const Rule*> by_id;
+  for (const auto& r : set.rules) by_id[r.id] = &r;
+  EXPECT_EQ(by_id.at("autotune-cache-mismatch")->title, "overridden");
+  ASSERT_TRUE(by_id.count("store-key-never-set"));
+  // The user's rule fires without recompiling.
+  const auto bundle = scenarios()["store-wait"]();
+  auto a = analysis::analyze(bundle);
+  apply_rules(set.rules, a);
+  EXPECT_EQ(a.verdicts.at(0).id, "store-key-never-set");
+  EXPECT_EQ(a.verdicts[0].summary,
+            "Rank 3 waits for a store key in store.wait in load_weights "
+            "(repro/gloo_barrier_hang.py:37).");
+  std::system(("rm -rf " + system + " " + extra).c_str());
+}
+
+}  // namespace
+}  // namespace hangscope::rules
