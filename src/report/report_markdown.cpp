@@ -64,8 +64,9 @@ std::string verdict_section(const analysis::Analysis& a) {
      << (top.job.empty() ? "" : " (job " + top.job + ")") << ".\n\n";
   for (const auto& v : a.verdicts) {
     if (&v != &top) {
-      md << "**Also `" << v.id << "`** (confidence " << v.confidence << "): " << v.summary
-         << "\n\n";
+      md << "**Also `" << v.id << "`** (" << v.kind << ", confidence " << v.confidence
+         << (v.explained_by.empty() ? "" : ", explained by `" + v.explained_by + "`")
+         << "): " << v.summary << "\n\n";
     }
   }
   md << "### Evidence\n\n";
