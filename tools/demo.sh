@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # The built-in demo: a two-node virtual cluster (network, PID, UTS and mount namespaces; see
-# tools/testbed/cluster.sh) running 4 real torch.distributed gloo ranks, hung: rank 3 took
-# another path (load_weights waits for a store key nobody sets) while ranks 0-2 wait for it in
-# dist.barrier(). Each node runs a real `hangscope collect` agent; `hangscope diagnose` asks
-# both over gRPC, names the rank and prints the report. Cleans up everything it starts.
+# tools/testbed/cluster.sh) running 4 real torch.distributed gloo ranks hung like seed bug A
+# (vLLM issue #52907): the ranks of node1 fail vLLM's symmetric-memory rendezvous fast and move
+# on to in_the_same_node_as, while node0's ranks wait inside the rendezvous for them. (The vLLM
+# code is simulated with its real module paths: tools/repro/sim.) Each node runs a real
+# `hangscope collect` agent; `hangscope diagnose` asks both over gRPC, names the known bug and
+# the ranks, and prints the report. Cleans up everything it starts.
 #
-# Without root (no namespaces), the same job runs on this machine and is diagnosed locally.
+# Without root (no namespaces), seed bug B (autotune cache hit on rank 3 only) runs on this
+# machine and is diagnosed locally. HANGSCOPE_DEMO_SCENARIO picks another scenario.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 hangscope=$(realpath "${HANGSCOPE:-build/src/hangscope}")
-scenario=${HANGSCOPE_DEMO_SCENARIO:-store-wait}
+scenario=${HANGSCOPE_DEMO_SCENARIO:-}
 work=$(mktemp -d)
 launcher=""
 cleanup() {
@@ -28,6 +31,7 @@ show() {
 }
 
 if [ "$(id -u)" -eq 0 ] && command -v ip >/dev/null && command -v unshare >/dev/null; then
+  scenario=${scenario:-symmetric-memory}
   echo "=== two nodes x two gloo ranks, scenario $scenario; agents on 198.51.100.1-2:7447 ==="
   rc=0
   tools/testbed/cluster.sh run --dir "$work/cluster" --nodes 2 --ranks 2 --diverged 3 \
@@ -35,6 +39,7 @@ if [ "$(id -u)" -eq 0 ] && command -v ip >/dev/null && command -v unshare >/dev/
     bash -c "\"$hangscope\" diagnose --agents \"\$AGENTS\" --token-file \"\$TOKEN_FILE\" \
       --samples 3 --interval 500ms -o \"$work/bundle\"" || rc=$?
 else
+  scenario=${scenario:-autotune-cache}
   echo "=== not root: a local 4-rank gloo job, scenario $scenario, diagnosed on this machine ==="
   log="$work/job.log"
   setsid /usr/bin/python3 tools/repro/gloo_barrier_hang.py --world-size 4 --diverged-rank 3 \
@@ -46,7 +51,7 @@ else
   done
   sleep 1
   rc=0
-  "$hangscope" diagnose --select gloo_barrier_hang --samples 3 --interval 500ms \
+  "$hangscope" diagnose --select 'gloo_barrier_hang|RayWorkerWrapper' --samples 3 --interval 500ms \
     -o "$work/bundle" || rc=$?
 fi
 # diagnose: 3 = a divergence was found (expected here), 0 = none; anything else failed.

@@ -11,6 +11,7 @@
 #include "hangscope/common/files.h"
 #include "hangscope/common/redaction.h"
 #include "hangscope/elf/process_image.h"
+#include "hangscope/facts/versions.h"
 #include "hangscope/identity/environment.h"
 #include "hangscope/memory/process_memory.h"
 #include "hangscope/proc/process_fs.h"
@@ -94,6 +95,34 @@ ProcessRecord describe_process(pid_t pid) {
   return record;
 }
 
+// Facts read from the process's own files: package versions beside the Python code it runs and
+// the site-packages libraries it mapped, NCCL from libnccl's name, the interpreter version.
+void collect_facts(ProcessRecord& record) {
+  std::vector<std::string> paths;
+  int error = 0;
+  if (const auto maps = proc::read_memory_map(record.pid, &error)) {
+    for (const auto& m : maps->mappings()) {
+      if (!m.is_file()) continue;
+      if (m.path.find("-packages/") != std::string::npos ||
+          m.path.find("/libnccl.so.") != std::string::npos) {
+        paths.push_back(m.path);
+      }
+    }
+  }
+  if (record.dump) {
+    for (const auto& t : record.dump->threads) {
+      for (const auto& f : t.python_frames) paths.push_back(f.file);
+    }
+    if (record.dump->python) record.facts["version.python"] = *record.dump->python;
+  }
+  std::sort(paths.begin(), paths.end());
+  paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
+  const std::string root = "/proc/" + std::to_string(record.pid) + "/root";
+  for (const auto& [name, version] : facts::package_versions(root, paths)) {
+    record.facts["version." + name] = version;
+  }
+}
+
 // Children that inherited a rank's identity (worker pools, subprocesses) are its helpers.
 void mark_helpers(std::vector<ProcessRecord>& records) {
   std::map<pid_t, const ProcessRecord*> by_pid;
@@ -154,6 +183,7 @@ NodeSnapshot capture_node(const NodeCaptureOptions& options) {
     } catch (const Error& e) {
       record.error = e.what();  // reported, and the rest of the node still comes out
     }
+    collect_facts(record);
     node.processes.push_back(std::move(record));
   }
   mark_helpers(node.processes);

@@ -79,6 +79,7 @@ json rank_json(const RankEntry& r) {
     out["identity_sources"] = id.sources;
     out["title"] = id.title;
     out["log_lines"] = log_lines(p);
+    out["facts"] = p->facts;
     out["error"] = p->error.empty() ? json(nullptr) : json(p->error);
   } else {
     for (const char* key : {"local_rank", "world_size", "tp", "pp", "dp"}) out[key] = nullptr;
@@ -86,6 +87,7 @@ json rank_json(const RankEntry& r) {
     out["identity_sources"] = json::object();
     out["title"] = "";
     out["log_lines"] = json::array();
+    out["facts"] = json::object();
     out["error"] = nullptr;
   }
   return out;

@@ -256,6 +256,43 @@ std::string nodes_section(const Bundle& bundle) {
   return md.str();
 }
 
+// Versions and other facts per node, from its ranks; disagreeing ranks show every value.
+std::string facts_section(const analysis::Analysis& a) {
+  std::map<std::string, std::map<std::string, std::set<std::string>>> by_node;
+  std::set<std::string> keys;
+  for (const auto& job : a.jobs) {
+    for (const auto& r : job.ranks) {
+      if (const auto* p = r.latest()) {
+        for (const auto& [k, v] : p->facts) {
+          by_node[r.node][k].insert(v);
+          keys.insert(k);
+        }
+      }
+    }
+  }
+  if (by_node.empty()) return "";
+  std::ostringstream md;
+  md << "## Facts per node (from the ranks' own files)\n\n| node |";
+  for (const auto& k : keys) md << " " << k << " |";
+  md << "\n|---|";
+  for (std::size_t i = 0; i < keys.size(); ++i) md << "---|";
+  md << "\n";
+  for (const auto& [node, facts] : by_node) {
+    md << "| " << cell(node) << " |";
+    for (const auto& k : keys) {
+      const auto it = facts.find(k);
+      std::string values;
+      if (it != facts.end()) {
+        for (const auto& v : it->second) values += (values.empty() ? "" : " / ") + v;
+      }
+      md << " " << (values.empty() ? "-" : cell(values)) << " |";
+    }
+    md << "\n";
+  }
+  md << "\n";
+  return md.str();
+}
+
 std::string capture_section(const analysis::Analysis& a) {
   std::ostringstream md;
   md << "## How this was captured\n\nhangscope " << kVersion << " (git " << kGitRevision << "), "
@@ -278,7 +315,8 @@ std::string report_markdown(const Bundle& bundle, const analysis::Analysis& anal
       {"verdict", verdict_section(analysis)}, {"ranks", ranks_section(analysis)},
       {"chain", chain_section(analysis)},     {"tree", tree_section(analysis)},
       {"stacks", stacks_section(analysis)},   {"others", others_section(analysis)},
-      {"nodes", nodes_section(bundle)},       {"capture", capture_section(analysis)},
+      {"nodes", nodes_section(bundle)},       {"facts", facts_section(analysis)},
+      {"capture", capture_section(analysis)},
   };
   std::string md;
   for (const auto& [name, text] : sections) {

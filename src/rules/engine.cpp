@@ -7,6 +7,7 @@
 
 #include "hangscope/analysis/call_tree.h"
 #include "hangscope/analysis/rank_set.h"
+#include "hangscope/facts/versions.h"
 
 namespace hangscope::rules {
 namespace {
@@ -108,6 +109,21 @@ Truth evaluate_fact(const FactSpec& fact, const Job& job, const GroupMatch& dive
     });
     if (static_cast<int>(nodes.size()) >= *fact.nodes_at_least) return Truth::kTrue;
     return some_unknown ? Truth::kUnknown : Truth::kFalse;
+  }
+  if (!fact.package.empty()) {
+    // Known only where the version was found; a package without metadata stays unknown.
+    for (int rank : diverged.ranks) {
+      const auto* r = job.find(rank);
+      const auto* p = r ? r->latest() : nullptr;
+      if (p == nullptr) continue;
+      const auto it = p->facts.find("version." + facts::normalize_package_name(fact.package));
+      if (it == p->facts.end()) continue;
+      const bool in_range =
+          (fact.at_least.empty() || facts::compare_versions(it->second, fact.at_least) >= 0) &&
+          (fact.below.empty() || facts::compare_versions(it->second, fact.below) < 0);
+      return in_range ? Truth::kTrue : Truth::kFalse;
+    }
+    return Truth::kUnknown;
   }
   for (int rank : diverged.ranks) {
     const auto* r = job.find(rank);

@@ -184,7 +184,9 @@ class RuleReader {
 
   FactSpec fact(const json& spec) const {
     if (!spec.is_object()) fail("facts", "each fact must be an object");
-    check_keys(spec, "a fact", {"name", "env", "equals", "in", "nodes_at_least", "expect"});
+    check_keys(spec, "a fact",
+               {"name", "env", "equals", "in", "nodes_at_least", "package", "at_least", "below",
+                "expect"});
     FactSpec f;
     f.name = string(spec, "name", true);
     f.env = string(spec, "env", false);
@@ -200,8 +202,13 @@ class RuleReader {
       if (!spec["expect"].is_boolean()) fail("expect", "`expect` must be true or false");
       f.expect = spec["expect"].get<bool>();
     }
-    if (f.env.empty() == !f.nodes_at_least.has_value()) {
-      fail("facts", "fact `" + f.name + "` needs exactly one of `env` or `nodes_at_least`");
+    f.package = string(spec, "package", false);
+    f.at_least = string(spec, "at_least", false);
+    f.below = string(spec, "below", false);
+    const int kinds = !f.env.empty() + f.nodes_at_least.has_value() + !f.package.empty();
+    if (kinds != 1) {
+      fail("facts",
+           "fact `" + f.name + "` needs exactly one of `env`, `nodes_at_least`, `package`");
     }
     return f;
   }

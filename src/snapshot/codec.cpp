@@ -153,6 +153,7 @@ void encode(const capture::NodeSnapshot& node, v1::NodeSnapshot& out) {
     p->set_start_time_ticks(r.start_time_ticks);
     encode_identity(r, *p->mutable_identity());
     for (const auto& [k, v] : r.environment) (*p->mutable_environment())[k] = v;
+    for (const auto& [k, v] : r.facts) (*p->mutable_facts())[k] = v;
     p->set_environment_source(r.environment_source);
     p->set_error(r.error);
     for (const auto& log : r.logs) {
@@ -209,6 +210,7 @@ capture::NodeSnapshot decode(const v1::NodeSnapshot& in) {
     r.helper_of = id.helper_of();
     r.identity.sources.insert(id.sources().begin(), id.sources().end());
     r.environment.insert(p.environment().begin(), p.environment().end());
+    r.facts.insert(p.facts().begin(), p.facts().end());
     r.environment_source = p.environment_source();
     r.error = p.error();
     for (const auto& log : p.logs()) {

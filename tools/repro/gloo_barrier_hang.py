@@ -18,8 +18,28 @@ Scenarios (``--scenario``; the diverged rank is ``--diverged-rank``):
                         the diverged stage-0 rank blocks on a lock and never sends; its stage-0
                         peers sent and wait in the stage barrier; stage 1 waits in dist.recv.
 
+Seed scenarios, with the simulated vLLM / FlashInfer / Ray / torch symmetric-memory modules of
+tools/repro/sim (real module paths and function names; see its README.md):
+  symmetric-memory      seed A (two or more nodes; node of a rank = RANK // LOCAL_WORLD_SIZE):
+                        every rank builds vLLM's TP GroupCoordinator (all ranks); in
+                        CustomAllreduce._init_mnnvl_buffer the symmetric-memory rendezvous fails
+                        fast on the diverged rank's node, whose ranks log "Custom collectives
+                        are disabled ..." and wait in in_the_same_node_as's barrier; the other
+                        node's ranks wait inside rendezvous (store.wait) forever.
+  autotune-cache        seed B: the diverged rank leaves a FlashInfer autotune cache file
+                        valid for it alone ($VLLM_CACHE_ROOT/flashinfer_autotune_cache/...)
+                        before starting; in kernel_warmup -> flashinfer_autotune it hits the
+                        cache and waits in the world barrier; the others tune and wait in
+                        _profile_single_kernel's all-reduce on the tune group.
+  compiled-dag          seed C: PP=2 x TP=world/2 (even world size >= 2), Ray compiled-graph
+                        workers (titles ray::RayWorkerWrapper.execute_model_ray) run
+                        do_exec_tasks on a thread; the diverged stage-0 rank stalls in compute
+                        in execute_model_ray after two steps; its TP peers wait in the
+                        all-reduce, stage 1 waits in Channel.read (dist.recv).
+
 Launcher mode (default) starts ``--world-size`` rank processes with torchrun-style environment
-variables (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); every rank prints one line
+variables (RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; one node);
+every rank prints one line
     rank <r> pid <pid> <waiting|diverged|progressing>
 (one write(2)) before its blocking step, then the launcher waits for them. Ranks die with the
 launcher (PR_SET_PDEATHSIG), so killing the launcher's process group cleans everything up.
@@ -28,6 +48,7 @@ import argparse
 import ctypes
 import datetime
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -37,7 +58,13 @@ import threading
 import time
 
 SCENARIOS = ("store-wait", "collective-mismatch", "busy", "stopped", "store-exit",
-             "uninterruptible", "allreduce-loop", "pipeline")
+             "uninterruptible", "allreduce-loop", "pipeline", "symmetric-memory",
+             "autotune-cache", "compiled-dag")
+# The scenarios that run on the simulated vLLM / FlashInfer / Ray modules.
+SIM_SCENARIOS = ("symmetric-memory", "autotune-cache", "compiled-dag")
+SIM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sim")
+# compiled-dag: the step at which the diverged rank stalls (the graph ran this many steps).
+COMPILED_DAG_STALL_STEP = 2
 
 
 def die_with_parent():
@@ -155,8 +182,92 @@ def receive_activations(src):
         received += 1
 
 
+def run_symmetric_memory(rank, local_rank, world_size, local_world_size, diverged_rank):
+    """Seed A: vLLM's TP group over every rank; the symmetric-memory rendezvous fails fast on
+    the diverged rank's node (they move on to in_the_same_node_as), the others wait inside it."""
+    from vllm.distributed import parallel_state
+    from vllm.distributed.device_communicators import custom_all_reduce
+    failing_node = diverged_rank // local_world_size
+    failing = [r for r in range(world_size) if r // local_world_size == failing_node]
+    custom_all_reduce.torch_symm_mem._simulate_unsupported_ranks(failing)
+    parallel_state.init_distributed_environment(world_size, rank, "env://", local_rank, "gloo")
+    announce(f"rank {rank} pid {os.getpid()} {'diverged' if rank in failing else 'waiting'}")
+    parallel_state.initialize_model_parallel(tensor_model_parallel_size=world_size,
+                                             backend="gloo")
+    announce(f"rank {rank} left the barrier")
+
+
+def leave_autotune_cache(tp_size, tp_rank):
+    """Seed B, before the rank starts: a FlashInfer autotune cache file like one a previous run
+    left behind, its keys holding this rank's tp_rank (so it serves this rank only)."""
+    from flashinfer.autotuner import AutoTuner
+    from flashinfer.fused_moe import NUM_TOKENS_BUCKETS, MoERunner
+    from vllm.model_executor.warmup.kernel_warmup import flashinfer_autotune_cache_path
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+    hidden_size = GPUModelRunner(tp_size, tp_rank).hidden_size
+    previous = AutoTuner()
+    runner = MoERunner(tp_size, tp_rank)
+    for tactic, num_tokens in enumerate(NUM_TOKENS_BUCKETS):
+        key = previous.cache_key("trtllm::fused_moe::gemm1", runner, (num_tokens, hidden_size))
+        previous.profiling_cache[key] = ("MoERunner", tactic)
+    previous.save_configs(flashinfer_autotune_cache_path())
+
+
+def run_autotune_cache(rank, local_rank, world_size, diverged_rank):
+    """Seed B: kernel_warmup -> flashinfer_autotune on every rank (TP = world)."""
+    import types
+    from vllm.distributed import parallel_state
+    from vllm.model_executor.warmup.kernel_warmup import kernel_warmup
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+    parallel_state.init_distributed_environment(world_size, rank, "env://", local_rank, "gloo")
+    worker = types.SimpleNamespace(model_runner=GPUModelRunner(tp_size=world_size, tp_rank=rank))
+    announce(f"rank {rank} pid {os.getpid()} {'diverged' if rank == diverged_rank else 'waiting'}")
+    kernel_warmup(worker)
+    announce(f"rank {rank} left the barrier")
+
+
+def run_compiled_dag(rank, world_size, diverged_rank, timeout):
+    """Seed C: PP=2 x TP=world/2 compiled-graph workers; do_exec_tasks on a thread (the main
+    thread joins it); the diverged stage-0 worker stalls in execute_model_ray's compute."""
+    import torch
+    import torch.distributed as dist
+    from ray.dag.compiled_dag_node import ExecutableTask, do_exec_tasks, schedule_for
+    from ray.experimental.channel import Channel
+    from vllm.v1.executor.ray_utils import RayWorkerWrapper
+    tp_size = world_size // 2
+    pp_rank = rank // tp_size
+    tp_groups = [dist.new_group(ranks=list(range(s * tp_size, (s + 1) * tp_size)),
+                                backend="gloo", timeout=timeout) for s in range(2)]
+    import setproctitle  # as Ray retitles its actors
+    setproctitle.setproctitle("ray::RayWorkerWrapper.execute_model_ray")
+    worker = RayWorkerWrapper(rank, pp_rank, 2, tp_size, tp_groups[pp_rank])
+    if rank == diverged_rank:
+        worker._stall_at_step = COMPILED_DAG_STALL_STEP
+    scheduler_output = torch.ones(4)
+    if pp_rank == 0:
+        tasks = [ExecutableTask("execute_model_ray", resolved_args=[scheduler_output])]
+    else:
+        tasks = [ExecutableTask("execute_model_ray", input_channels=[Channel(src=rank - tp_size)],
+                                resolved_args=[scheduler_output])]
+    announce(f"rank {rank} pid {os.getpid()} {'diverged' if rank == diverged_rank else 'waiting'}")
+    thread = threading.Thread(target=do_exec_tasks, args=(worker, tasks, schedule_for(tasks)),
+                              name="ray_system_concurrency_group")
+    thread.start()
+    thread.join()
+
+
 def scenario_error(scenario, world_size, diverged_rank):
     """Why this scenario cannot run with this world size and diverged rank (None if it can)."""
+    if scenario in ("symmetric-memory", "autotune-cache") and not 0 <= diverged_rank < world_size:
+        return (f"--scenario {scenario}: --diverged-rank must be a rank (0..{world_size - 1}), "
+                f"got {diverged_rank}")
+    if scenario == "compiled-dag":
+        if world_size < 2 or world_size % 2:
+            return (f"--scenario compiled-dag needs an even world size >= 2 (PP=2 x TP=world/2), "
+                    f"got {world_size}")
+        if not 0 <= diverged_rank < world_size // 2:
+            return (f"--scenario compiled-dag: --diverged-rank must be in pipeline stage 0 "
+                    f"(0..{world_size // 2 - 1}), got {diverged_rank}")
     if scenario == "store-exit" and diverged_rank == 0:
         return "--scenario store-exit: --diverged-rank must not be 0 (rank 0 hosts the TCPStore)"
     if scenario == "pipeline":
@@ -174,6 +285,11 @@ def run_rank(args, parser):
     rank = int(os.environ["RANK"])
     world_size = int(os.environ["WORLD_SIZE"])
     error = scenario_error(args.scenario, world_size, args.diverged_rank)
+    local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
+    if not error and args.scenario == "symmetric-memory" and local_world_size >= world_size:
+        error = (f"--scenario symmetric-memory needs ranks on two or more nodes "
+                 f"(LOCAL_WORLD_SIZE {local_world_size} < WORLD_SIZE {world_size}): run it on "
+                 f"the virtual cluster (tools/testbed/cluster.sh --scenario symmetric-memory)")
     if error:
         parser.error(error)
     import torch.distributed as dist
@@ -182,6 +298,15 @@ def run_rank(args, parser):
     if args.helper:
         # A helper child (like a compile worker) inheriting the rank's environment.
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    if args.scenario in SIM_SCENARIOS:
+        sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+        sys.path.insert(0, SIM_DIR)
+    if args.scenario == "autotune-cache":
+        if not os.environ.get("VLLM_CACHE_ROOT"):
+            # Left behind when the rank is killed: the launcher and node.sh set it instead.
+            os.environ["VLLM_CACHE_ROOT"] = tempfile.mkdtemp(prefix="vllm-cache-")
+        if rank == args.diverged_rank:
+            leave_autotune_cache(world_size, rank)
     dist.init_process_group(
         "gloo",
         init_method="env://",
@@ -205,7 +330,15 @@ def run_rank(args, parser):
     store = dist.distributed_c10d._get_default_store()
     diverged = rank == args.diverged_rank
 
-    if args.scenario == "allreduce-loop":
+    if args.scenario == "symmetric-memory":
+        run_symmetric_memory(rank, int(os.environ.get("LOCAL_RANK", "0")), world_size,
+                             local_world_size, args.diverged_rank)
+    elif args.scenario == "autotune-cache":
+        run_autotune_cache(rank, int(os.environ.get("LOCAL_RANK", "0")), world_size,
+                           args.diverged_rank)
+    elif args.scenario == "compiled-dag":
+        run_compiled_dag(rank, world_size, args.diverged_rank, timeout)
+    elif args.scenario == "allreduce-loop":
         announce(f"rank {rank} pid {os.getpid()} progressing")
         decode_step()
     elif args.scenario == "store-exit":
@@ -250,11 +383,19 @@ def free_port():
 def launch(args):
     port = free_port()
     ranks = []
+    cache_root = None
+    if args.scenario == "autotune-cache" and not os.environ.get("VLLM_CACHE_ROOT"):
+        # The ranks' (one node's) vLLM cache, removed when the launcher ends, also on SIGTERM.
+        cache_root = tempfile.mkdtemp(prefix="gloo_barrier_hang-vllm-cache-")
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         for rank in range(args.world_size):
             env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank),
+                       LOCAL_WORLD_SIZE=str(args.world_size),
                        WORLD_SIZE=str(args.world_size), MASTER_ADDR="127.0.0.1",
                        MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
+            if cache_root:
+                env["VLLM_CACHE_ROOT"] = cache_root
             ranks.append(subprocess.Popen(
                 [sys.executable, os.path.abspath(__file__), "--rank-worker",
                  "--scenario", args.scenario, "--diverged-rank", str(args.diverged_rank),
@@ -267,6 +408,10 @@ def launch(args):
         for process in ranks:
             if process.poll() is None:
                 process.kill()
+        if cache_root:
+            for process in ranks:
+                process.wait()
+            shutil.rmtree(cache_root, ignore_errors=True)
 
 
 def main():
@@ -284,6 +429,10 @@ def main():
         run_rank(args, parser)
     else:
         error = scenario_error(args.scenario, args.world_size, args.diverged_rank)
+        if not error and args.scenario == "symmetric-memory":
+            error = ("--scenario symmetric-memory needs ranks on two or more nodes, the launcher "
+                     "starts one: run it on the virtual cluster "
+                     "(tools/testbed/cluster.sh --scenario symmetric-memory)")
         if error:
             parser.error(error)
         launch(args)

@@ -9,6 +9,12 @@ hostname "$name"
 "$hangscope" collect --listen "$addr:$port" --token-file "$dir/token" --node-name "$name" &
 world=$((nodes * ranks))
 script="$repo/tools/repro/gloo_barrier_hang.py"
+if [ "$scenario" = autotune-cache ]; then
+  # This node's vLLM cache (its FlashInfer autotune cache), fresh for every cluster.
+  export VLLM_CACHE_ROOT="$dir/$name/vllm-cache"
+  rm -rf "$VLLM_CACHE_ROOT"
+  mkdir -p "$VLLM_CACHE_ROOT"
+fi
 for ((local = 0; local < ranks; local++)); do
   rank=$((index * ranks + local))
   extra=()
@@ -18,15 +24,15 @@ for ((local = 0; local < ranks; local++)); do
     if [ "$local" = 2 ]; then extra=(--title "VLLM::Worker_TP2"); fi
     if [ "$local" = 0 ]; then extra=(--helper); fi
   fi
-  RANK=$rank LOCAL_RANK=$local WORLD_SIZE=$world MASTER_ADDR=$master MASTER_PORT=29500 \
-    GLOO_SOCKET_IFNAME=eth0 /usr/bin/python3 "$script" --rank-worker --scenario "$scenario" \
+  RANK=$rank LOCAL_RANK=$local LOCAL_WORLD_SIZE=$ranks WORLD_SIZE=$world MASTER_ADDR=$master \
+    MASTER_PORT=29500 GLOO_SOCKET_IFNAME=eth0 /usr/bin/python3 "$script" --rank-worker --scenario "$scenario" \
     --diverged-rank "$diverged" "${extra[@]}" &
 done
 if [ "$variety" = 1 ] && [ "$index" = 1 ]; then
   # A second job on this node (its own rendezvous; always the default store-wait scenario), and
   # a Python process that is no rank.
   for rank in 0 1; do
-    RANK=$rank LOCAL_RANK=$rank WORLD_SIZE=2 MASTER_ADDR=$addr MASTER_PORT=29600 \
+    RANK=$rank LOCAL_RANK=$rank LOCAL_WORLD_SIZE=2 WORLD_SIZE=2 MASTER_ADDR=$addr MASTER_PORT=29600 \
       GLOO_SOCKET_IFNAME=eth0 /usr/bin/python3 "$script" --rank-worker --diverged-rank 1 \
       | sed -u 's/^rank /job-b rank /' &
   done

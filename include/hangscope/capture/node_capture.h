@@ -33,6 +33,7 @@ struct ProcessRecord {
   std::string environment_source;
   std::optional<ProcessDump> dump;
   std::vector<identity::LogExcerpt> logs;  // its stdout/stderr files, masked
+  std::map<std::string, std::string> facts;  // "version.torch" → "1.13.0", … (facts/)
   std::string error;                       // why it could not be captured
 };
 

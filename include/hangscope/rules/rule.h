@@ -35,6 +35,8 @@ struct FactSpec {
   std::optional<std::string> equals;
   std::vector<std::string> in;
   std::optional<int> nodes_at_least;  // the job's ranks span at least N nodes
+  std::string package;                // a package version of the diverged ranks (facts/versions)
+  std::string at_least, below;        // its version range (inclusive, exclusive)
   bool expect = true;                 // the truth value the rule needs
 };
 

@@ -1,0 +1,153 @@
+#include "hangscope/facts/versions.h"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <tuple>
+
+namespace hangscope::facts {
+namespace {
+
+std::vector<std::string> list_dir(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (const dirent* e = ::readdir(d)) out.emplace_back(e->d_name);
+  ::closedir(d);
+  return out;
+}
+
+// "Version: 1.2.3" from a METADATA or PKG-INFO file ("" when absent).
+std::string metadata_version(const std::string& file) {
+  std::ifstream in(file);
+  std::string line;
+  for (int i = 0; i < 64 && std::getline(in, line); ++i) {
+    if (line.rfind("Version:", 0) == 0) {
+      auto v = line.substr(8);
+      v.erase(0, v.find_first_not_of(" \t"));
+      while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
+      return v;
+    }
+  }
+  return "";
+}
+
+void scan_site_dir(const std::string& root, const std::string& dir,
+                   std::map<std::string, std::string>& out) {
+  static const std::regex info(R"(^(.+?)-([0-9][^-]*?)(-py[0-9.]+)?\.(dist-info|egg-info)$)");
+  const auto& wanted = packages_of_interest();
+  for (const auto& entry : list_dir(root + dir)) {
+    std::smatch m;
+    if (!std::regex_match(entry, m, info)) continue;
+    const std::string name = normalize_package_name(m[1]);
+    if (std::find(wanted.begin(), wanted.end(), name) == wanted.end() || out.count(name)) continue;
+    const std::string base = root + dir + "/" + entry;
+    std::string version =
+        metadata_version(base + (m[4] == "dist-info" ? "/METADATA" : "/PKG-INFO"));
+    if (version.empty() && m[4] == "egg-info") version = metadata_version(base);  // a file
+    out[name] = version.empty() ? m[2].str() : version;
+  }
+}
+
+// 1.2.3rc1.dev4 → ({1,2,3}, stage, stage number, dev): final releases sort after pre-releases.
+std::tuple<std::vector<long>, int, long, long> version_key(const std::string& v) {
+  std::vector<long> release;
+  std::size_t i = 0;
+  while (i < v.size() && !std::isdigit(static_cast<unsigned char>(v[i]))) ++i;
+  while (i < v.size() && std::isdigit(static_cast<unsigned char>(v[i]))) {
+    long n = 0;
+    while (i < v.size() && std::isdigit(static_cast<unsigned char>(v[i])))
+      n = n * 10 + (v[i++] - '0');
+    release.push_back(n);
+    if (i < v.size() && v[i] == '.' && i + 1 < v.size() &&
+        std::isdigit(static_cast<unsigned char>(v[i + 1]))) {
+      ++i;
+    } else {
+      break;
+    }
+  }
+  while (!release.empty() && release.back() == 0) release.pop_back();
+  const std::string rest = v.substr(i);
+  const auto number_after = [&](const std::string& tag) -> long {
+    const auto at = rest.find(tag);
+    if (at == std::string::npos) return -1;
+    long n = 0;
+    for (std::size_t j = at + tag.size();
+         j < rest.size() && std::isdigit(static_cast<unsigned char>(rest[j])); ++j) {
+      n = n * 10 + (rest[j] - '0');
+    }
+    return n;
+  };
+  int stage = 3;  // final
+  long stage_number = 0;
+  for (const auto& [tag, s] :
+       std::vector<std::pair<std::string, int>>{{"rc", 2}, {"b", 1}, {"a", 0}}) {
+    if (const long n = number_after(tag); n >= 0 && rest.find(tag) < rest.find('+')) {
+      stage = s;
+      stage_number = n;
+      break;
+    }
+  }
+  const long dev = number_after(".dev");
+  // A dev release sorts before everything else of the same release and stage.
+  return {release, stage, stage_number, dev >= 0 ? dev : 1L << 40};
+}
+
+}  // namespace
+
+const std::vector<std::string>& packages_of_interest() {
+  static const std::vector<std::string> names = {"vllm",
+                                                 "torch",
+                                                 "flashinfer-python",
+                                                 "flashinfer",
+                                                 "ray",
+                                                 "nvidia-nccl-cu12",
+                                                 "nvidia-nccl-cu11",
+                                                 "triton",
+                                                 "transformers",
+                                                 "sglang",
+                                                 "deepspeed"};
+  return names;
+}
+
+std::string normalize_package_name(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    const char l = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (l == '_' || l == '.' || l == '-') {
+      if (out.empty() || out.back() != '-') out += '-';
+    } else {
+      out += l;
+    }
+  }
+  return out;
+}
+
+std::map<std::string, std::string> package_versions(const std::string& root,
+                                                    const std::vector<std::string>& paths) {
+  std::set<std::string> dirs;
+  std::map<std::string, std::string> out;
+  static const std::regex nccl(R"(/libnccl\.so\.([0-9]+\.[0-9]+\.[0-9]+)$)");
+  for (const auto& path : paths) {
+    std::smatch m;
+    if (std::regex_search(path, m, nccl)) out.emplace("nccl", m[1]);
+    if (path.empty() || path.front() != '/') continue;
+    for (auto slash = path.rfind('/'); slash != std::string::npos && slash > 0;
+         slash = path.rfind('/', slash - 1)) {
+      if (!dirs.insert(path.substr(0, slash)).second) break;  // its ancestors are in already
+    }
+  }
+  for (const auto& dir : dirs) scan_site_dir(root, dir, out);
+  return out;
+}
+
+int compare_versions(const std::string& a, const std::string& b) {
+  const auto ka = version_key(a), kb = version_key(b);
+  return ka < kb ? -1 : (kb < ka ? 1 : 0);
+}
+
+}  // namespace hangscope::facts

@@ -1,0 +1,2 @@
+"""Simulated flashinfer.autotuner."""
+from flashinfer.autotuner.autotuner import AutoTuner, TunableRunner, autotune  # noqa: F401

@@ -1,0 +1,1 @@
+"""Simulated ray.experimental."""

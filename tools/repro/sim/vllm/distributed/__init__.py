@@ -1,0 +1,1 @@
+"""Simulated vllm.distributed: process groups and device communicators."""
