@@ -205,7 +205,9 @@ std::optional<analysis::Verdict> evaluate(const Rule& rule, const Job& job) {
     v.evidence.push_back("fact: " + fact.name + (fact.expect ? "" : " (false, as the bug needs)"));
   }
   v.summary = fill(rule.summary, groups);
-  for (const auto& e : rule.evidence) v.evidence.insert(v.evidence.begin(), fill(e, groups));
+  std::vector<std::string> written;  // the rule's own evidence first, in its order
+  for (const auto& e : rule.evidence) written.push_back(fill(e, groups));
+  v.evidence.insert(v.evidence.begin(), written.begin(), written.end());
   for (const auto& spec : rule.groups) {
     const auto& g = groups[spec.name];
     if (g.ranks.empty()) continue;
