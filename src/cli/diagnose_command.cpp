@@ -151,12 +151,8 @@ int run_diagnose(const DiagnoseArguments& args) {
                                   : from_local_node(args, *interval, progress);
     const std::string dir = args.output.empty() ? "hangscope-" + utc_stamp() : args.output;
     report::write_bundle_data(dir, bundle);
-    const auto analysis =
-        analyze_with_rules(bundle, args.rules_dir, [&](const std::string& s) { progress.say(s); });
-    for (const auto& note : report::write_reports(dir, bundle, analysis)) progress.say(note);
-    progress.say("report written to " + dir + "/report.md");
-    print_result(bundle, analysis, args.json);
-    return analysis.verdicts.empty() ? kExitOk : kExitHangFound;
+    return analyse_and_report(dir, bundle, args.rules_dir, args.json,
+                              [&](const std::string& s) { progress.say(s); });
   } catch (const Error& e) {
     std::cerr << "hangscope: error: " << e.what() << "\n";
     return kExitFailed;

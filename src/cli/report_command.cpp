@@ -24,14 +24,9 @@ int run_report(const ReportArguments& args) {
     for (const auto& node : bundle.nodes) {
       if (node.status == "error") std::cerr << "hangscope: " << node.error << "\n";
     }
-    const auto analysis = analyze_with_rules(bundle, args.rules_dir, [](const std::string& s) {
-      std::cerr << "hangscope: " << s << "\n";
-    });
-    for (const auto& note : report::write_reports(args.bundle, bundle, analysis)) {
-      std::cerr << "hangscope: " << note << "\n";
-    }
-    print_result(bundle, analysis, args.json);
-    return analysis.verdicts.empty() ? kExitOk : kExitHangFound;
+    return analyse_and_report(
+        args.bundle, bundle, args.rules_dir, args.json,
+        [](const std::string& s) { std::cerr << "hangscope: " << s << "\n"; });
   } catch (const Error& e) {
     std::cerr << "hangscope: error: " << e.what() << "\n";
     return kExitFailed;
@@ -39,6 +34,16 @@ int run_report(const ReportArguments& args) {
 }
 
 }  // namespace
+
+int analyse_and_report(const std::string& dir, const analysis::Bundle& bundle,
+                       const std::string& rules_dir, bool json,
+                       const std::function<void(const std::string&)>& say) {
+  const auto analysis = analyze_with_rules(bundle, rules_dir, say);
+  for (const auto& note : report::write_reports(dir, bundle, analysis)) say(note);
+  say("report written to " + dir + "/report.md");
+  print_result(bundle, analysis, json);
+  return analysis.verdicts.empty() ? kExitOk : kExitHangFound;
+}
 
 void print_result(const analysis::Bundle& bundle, const analysis::Analysis& analysis, bool json) {
   if (json) {

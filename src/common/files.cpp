@@ -1,8 +1,10 @@
 #include "hangscope/common/files.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 namespace hangscope {
@@ -31,6 +33,19 @@ FileRead read_file(const std::string& path, std::size_t max_bytes) {
   if (text.size() > max_bytes) text.resize(max_bytes);
   result.text = std::move(text);
   return result;
+}
+
+std::optional<std::vector<std::string>> list_directory(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return std::nullopt;
+  std::vector<std::string> names;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 }  // namespace hangscope

@@ -1,7 +1,5 @@
 #include "hangscope/facts/versions.h"
 
-#include <dirent.h>
-
 #include <algorithm>
 #include <cctype>
 #include <fstream>
@@ -9,17 +7,10 @@
 #include <set>
 #include <tuple>
 
+#include "hangscope/common/files.h"
+
 namespace hangscope::facts {
 namespace {
-
-std::vector<std::string> list_dir(const std::string& dir) {
-  std::vector<std::string> out;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return out;
-  while (const dirent* e = ::readdir(d)) out.emplace_back(e->d_name);
-  ::closedir(d);
-  return out;
-}
 
 // "Version: 1.2.3" from a METADATA or PKG-INFO file ("" when absent).
 std::string metadata_version(const std::string& file) {
@@ -40,7 +31,8 @@ void scan_site_dir(const std::string& root, const std::string& dir,
                    std::map<std::string, std::string>& out) {
   static const std::regex info(R"(^(.+?)-([0-9][^-]*?)(-py[0-9.]+)?\.(dist-info|egg-info)$)");
   const auto& wanted = packages_of_interest();
-  for (const auto& entry : list_dir(root + dir)) {
+  for (const auto& entry : list_directory(root + dir).value_or(std::vector<std::string>{})) {
+    if (entry.size() < 5 || entry.compare(entry.size() - 5, 5, "-info") != 0) continue;
     std::smatch m;
     if (!std::regex_match(entry, m, info)) continue;
     const std::string name = normalize_package_name(m[1]);

@@ -1,6 +1,5 @@
 #include "hangscope/report/bundle_files.h"
 
-#include <dirent.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -16,6 +15,7 @@
 #include <thread>
 
 #include "hangscope/common/error.h"
+#include "hangscope/common/files.h"
 #include "hangscope/report/report.h"
 #include "hangscope/snapshot/codec.h"
 
@@ -115,15 +115,10 @@ std::vector<std::string> write_reports(const std::string& dir, const analysis::B
 analysis::Bundle read_bundle(const std::string& dir) {
   analysis::Bundle bundle;
   const std::string snapshots = dir + "/snapshots";
-  DIR* d = ::opendir(snapshots.c_str());
-  if (d == nullptr) throw_errno("cannot read the bundle " + dir + " (no snapshots/)", errno);
+  const auto names = list_directory(snapshots);
+  if (!names) throw_errno("cannot read the bundle " + dir + " (no snapshots/)", errno);
   std::vector<std::string> files;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (name != "." && name != "..") files.push_back(snapshots + "/" + name);
-  }
-  ::closedir(d);
-  std::sort(files.begin(), files.end());
+  for (const auto& name : *names) files.push_back(snapshots + "/" + name);
   std::map<std::string, analysis::NodeStatus> statuses;
   std::ifstream nodes_in(dir + "/nodes.json");
   if (nodes_in) {

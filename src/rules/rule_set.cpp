@@ -1,11 +1,10 @@
 // The rules in effect: built-in files, then /etc/hangscope/rules.d, then --rules DIR.
-#include <dirent.h>
-
 #include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include "hangscope/common/error.h"
+#include "hangscope/common/files.h"
 #include "hangscope/rules/rule.h"
 
 namespace hangscope::rules {
@@ -14,14 +13,9 @@ namespace {
 // The *.json files of a directory, sorted; none when it does not exist.
 std::vector<std::string> rule_files(const std::string& dir) {
   std::vector<std::string> out;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return out;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
+  for (const auto& name : list_directory(dir).value_or(std::vector<std::string>{})) {
     if (name.size() > 5 && name.substr(name.size() - 5) == ".json") out.push_back(dir + "/" + name);
   }
-  ::closedir(d);
-  std::sort(out.begin(), out.end());
   return out;
 }
 
@@ -65,8 +59,7 @@ RuleSet load_rules(const std::string& system_dir, const std::string& extra_dir) 
   }
   if (!system_dir.empty()) load_dir(system_dir, set);
   if (!extra_dir.empty()) {
-    if (DIR* d = ::opendir(extra_dir.c_str())) {
-      ::closedir(d);
+    if (list_directory(extra_dir)) {
       load_dir(extra_dir, set);
     } else {
       set.errors.push_back(extra_dir + ": not a readable directory of rule files");

@@ -28,6 +28,12 @@ CommandRunner register_rules_command(CLI::App& app);
 analysis::Analysis analyze_with_rules(const analysis::Bundle& bundle, const std::string& rules_dir,
                                       const std::function<void(const std::string&)>& say);
 
+// Analyses a bundle (with the rules), writes its reports into `dir`, prints the result and
+// returns diagnose's exit code (3 when a verdict was reached).
+int analyse_and_report(const std::string& dir, const analysis::Bundle& bundle,
+                       const std::string& rules_dir, bool json,
+                       const std::function<void(const std::string&)>& say);
+
 // The result of an analysis on stdout: report.json with `json`, else the terminal summary
 // (coloured when stdout is a terminal).
 void print_result(const analysis::Bundle& bundle, const analysis::Analysis& analysis, bool json);
