@@ -11,7 +11,7 @@ packages=(
   libunwind-dev libelf-dev
   # real targets and peers for tests and benchmarks
   python3 python3-torch python3-setproctitle python3.11-dbg elfutils gdb graphviz
-  procps iproute2 util-linux psmisc openssl
+  procps iproute2 util-linux psmisc openssl libssl-dev
 )
 
 if [ "$(id -u)" -ne 0 ]; then

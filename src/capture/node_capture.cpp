@@ -11,6 +11,7 @@
 #include "hangscope/common/files.h"
 #include "hangscope/common/redaction.h"
 #include "hangscope/elf/process_image.h"
+#include "hangscope/facts/caches.h"
 #include "hangscope/facts/versions.h"
 #include "hangscope/identity/environment.h"
 #include "hangscope/memory/process_memory.h"
@@ -89,6 +90,12 @@ ProcessRecord describe_process(pid_t pid) {
   record.environment_source = env.source;
   record.identity = identity::identify(env.variables, env.source == "memory", raw_cmdline);
   record.environment = filter_environment(env.variables);
+  const std::string root = "/proc/" + std::to_string(pid) + "/root";
+  const auto autotune =
+      facts::flashinfer_autotune_files(root, facts::flashinfer_autotune_dir(env.variables));
+  for (std::size_t i = 0; i < autotune.size(); ++i) {
+    record.facts["cache.flashinfer_autotune[" + std::to_string(i) + "]"] = autotune[i].describe();
+  }
   record.logs = identity::read_process_logs(pid);
   for (auto& log : identity::read_ray_worker_logs(pid)) record.logs.push_back(std::move(log));
   identify_from_logs(record);

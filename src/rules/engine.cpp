@@ -221,6 +221,25 @@ std::optional<analysis::Verdict> evaluate(const Rule& rule, const Job& job) {
                              lines.front());
     }
   }
+  // The facts the rule asks to show, per rank of the verdict (caches, versions, …).
+  std::set<int> shown(v.diverged_ranks.begin(), v.diverged_ranks.end());
+  shown.insert(v.waiting_ranks.begin(), v.waiting_ranks.end());
+  for (const auto& prefix : rule.show_facts) {
+    for (int rank : shown) {
+      const auto* r = job.find(rank);
+      const auto* p = r ? r->latest() : nullptr;
+      if (p == nullptr) continue;
+      bool any = false;
+      for (const auto& [key, value] : p->facts) {
+        if (key.rfind(prefix, 0) != 0) continue;
+        any = true;
+        v.evidence.push_back("rank " + std::to_string(rank) + " (" + r->node + ") " + key + ": " +
+                             value);
+      }
+      if (!any)
+        v.evidence.push_back("rank " + std::to_string(rank) + " (" + r->node + "): no " + prefix);
+    }
+  }
   v.remedies = rule.remedies;
   v.references = rule.references;
   v.evidence.push_back("rule " + rule.id + " (" + rule.source + ")");

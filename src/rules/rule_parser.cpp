@@ -31,9 +31,10 @@ class RuleReader {
                   ": not valid JSON: " + strip_prefix(e.what()));
     }
     if (!doc.is_object()) fail("", "a rule file holds one JSON object");
-    check_keys(doc, "",
-               {"id", "title", "description", "confidence", "groups", "facts", "diverged",
-                "waiting", "summary", "evidence", "remedies", "references", "explains"});
+    check_keys(
+        doc, "",
+        {"id", "title", "description", "confidence", "groups", "facts", "diverged", "waiting",
+         "summary", "evidence", "remedies", "references", "explains", "show_facts"});
     Rule rule;
     rule.source = source_;
     rule.id = string(doc, "id", true);
@@ -70,6 +71,7 @@ class RuleReader {
     rule.remedies = strings(doc, "remedies");
     rule.references = strings(doc, "references");
     rule.explains = strings(doc, "explains");
+    rule.show_facts = strings(doc, "show_facts");
     return rule;
   }
 

@@ -50,6 +50,23 @@ TEST_P(Seeds, DiagnoseNamesTheKnownBugFirst) {
     EXPECT_EQ(verdicts[i]["explained_by"], seed.verdict) << verdicts[i].dump(1);
   }
   EXPECT_EQ(d.report["conclusion"], verdicts[0]["summary"]);
+  if (seed.scenario == "autotune-cache") {
+    // The cache file the diverged rank found is fingerprinted: it serves that rank only.
+    const std::string prefix = "rank " + std::to_string(seed.diverged) + " (node" +
+                               std::to_string(seed.diverged / 2) +
+                               ") cache.flashinfer_autotune[0]: ";
+    bool shown = false;
+    for (const auto& e : verdicts[0]["evidence"]) {
+      const auto text = e.get<std::string>();
+      if (text.rfind(prefix, 0) == 0) {
+        shown = true;
+        EXPECT_NE(text.find("keys for tp_rank " + std::to_string(seed.diverged)), std::string::npos)
+            << text;
+        EXPECT_NE(text.find("sha256 "), std::string::npos) << text;
+      }
+    }
+    EXPECT_TRUE(shown) << verdicts[0]["evidence"].dump(1);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -5,6 +5,7 @@
 
 #include <fstream>
 
+#include "hangscope/facts/caches.h"
 #include "hangscope/facts/versions.h"
 #include "target_process.h"
 
@@ -48,6 +49,50 @@ TEST(Versions, FoundBesideTheFilesAProcessRuns) {
   EXPECT_EQ(versions.at("flashinfer-python"), "0.5.2");
   EXPECT_EQ(versions.at("nccl"), "2.27.3");
   EXPECT_FALSE(versions.count("requests"));  // not a package of interest
+  std::system(("rm -rf " + root).c_str());
+}
+
+TEST(Caches, KeysTellWhichRanksAFileServes) {
+  std::set<int> tp, ep;
+  ranks_in_cache_key(
+      "('trtllm::fused_moe::gemm1', 'MoERunner', (8, 64), (('tp_size', 4), ('tp_rank', 2), "
+      "('ep_size', 2), ('ep_rank', 1)))",
+      tp, ep);
+  ranks_in_cache_key("op=x tp_rank=3", tp, ep);
+  EXPECT_EQ(tp, (std::set<int>{2, 3}));
+  EXPECT_EQ(ep, (std::set<int>{1}));
+}
+
+TEST(Caches, DirectoryFollowsVllmsVariables) {
+  EXPECT_EQ(flashinfer_autotune_dir(
+                {{"VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR", "/a"}, {"VLLM_CACHE_ROOT", "/b"}}),
+            "/a");
+  EXPECT_EQ(flashinfer_autotune_dir({{"VLLM_CACHE_ROOT", "/b"}, {"HOME", "/root"}}),
+            "/b/flashinfer_autotune_cache");
+  EXPECT_EQ(flashinfer_autotune_dir({{"HOME", "/root"}}),
+            "/root/.cache/vllm/flashinfer_autotune_cache");
+  EXPECT_EQ(flashinfer_autotune_dir({}), "");
+}
+
+TEST(Caches, FilesAreFingerprinted) {
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  const auto root = testing::temp_path("cache");
+  const std::string dir = "/home/u/.cache/vllm/flashinfer_autotune_cache";
+  const std::string leaf = dir + "/0.5.3/sm90/1f2e";
+  std::system(("mkdir -p " + root + leaf + " " + root + dir + "/broken").c_str());
+  std::ofstream(root + leaf + "/autotune_configs.json")
+      << R"json({"_metadata": {"gpu": "H100"}, "('op', 'MoERunner', (8, 64), (('tp_rank', 0),))": ["MoERunner", 3],
+             "('op', 'MoERunner', (16, 64), (('tp_rank', 0),))": ["MoERunner", 1]})json";
+  std::ofstream(root + dir + "/broken/autotune_configs.json") << "{ truncated";
+  const auto files = flashinfer_autotune_files(root, dir);
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files[0].path, leaf + "/autotune_configs.json");
+  EXPECT_EQ(files[0].entries, 2u);
+  EXPECT_EQ(files[0].tp_ranks, std::set<int>{0});
+  EXPECT_EQ(files[0].sha256.size(), 64u);
+  EXPECT_NE(files[0].describe().find("2 entries, keys for tp_rank 0"), std::string::npos);
+  EXPECT_EQ(files[1].error, "not JSON");
+  EXPECT_TRUE(flashinfer_autotune_files(root, "/nowhere").empty());
   std::system(("rm -rf " + root).c_str());
 }
 

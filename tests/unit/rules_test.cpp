@@ -225,6 +225,26 @@ TEST(Rules, AutotuneCacheMismatchOnRankZeroAndOnAnotherRank) {
   a = analyse_with(variant_bundle);
   EXPECT_EQ(a.verdicts.at(0).id, "autotune-cache-mismatch");
   EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{5});
+  // The cache fingerprints of the verdict's ranks are part of its evidence.
+  auto with_cache = scenarios()["autotune-cache-mismatch"]();
+  for (auto& node : with_cache.snapshots) {
+    for (auto& p : node.processes) {
+      if (p.identity.rank == 0) {
+        p.facts["cache.flashinfer_autotune[0]"] = "/c/autotune_configs.json: keys for tp_rank 0";
+      }
+    }
+  }
+  const auto cached =
+      evaluate(builtin("autotune-cache-mismatch"), analysis::analyze(with_cache).jobs[0]);
+  ASSERT_TRUE(cached);
+  const auto has = [&](const std::string& text) {
+    return std::any_of(cached->evidence.begin(), cached->evidence.end(),
+                       [&](const std::string& e) { return e == text; });
+  };
+  EXPECT_TRUE(
+      has("rank 0 (node0) cache.flashinfer_autotune[0]: /c/autotune_configs.json: keys "
+          "for tp_rank 0"));
+  EXPECT_TRUE(has("rank 1 (node0): no cache.flashinfer_autotune"));
   // Near miss: every rank tuning (no cache anywhere) is no autotune verdict.
   JobBuilder all_tuning(4);
   for (int r = 0; r < 4; ++r) all_tuning.rank(r, autotune_tuning());

@@ -53,8 +53,9 @@ struct Rule {
   std::vector<std::string> evidence;
   std::vector<std::string> remedies;
   std::vector<std::string> references;
-  std::vector<std::string> explains;  // generic verdict ids this rule explains
-  std::string source;                 // "builtin:<file>" or the file path
+  std::vector<std::string> explains;    // generic verdict ids this rule explains
+  std::vector<std::string> show_facts;  // fact key prefixes shown per rank ("cache.flashinfer")
+  std::string source;                   // "builtin:<file>" or the file path
 };
 
 // Parses one rule file's text; throws hangscope::Error "SOURCE:LINE: reason".
