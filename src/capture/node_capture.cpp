@@ -64,8 +64,17 @@ void identify_from_logs(ProcessRecord& record) {
   identity::identify_from_log(lines, record.identity);
 }
 
-// Identity, environment and facts of one process (no stopping involved).
-ProcessRecord describe_process(pid_t pid) {
+// Where a process's facts come from, learned while describing it (read once per process).
+struct FactSources {
+  std::vector<std::string> package_paths;  // mapped site-packages libraries, libnccl
+  std::string autotune_dir;                // its FlashInfer autotune cache directory
+};
+
+// The same cache directory seen by several ranks of a node is fingerprinted once per capture.
+using CacheMemo = std::map<std::string, std::vector<facts::CacheFile>>;
+
+// Identity, environment and fact sources of one process (no stopping involved).
+ProcessRecord describe_process(pid_t pid, FactSources& sources) {
   ProcessRecord record;
   record.pid = pid;
   proc::ProcessFs fs(pid);
@@ -83,6 +92,12 @@ ProcessRecord describe_process(pid_t pid) {
   identity::Environment env;
   int error = 0;
   if (auto maps = proc::read_memory_map(pid, &error)) {
+    for (const auto& m : maps->mappings()) {
+      if (m.is_file() && (m.path.find("-packages/") != std::string::npos ||
+                          m.path.find("/libnccl.so.") != std::string::npos)) {
+        sources.package_paths.push_back(m.path);
+      }
+    }
     elf::ProcessImage image(fs, std::move(*maps));
     memory::ProcessMemory memory(pid);
     env = identity::read_environment(fs, image, memory);
@@ -90,32 +105,18 @@ ProcessRecord describe_process(pid_t pid) {
   record.environment_source = env.source;
   record.identity = identity::identify(env.variables, env.source == "memory", raw_cmdline);
   record.environment = filter_environment(env.variables);
-  const std::string root = "/proc/" + std::to_string(pid) + "/root";
-  const auto autotune =
-      facts::flashinfer_autotune_files(root, facts::flashinfer_autotune_dir(env.variables));
-  for (std::size_t i = 0; i < autotune.size(); ++i) {
-    record.facts["cache.flashinfer_autotune[" + std::to_string(i) + "]"] = autotune[i].describe();
-  }
+  sources.autotune_dir = facts::flashinfer_autotune_dir(env.variables);
   record.logs = identity::read_process_logs(pid);
   for (auto& log : identity::read_ray_worker_logs(pid)) record.logs.push_back(std::move(log));
   identify_from_logs(record);
   return record;
 }
 
-// Facts read from the process's own files: package versions beside the Python code it runs and
-// the site-packages libraries it mapped, NCCL from libnccl's name, the interpreter version.
-void collect_facts(ProcessRecord& record) {
-  std::vector<std::string> paths;
-  int error = 0;
-  if (const auto maps = proc::read_memory_map(record.pid, &error)) {
-    for (const auto& m : maps->mappings()) {
-      if (!m.is_file()) continue;
-      if (m.path.find("-packages/") != std::string::npos ||
-          m.path.find("/libnccl.so.") != std::string::npos) {
-        paths.push_back(m.path);
-      }
-    }
-  }
+// Facts read from the process's own files (after its capture, nothing stopped): package
+// versions beside the Python code it runs and the libraries it mapped, NCCL from libnccl's name,
+// the interpreter version, and its autotune cache's fingerprints.
+void collect_facts(ProcessRecord& record, FactSources sources, CacheMemo& memo) {
+  auto& paths = sources.package_paths;
   if (record.dump) {
     for (const auto& t : record.dump->threads) {
       for (const auto& f : t.python_frames) paths.push_back(f.file);
@@ -124,9 +125,23 @@ void collect_facts(ProcessRecord& record) {
   }
   std::sort(paths.begin(), paths.end());
   paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
-  const std::string root = "/proc/" + std::to_string(record.pid) + "/root";
-  for (const auto& [name, version] : facts::package_versions(root, paths)) {
+  const std::string proc_dir = "/proc/" + std::to_string(record.pid);
+  for (const auto& [name, version] : facts::package_versions(proc_dir + "/root", paths)) {
     record.facts["version." + name] = version;
+  }
+  if (sources.autotune_dir.empty()) return;
+  char ns[64] = {};
+  const auto n = ::readlink((proc_dir + "/ns/mnt").c_str(), ns, sizeof ns - 1);
+  const std::string key =
+      std::string(ns, n > 0 ? static_cast<std::size_t>(n) : 0) + sources.autotune_dir;
+  auto it = memo.find(key);
+  if (it == memo.end()) {
+    it = memo.emplace(key,
+                      facts::flashinfer_autotune_files(proc_dir + "/root", sources.autotune_dir))
+             .first;
+  }
+  for (std::size_t i = 0; i < it->second.size(); ++i) {
+    record.facts["cache.flashinfer_autotune[" + std::to_string(i) + "]"] = it->second[i].describe();
   }
 }
 
@@ -183,14 +198,16 @@ NodeSnapshot capture_node(const NodeCaptureOptions& options) {
     }
     std::erase_if(pids, [&](pid_t pid) { return !std::regex_search(command_line(pid), pattern); });
   }
+  CacheMemo caches;
   for (pid_t pid : pids) {
-    ProcessRecord record = describe_process(pid);
+    FactSources sources;
+    ProcessRecord record = describe_process(pid, sources);
     try {
       record.dump = capture_process(pid, options.process);
     } catch (const Error& e) {
       record.error = e.what();  // reported, and the rest of the node still comes out
     }
-    collect_facts(record);
+    collect_facts(record, std::move(sources), caches);
     node.processes.push_back(std::move(record));
   }
   mark_helpers(node.processes);
