@@ -12,6 +12,7 @@
 #include "hangscope/common/redaction.h"
 #include "hangscope/elf/process_image.h"
 #include "hangscope/facts/caches.h"
+#include "hangscope/facts/shm.h"
 #include "hangscope/facts/versions.h"
 #include "hangscope/identity/environment.h"
 #include "hangscope/memory/process_memory.h"
@@ -129,6 +130,7 @@ void collect_facts(ProcessRecord& record, FactSources sources, CacheMemo& memo) 
   for (const auto& [name, version] : facts::package_versions(proc_dir + "/root", paths)) {
     record.facts["version." + name] = version;
   }
+  if (const auto shm = facts::shm_usage(proc_dir + "/root")) record.facts["shm"] = shm->describe();
   if (sources.autotune_dir.empty()) return;
   char ns[64] = {};
   const auto n = ::readlink((proc_dir + "/ns/mnt").c_str(), ns, sizeof ns - 1);

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "hangscope/facts/caches.h"
+#include "hangscope/facts/shm.h"
 #include "hangscope/facts/versions.h"
 #include "target_process.h"
 
@@ -94,6 +95,16 @@ TEST(Caches, FilesAreFingerprinted) {
   EXPECT_EQ(files[1].error, "not JSON");
   EXPECT_TRUE(flashinfer_autotune_files(root, "/nowhere").empty());
   std::system(("rm -rf " + root).c_str());
+}
+
+TEST(Shm, UsageOfThisMachinesDevShmAndItsDescription) {
+  const auto usage = shm_usage("");
+  ASSERT_TRUE(usage);  // Debian mounts a tmpfs there
+  EXPECT_GT(usage->size_bytes, 0u);
+  EXPECT_LE(usage->used_bytes, usage->size_bytes);
+  EXPECT_FALSE(shm_usage("/nonexistent-root"));
+  const ShmUsage quarter{64u << 20, 16u << 20, 48u << 20};
+  EXPECT_EQ(quarter.describe(), "64.0 MiB, 16.0 MiB used (25%), 48.0 MiB free");
 }
 
 }  // namespace
