@@ -9,13 +9,8 @@ namespace hangscope::analysis {
 namespace {
 
 std::vector<OtherProcess> other_processes(const Bundle& bundle) {
-  std::map<std::string, const capture::NodeSnapshot*> latest;
-  for (const auto& s : bundle.snapshots) {
-    auto& slot = latest[s.node_name];
-    if (slot == nullptr || s.sample_index >= slot->sample_index) slot = &s;
-  }
   std::vector<OtherProcess> out;
-  for (const auto& [name, node] : latest) {
+  for (const auto& [name, node] : latest_samples(bundle)) {
     for (const auto& p : node->processes) {
       if (p.identity.role == "rank") continue;
       OtherProcess other{name, &p, {}};
@@ -72,6 +67,15 @@ std::string no_divergence(const std::vector<Job>& jobs, int samples) {
 
 }  // namespace
 
+std::map<std::string, const capture::NodeSnapshot*> latest_samples(const Bundle& bundle) {
+  std::map<std::string, const capture::NodeSnapshot*> latest;
+  for (const auto& s : bundle.snapshots) {
+    auto& slot = latest[s.node_name];
+    if (slot == nullptr || s.sample_index >= slot->sample_index) slot = &s;
+  }
+  return latest;
+}
+
 Analysis analyze(const Bundle& bundle) {
   Analysis analysis;
   analysis.jobs = build_jobs(bundle);
@@ -82,7 +86,7 @@ Analysis analyze(const Bundle& bundle) {
   analysis.others = other_processes(bundle);
   analysis.verdicts = node_verdicts(analysis.jobs, bundle.nodes);
   for (const auto& job : analysis.jobs) {
-    auto verdicts = generic_verdicts(job, bundle.nodes);
+    auto verdicts = generic_verdicts(job);
     analysis.verdicts.insert(analysis.verdicts.end(), verdicts.begin(), verdicts.end());
   }
   order_verdicts(analysis.verdicts);

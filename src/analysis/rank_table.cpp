@@ -109,8 +109,9 @@ Progress measure_progress(const RankEntry& entry) {
   progress.detail =
       std::string(progress.cpu_grew ? "CPU " + std::string(share_text) : "no CPU") +
       (progress.woke_up ? ", " + std::to_string(progress.wakeups) + " wake-ups" : ", no wake-ups") +
-      (progress.stack_moved ? ", stack moved" : ", same stack") + " over " +
-      std::to_string(h.size()) + " samples";
+      (progress.stack_moved ? ", stack moved" : ", same stack") +
+      (progress.state_changed ? ", state changed" : "") + " over " + std::to_string(h.size()) +
+      " samples";
   return progress;
 }
 

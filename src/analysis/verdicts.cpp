@@ -203,8 +203,7 @@ std::optional<Verdict> cycle_verdict(const Job& job) {
 
 }  // namespace
 
-std::vector<Verdict> generic_verdicts(const Job& job, const std::vector<NodeStatus>& nodes) {
-  (void)nodes;
+std::vector<Verdict> generic_verdicts(const Job& job) {
   std::vector<Verdict> out;
   // Roots grouped by verdict and place, each with the ranks that wait for it.
   std::map<std::string, std::pair<RootKind, std::vector<int>>> groups;

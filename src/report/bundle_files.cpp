@@ -104,7 +104,7 @@ std::vector<std::string> write_reports(const std::string& dir, const analysis::B
   write_text(dir + "/report.json", report_json(bundle, analysis).dump(2) + "\n");
   write_text(dir + "/report.md", report_markdown(bundle, analysis));
   write_text(dir + "/tree.dot", tree_dot(analysis));
-  write_text(dir + "/stacks.folded", stacks_folded(bundle, analysis));
+  write_text(dir + "/stacks.folded", stacks_folded(analysis));
   std::string why;
   if (!render_svg(dir + "/tree.dot", dir + "/tree.svg", why)) {
     notes.push_back("tree.svg not written: " + why);

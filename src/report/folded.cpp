@@ -17,8 +17,7 @@ std::string clean(std::string label) {
 
 }  // namespace
 
-std::string stacks_folded(const Bundle& bundle, const analysis::Analysis& analysis) {
-  (void)bundle;
+std::string stacks_folded(const analysis::Analysis& analysis) {
   std::ostringstream out;
   for (const auto& job : analysis.jobs) {
     for (const auto& rank : job.ranks) {

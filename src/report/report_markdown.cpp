@@ -230,11 +230,7 @@ std::string others_section(const analysis::Analysis& a) {
 }
 
 std::string nodes_section(const Bundle& bundle) {
-  std::map<std::string, const capture::NodeSnapshot*> latest;
-  for (const auto& s : bundle.snapshots) {
-    auto& slot = latest[s.node_name];
-    if (slot == nullptr || s.sample_index >= slot->sample_index) slot = &s;
-  }
+  const auto latest = analysis::latest_samples(bundle);
   std::ostringstream md;
   md << "## Nodes\n\n| node | agent | status | hostname | captured (UTC) | clock offset | "
         "processes | notes |\n|---|---|---|---|---|---|---|---|\n";

@@ -113,7 +113,7 @@ TEST(ReportTree, RankSetsPerBranchAndTheDivergedBranchMarked) {
 
 TEST(ReportFolded, OneLinePerDistinctStackCountedOverSamples) {
   const auto bundle = store_wait_bundle();
-  const auto folded = stacks_folded(bundle, analysis::analyze(bundle));
+  const auto folded = stacks_folded(analysis::analyze(bundle));
   const auto lines = lines_of(folded);
   ASSERT_EQ(lines.size(), 8u);
   EXPECT_EQ(lines[5],

@@ -110,7 +110,7 @@ Analysis analyze(const Bundle& bundle);
 std::vector<Job> build_jobs(const Bundle& bundle);
 void link_wait_graph(Job& job);
 void assign_classes(Job& job);
-std::vector<Verdict> generic_verdicts(const Job& job, const std::vector<NodeStatus>& nodes);
+std::vector<Verdict> generic_verdicts(const Job& job);
 std::vector<Verdict> node_verdicts(const std::vector<Job>& jobs,
                                    const std::vector<NodeStatus>& nodes);
 

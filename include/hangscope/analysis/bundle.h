@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,5 +23,8 @@ struct Bundle {
   std::vector<capture::NodeSnapshot> snapshots;  // every sample of every node
   std::vector<NodeStatus> nodes;
 };
+
+// The newest sample of each node, by node name.
+std::map<std::string, const capture::NodeSnapshot*> latest_samples(const Bundle& bundle);
 
 }  // namespace hangscope::analysis

@@ -30,7 +30,7 @@ std::string tree_text(const analysis::Job& job, const std::set<int>& diverged = 
 
 // Folded stacks (flame-graph input): "job;rank N;outer;…;inner COUNT", one line per distinct
 // stack of a rank, counted over samples.
-std::string stacks_folded(const Bundle& bundle, const analysis::Analysis& analysis);
+std::string stacks_folded(const analysis::Analysis& analysis);
 
 // The verdict and the rank table for stdout; ANSI colours when `colour`.
 std::string terminal_summary(const analysis::Analysis& analysis, bool colour);
