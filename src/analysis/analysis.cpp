@@ -29,6 +29,23 @@ void order_verdicts(std::vector<Verdict>& verdicts) {
   });
 }
 
+// A diverged rank missing TCP connections that the rest of its job has is named in evidence.
+void add_tcp_evidence(const std::vector<Job>& jobs, Verdict& v) {
+  for (const auto& job : jobs) {
+    if (job.key != v.job || !job.tcp_meshed) continue;
+    for (int rank : v.diverged_ranks) {
+      const auto* r = job.find(rank);
+      if (r == nullptr || r->missing_tcp_peers.empty()) continue;
+      v.evidence.push_back(
+          "rank " + std::to_string(rank) + " has no TCP connection to " +
+          (r->missing_tcp_peers.size() == 1 ? "rank " : "ranks ") +
+          compress_ranks(r->missing_tcp_peers) +
+          ", while the job's other ranks are connected to each other (check its network "
+          "interface, GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME and firewalls)");
+    }
+  }
+}
+
 // Said plainly when no verdict names a rank.
 std::string no_divergence(const std::vector<Job>& jobs, int samples) {
   std::size_t captured = 0;
@@ -82,6 +99,7 @@ Analysis analyze(const Bundle& bundle) {
   for (auto& job : analysis.jobs) {
     link_wait_graph(job);
     assign_classes(job);
+    link_tcp_peers(job);
   }
   analysis.others = other_processes(bundle);
   analysis.verdicts = node_verdicts(analysis.jobs, bundle.nodes);
@@ -89,6 +107,7 @@ Analysis analyze(const Bundle& bundle) {
     auto verdicts = generic_verdicts(job);
     analysis.verdicts.insert(analysis.verdicts.end(), verdicts.begin(), verdicts.end());
   }
+  for (auto& v : analysis.verdicts) add_tcp_evidence(analysis.jobs, v);
   order_verdicts(analysis.verdicts);
   std::map<std::string, std::vector<std::int64_t>> times;
   for (const auto& s : bundle.snapshots) times[s.node_name].push_back(s.capture_unix_ns);

@@ -12,6 +12,8 @@
 #include "hangscope/common/redaction.h"
 #include "hangscope/elf/process_image.h"
 #include "hangscope/facts/caches.h"
+#include "hangscope/facts/gpu.h"
+#include "hangscope/facts/network.h"
 #include "hangscope/facts/shm.h"
 #include "hangscope/facts/versions.h"
 #include "hangscope/identity/environment.h"
@@ -67,12 +69,27 @@ void identify_from_logs(ProcessRecord& record) {
 
 // Where a process's facts come from, learned while describing it (read once per process).
 struct FactSources {
-  std::vector<std::string> package_paths;  // mapped site-packages libraries, libnccl
-  std::string autotune_dir;                // its FlashInfer autotune cache directory
+  std::vector<std::string> package_paths;        // mapped site-packages libraries, libnccl
+  std::map<std::string, std::string> cache_env;  // the variables that place its caches
 };
 
-// The same cache directory seen by several ranks of a node is fingerprinted once per capture.
-using CacheMemo = std::map<std::string, std::vector<facts::CacheFile>>;
+// The variables (unfiltered) that say where a process's caches are.
+const std::vector<std::string> kCacheVariables = {"VLLM_CACHE_ROOT",
+                                                  "XDG_CACHE_HOME",
+                                                  "HOME",
+                                                  "VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR",
+                                                  "VLLM_DISABLE_COMPILE_CACHE",
+                                                  "VLLM_DP_RANK",
+                                                  "TORCHINDUCTOR_CACHE_DIR",
+                                                  "USER"};
+
+// What one node capture reads once for all its processes: the GPUs, and each cache directory
+// (keyed by mount namespace and path) seen by several ranks.
+struct NodeFacts {
+  std::map<std::string, std::string> gpu;
+  std::map<std::string, std::vector<facts::CacheFile>> autotune;
+  std::map<std::string, std::vector<facts::P2pCacheFile>> p2p;
+};
 
 // Identity, environment and fact sources of one process (no stopping involved).
 ProcessRecord describe_process(pid_t pid, FactSources& sources) {
@@ -106,17 +123,74 @@ ProcessRecord describe_process(pid_t pid, FactSources& sources) {
   record.environment_source = env.source;
   record.identity = identity::identify(env.variables, env.source == "memory", raw_cmdline);
   record.environment = filter_environment(env.variables);
-  sources.autotune_dir = facts::flashinfer_autotune_dir(env.variables);
+  for (const auto& name : kCacheVariables) {
+    if (const auto it = env.variables.find(name); it != env.variables.end()) {
+      sources.cache_env[name] = it->second;
+    }
+  }
   record.logs = identity::read_process_logs(pid);
   for (auto& log : identity::read_ray_worker_logs(pid)) record.logs.push_back(std::move(log));
   identify_from_logs(record);
   return record;
 }
 
+// The process's mount namespace, so that a path is only shared with ranks that see the same.
+std::string mount_namespace(const std::string& proc_dir) {
+  char ns[64] = {};
+  const auto n = ::readlink((proc_dir + "/ns/mnt").c_str(), ns, sizeof ns - 1);
+  return std::string(ns, n > 0 ? static_cast<std::size_t>(n) : 0);
+}
+
+// Cache facts: vLLM's and torch's cache roots, the FlashInfer autotune files, the rank's
+// torch.compile directory, and the GPU P2P access cache.
+void collect_cache_facts(ProcessRecord& record, const std::map<std::string, std::string>& env,
+                         NodeFacts& memo) {
+  const std::string proc_dir = "/proc/" + std::to_string(record.pid);
+  const std::string root = proc_dir + "/root";
+  const std::string ns = mount_namespace(proc_dir);
+  const std::string cache_root = facts::vllm_cache_root(env);
+  if (!cache_root.empty()) record.facts["cache.vllm_root"] = cache_root;
+  const auto get = [&](const char* name) {
+    const auto it = env.find(name);
+    return it == env.end() ? std::string() : it->second;
+  };
+  if (!get("TORCHINDUCTOR_CACHE_DIR").empty()) {
+    record.facts["cache.inductor_dir"] = get("TORCHINDUCTOR_CACHE_DIR");
+  } else if (!get("USER").empty()) {
+    record.facts["cache.inductor_dir"] = "/tmp/torchinductor_" + get("USER");
+  }
+  if (const std::string dir = facts::flashinfer_autotune_dir(env); !dir.empty()) {
+    auto it = memo.autotune.find(ns + dir);
+    if (it == memo.autotune.end()) {
+      it = memo.autotune.emplace(ns + dir, facts::flashinfer_autotune_files(root, dir)).first;
+    }
+    for (std::size_t i = 0; i < it->second.size(); ++i) {
+      record.facts["cache.flashinfer_autotune[" + std::to_string(i) + "]"] =
+          it->second[i].describe();
+    }
+  }
+  if (cache_root.empty()) return;
+  auto p2p = memo.p2p.find(ns + cache_root);
+  if (p2p == memo.p2p.end()) {
+    p2p = memo.p2p.emplace(ns + cache_root, facts::gpu_p2p_cache_files(root, cache_root)).first;
+  }
+  for (std::size_t i = 0; i < p2p->second.size(); ++i) {
+    record.facts["cache.gpu_p2p[" + std::to_string(i) + "]"] = p2p->second[i].describe();
+  }
+  if (record.identity.rank) {
+    const int dp_rank = std::atoi(get("VLLM_DP_RANK").c_str());
+    const auto compile = facts::torch_compile_cache(root, env, *record.identity.rank, dp_rank);
+    if (compile.state != "absent") {
+      record.facts["cache.torch_compile.state"] = compile.state;
+      record.facts["cache.torch_compile"] = compile.describe();
+    }
+  }
+}
+
 // Facts read from the process's own files (after its capture, nothing stopped): package
 // versions beside the Python code it runs and the libraries it mapped, NCCL from libnccl's name,
-// the interpreter version, and its autotune cache's fingerprints.
-void collect_facts(ProcessRecord& record, FactSources sources, CacheMemo& memo) {
+// the interpreter version, /dev/shm, its network, its caches, and the node's GPUs.
+void collect_facts(ProcessRecord& record, FactSources sources, NodeFacts& memo) {
   auto& paths = sources.package_paths;
   if (record.dump) {
     for (const auto& t : record.dump->threads) {
@@ -130,21 +204,16 @@ void collect_facts(ProcessRecord& record, FactSources sources, CacheMemo& memo) 
   for (const auto& [name, version] : facts::package_versions(proc_dir + "/root", paths)) {
     record.facts["version." + name] = version;
   }
-  if (const auto shm = facts::shm_usage(proc_dir + "/root")) record.facts["shm"] = shm->describe();
-  if (sources.autotune_dir.empty()) return;
-  char ns[64] = {};
-  const auto n = ::readlink((proc_dir + "/ns/mnt").c_str(), ns, sizeof ns - 1);
-  const std::string key =
-      std::string(ns, n > 0 ? static_cast<std::size_t>(n) : 0) + sources.autotune_dir;
-  auto it = memo.find(key);
-  if (it == memo.end()) {
-    it = memo.emplace(key,
-                      facts::flashinfer_autotune_files(proc_dir + "/root", sources.autotune_dir))
-             .first;
+  if (const auto shm = facts::shm_usage(proc_dir + "/root")) {
+    record.facts["shm"] = shm->describe();
+    record.facts["shm.size_bytes"] = std::to_string(shm->size_bytes);
+    record.facts["shm.free_bytes"] = std::to_string(shm->free_bytes);
   }
-  for (std::size_t i = 0; i < it->second.size(); ++i) {
-    record.facts["cache.flashinfer_autotune[" + std::to_string(i) + "]"] = it->second[i].describe();
+  for (auto& [key, value] : facts::network_facts(proc_dir).facts(record.environment)) {
+    record.facts[key] = std::move(value);
   }
+  collect_cache_facts(record, sources.cache_env, memo);
+  for (const auto& [key, value] : memo.gpu) record.facts[key] = value;
 }
 
 // Children that inherited a rank's identity (worker pools, subprocesses) are its helpers.
@@ -200,7 +269,8 @@ NodeSnapshot capture_node(const NodeCaptureOptions& options) {
     }
     std::erase_if(pids, [&](pid_t pid) { return !std::regex_search(command_line(pid), pattern); });
   }
-  CacheMemo caches;
+  NodeFacts node_facts;
+  node_facts.gpu = facts::gpu_topology().facts();
   for (pid_t pid : pids) {
     FactSources sources;
     ProcessRecord record = describe_process(pid, sources);
@@ -209,7 +279,7 @@ NodeSnapshot capture_node(const NodeCaptureOptions& options) {
     } catch (const Error& e) {
       record.error = e.what();  // reported, and the rest of the node still comes out
     }
-    collect_facts(record, std::move(sources), caches);
+    collect_facts(record, std::move(sources), node_facts);
     node.processes.push_back(std::move(record));
   }
   mark_helpers(node.processes);

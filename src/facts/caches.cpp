@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 
 #include "hangscope/common/files.h"
@@ -14,6 +15,7 @@ namespace {
 constexpr std::size_t kMaxFiles = 64;
 constexpr int kMaxDepth = 5;
 constexpr std::size_t kMaxFileBytes = 16u << 20;
+constexpr std::size_t kMaxWalkedFiles = 4096;
 
 void find_files(const std::string& root, const std::string& dir, int depth,
                 std::vector<std::string>& out) {
@@ -28,6 +30,25 @@ void find_files(const std::string& root, const std::string& dir, int depth,
       find_files(root, path, depth + 1, out);
     } else if (S_ISREG(st.st_mode) && name == "autotune_configs.json" && out.size() < kMaxFiles) {
       out.push_back(path);
+    }
+  }
+}
+
+// Calls `visit` with the stat of every regular file below `dir` (bounded depth and count).
+template <typename Visit>
+void walk_files(const std::string& dir, int depth, Visit&& visit, std::size_t* seen = nullptr) {
+  std::size_t local = 0;
+  if (seen == nullptr) seen = &local;
+  if (depth > kMaxDepth) return;
+  for (const auto& name : list_directory(dir).value_or(std::vector<std::string>{})) {
+    if (*seen >= kMaxWalkedFiles) return;
+    struct stat st {};
+    if (::lstat((dir + "/" + name).c_str(), &st) != 0) continue;
+    if (S_ISDIR(st.st_mode)) {
+      walk_files(dir + "/" + name, depth + 1, visit, seen);
+    } else if (S_ISREG(st.st_mode)) {
+      ++*seen;
+      visit(st);
     }
   }
 }
@@ -78,18 +99,24 @@ std::string CacheFile::describe() const {
   return out;
 }
 
-std::string flashinfer_autotune_dir(const std::map<std::string, std::string>& env) {
+std::string vllm_cache_root(const std::map<std::string, std::string>& env) {
   const auto get = [&](const char* name) {
     const auto it = env.find(name);
     return it == env.end() ? std::string() : it->second;
   };
-  if (auto dir = get("VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR"); !dir.empty()) return dir;
-  if (auto root = get("VLLM_CACHE_ROOT"); !root.empty()) return root + "/flashinfer_autotune_cache";
-  if (auto xdg = get("XDG_CACHE_HOME"); !xdg.empty())
-    return xdg + "/vllm/flashinfer_autotune_cache";
-  if (auto home = get("HOME"); !home.empty())
-    return home + "/.cache/vllm/flashinfer_autotune_cache";
+  if (auto root = get("VLLM_CACHE_ROOT"); !root.empty()) return root;
+  if (auto xdg = get("XDG_CACHE_HOME"); !xdg.empty()) return xdg + "/vllm";
+  if (auto home = get("HOME"); !home.empty()) return home + "/.cache/vllm";
   return "";
+}
+
+std::string flashinfer_autotune_dir(const std::map<std::string, std::string>& env) {
+  if (const auto it = env.find("VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR");
+      it != env.end() && !it->second.empty()) {
+    return it->second;
+  }
+  const std::string root = vllm_cache_root(env);
+  return root.empty() ? "" : root + "/flashinfer_autotune_cache";
 }
 
 std::vector<CacheFile> flashinfer_autotune_files(const std::string& root, const std::string& dir) {
@@ -98,6 +125,100 @@ std::vector<CacheFile> flashinfer_autotune_files(const std::string& root, const 
   std::vector<std::string> paths;
   find_files(root, dir, 0, paths);
   for (const auto& p : paths) out.push_back(read_cache_file(root, p));
+  return out;
+}
+
+std::string CompileCache::describe() const {
+  std::string out = state;
+  if (state == "warm") {
+    out += ": " + rank_dir + " holds " + std::to_string(files) + " files, " +
+           std::to_string(bytes) + " bytes, newest mtime " + std::to_string(newest_mtime_unix);
+  } else if (state == "cold") {
+    out += ": no " + rank_dir + " directory";
+  }
+  if (!hashes.empty()) {
+    out += " (hashes";
+    for (const auto& h : hashes) out += " " + h;
+    out += ")";
+  }
+  if (!other_rank_dirs.empty()) {
+    out += "; other ranks' directories:";
+    for (const auto& d : other_rank_dirs) out += " " + d;
+  }
+  return out;
+}
+
+CompileCache torch_compile_cache(const std::string& root,
+                                 const std::map<std::string, std::string>& env, int rank,
+                                 int dp_rank) {
+  CompileCache cache;
+  cache.rank_dir = "rank_" + std::to_string(rank) + "_" + std::to_string(dp_rank);
+  if (const auto it = env.find("VLLM_DISABLE_COMPILE_CACHE");
+      it != env.end() && it->second == "1") {
+    cache.state = "disabled";
+    return cache;
+  }
+  const std::string cache_root = vllm_cache_root(env);
+  const auto hashes = cache_root.empty() || cache_root.front() != '/'
+                          ? std::nullopt
+                          : list_directory(root + cache_root + "/torch_compile_cache");
+  if (!hashes) {
+    cache.state = "absent";
+    return cache;
+  }
+  cache.state = "cold";
+  for (const auto& hash : *hashes) {
+    const std::string hash_dir = cache_root + "/torch_compile_cache/" + hash;
+    const auto ranks = list_directory(root + hash_dir);
+    if (!ranks) continue;
+    cache.hashes.push_back(hash);
+    for (const auto& dir : *ranks) {
+      if (dir.rfind("rank_", 0) != 0) continue;
+      if (dir != cache.rank_dir) {
+        cache.other_rank_dirs.insert(dir);
+        continue;
+      }
+      walk_files(root + hash_dir + "/" + dir, 0, [&](const struct stat& st) {
+        ++cache.files;
+        cache.bytes += static_cast<std::uint64_t>(st.st_size);
+        cache.newest_mtime_unix =
+            std::max<std::int64_t>(cache.newest_mtime_unix, st.st_mtim.tv_sec);
+      });
+    }
+  }
+  if (cache.files > 0) cache.state = "warm";
+  return cache;
+}
+
+std::string P2pCacheFile::describe() const {
+  std::string out = file.describe();
+  if (!file.error.empty()) return out;
+  out += "; P2P believed available for " + std::to_string(p2p_true.size()) + " of " +
+         std::to_string(p2p_true.size() + p2p_false.size()) + " pairs";
+  if (!p2p_false.empty()) out += ", not for";
+  for (const auto& pair : p2p_false) out += " " + pair;
+  return out;
+}
+
+std::vector<P2pCacheFile> gpu_p2p_cache_files(const std::string& root,
+                                              const std::string& cache_root) {
+  std::vector<P2pCacheFile> out;
+  if (cache_root.empty() || cache_root.front() != '/') return out;
+  for (const auto& name : list_directory(root + cache_root).value_or(std::vector<std::string>{})) {
+    if (name.rfind("gpu_p2p_access_cache_for_", 0) != 0 || out.size() >= kMaxFiles) continue;
+    P2pCacheFile p2p;
+    p2p.file = read_cache_file(root, cache_root + "/" + name);
+    const auto read = read_file(root + cache_root + "/" + name, kMaxFileBytes);
+    try {
+      const auto doc = nlohmann::json::parse(read.text.value_or(""));
+      for (const auto& [pair, value] : doc.items()) {
+        (value.is_boolean() && value.get<bool>() ? p2p.p2p_true : p2p.p2p_false).push_back(pair);
+      }
+    } catch (const nlohmann::json::exception&) {
+      p2p.file.error = "not JSON";
+    }
+    out.push_back(std::move(p2p));
+  }
   return out;
 }
 

@@ -1,9 +1,6 @@
 #include "hangscope/report/bundle_files.h"
 
-#include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,14 +9,12 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <thread>
 
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
+#include "hangscope/common/subprocess.h"
 #include "hangscope/report/report.h"
 #include "hangscope/snapshot/codec.h"
-
-extern char** environ;
 
 namespace hangscope::report {
 namespace {
@@ -48,33 +43,10 @@ std::string file_name(const std::string& node) {
 
 // Runs Graphviz's dot, bounded in time; false (with why) when it is absent or fails.
 bool render_svg(const std::string& dot_file, const std::string& svg_file, std::string& why) {
-  std::vector<std::string> args = {"dot", "-Tsvg", dot_file, "-o", svg_file};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t child = 0;
-  if (const int rc = ::posix_spawnp(&child, "dot", nullptr, nullptr, argv.data(), environ);
-      rc != 0) {
-    why = "Graphviz `dot` is not installed";
-    return false;
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  int status = 0;
-  while (::waitpid(child, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(child, SIGKILL);
-      ::waitpid(child, &status, 0);
-      why = "`dot` took longer than 30 s";
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    why = WIFEXITED(status) && WEXITSTATUS(status) == 127 ? "Graphviz `dot` is not installed"
-                                                          : "`dot` failed";
-    return false;
-  }
-  return true;
+  const auto result =
+      run_program({"dot", "-Tsvg", dot_file, "-o", svg_file}, std::chrono::seconds(30));
+  if (!result.ok()) why = result.error;
+  return result.ok();
 }
 
 }  // namespace

@@ -67,6 +67,8 @@ json rank_json(const RankEntry& r) {
       {"waits_for", r.waits_for},
       {"waits_for_reason", r.waits_for_reason},
       {"class", r.class_id ? json(r.class_id) : json(nullptr)},
+      {"tcp_peers", r.tcp_known ? json(r.tcp_peers) : json(nullptr)},
+      {"missing_tcp_peers", r.tcp_known ? json(r.missing_tcp_peers) : json(nullptr)},
   };
   if (captured) {
     const auto& id = p->identity;

@@ -252,41 +252,59 @@ std::string nodes_section(const Bundle& bundle) {
   return md.str();
 }
 
-// Versions and other facts per node, from its ranks; disagreeing ranks show every value.
+// Facts per node, from its ranks: one line per fact; disagreeing ranks show every value with
+// the ranks that hold it. Machine-readable facts (net.tcp) stay in report.json.
 std::string facts_section(const analysis::Analysis& a) {
-  std::map<std::string, std::map<std::string, std::set<std::string>>> by_node;
-  std::set<std::string> keys;
+  // node → key → value → ranks
+  std::map<std::string, std::map<std::string, std::map<std::string, std::set<int>>>> by_node;
   for (const auto& job : a.jobs) {
     for (const auto& r : job.ranks) {
-      if (const auto* p = r.latest()) {
-        for (const auto& [k, v] : p->facts) {
-          by_node[r.node][k].insert(v);
-          keys.insert(k);
-        }
+      const auto* p = r.latest();
+      if (p == nullptr) continue;
+      for (const auto& [k, v] : p->facts) {
+        if (k == "net.tcp") continue;
+        by_node[r.node][k][v].insert(r.rank.value_or(-1));
       }
     }
   }
   if (by_node.empty()) return "";
   std::ostringstream md;
-  md << "## Facts per node (from the ranks' own files)\n\n| node |";
-  for (const auto& k : keys) md << " " << k << " |";
-  md << "\n|---|";
-  for (std::size_t i = 0; i < keys.size(); ++i) md << "---|";
-  md << "\n";
+  md << "## Facts per node (from the ranks' own files)\n\n";
   for (const auto& [node, facts] : by_node) {
-    md << "| " << cell(node) << " |";
-    for (const auto& k : keys) {
-      const auto it = facts.find(k);
-      std::string values;
-      if (it != facts.end()) {
-        for (const auto& v : it->second) values += (values.empty() ? "" : " / ") + v;
+    md << "<details><summary>" << cell(node) << ": " << facts.size()
+       << " facts</summary>\n\n| fact | value |\n|---|---|\n";
+    for (const auto& [key, values] : facts) {
+      std::string text;
+      for (const auto& [value, ranks] : values) {
+        if (!text.empty()) text += " / ";
+        text += value;
+        if (values.size() > 1) text += " (ranks " + analysis::compress_ranks(ranks) + ")";
       }
-      md << " " << (values.empty() ? "-" : cell(values)) << " |";
+      md << "| " << cell(key) << " | " << cell(text) << " |\n";
     }
-    md << "\n";
+    md << "\n</details>\n\n";
   }
-  md << "\n";
   return md.str();
+}
+
+// Ranks without the TCP connections the rest of their job has (gloo's full mesh).
+std::string network_section(const analysis::Analysis& a) {
+  std::ostringstream md;
+  for (const auto& job : a.jobs) {
+    if (!job.tcp_meshed) continue;
+    for (const auto& r : job.ranks) {
+      if (r.missing_tcp_peers.empty()) continue;
+      md << "- rank " << *r.rank << " (" << cell(r.node) << ") has no TCP connection to "
+         << (r.missing_tcp_peers.size() == 1 ? "rank " : "ranks ")
+         << analysis::compress_ranks(r.missing_tcp_peers) << "; connected to "
+         << (r.tcp_peers.empty() ? "none" : analysis::compress_ranks(r.tcp_peers)) << "\n";
+    }
+  }
+  const std::string lines = md.str();
+  if (lines.empty()) return "";
+  return "## Network\n\nThe job's ranks are connected to each other over TCP (matched end to "
+         "end from each rank's sockets), except:\n\n" +
+         lines + "\n";
 }
 
 std::string capture_section(const analysis::Analysis& a) {
@@ -311,8 +329,8 @@ std::string report_markdown(const Bundle& bundle, const analysis::Analysis& anal
       {"verdict", verdict_section(analysis)}, {"ranks", ranks_section(analysis)},
       {"chain", chain_section(analysis)},     {"tree", tree_section(analysis)},
       {"stacks", stacks_section(analysis)},   {"others", others_section(analysis)},
-      {"nodes", nodes_section(bundle)},       {"facts", facts_section(analysis)},
-      {"capture", capture_section(analysis)},
+      {"network", network_section(analysis)}, {"nodes", nodes_section(bundle)},
+      {"facts", facts_section(analysis)},     {"capture", capture_section(analysis)},
   };
   std::string md;
   for (const auto& [name, text] : sections) {

@@ -81,6 +81,18 @@ class JobBuilder {
     return *this;
   }
 
+  // A fact of a rank's process in every sample ("net.tcp", "version.vllm", …).
+  JobBuilder& fact(int rank, const std::string& key, const std::string& value) {
+    facts_[rank][key] = value;
+    return *this;
+  }
+
+  // An (allowlisted) environment variable of a rank's process.
+  JobBuilder& env(int rank, const std::string& key, const std::string& value) {
+    env_[rank][key] = value;
+    return *this;
+  }
+
   Bundle bundle() const {
     Bundle bundle;
     std::map<std::string, std::vector<capture::NodeSnapshot>> nodes;
@@ -125,6 +137,11 @@ class JobBuilder {
     p.identity.world_size = world_size_;
     p.identity.job = job_;
     p.identity.source = "env";
+    if (auto it = facts_.find(r.rank); it != facts_.end()) p.facts = it->second;
+    if (auto it = env_.find(r.rank); it != env_.end()) {
+      p.environment = it->second;
+      p.environment_source = "proc";
+    }
     capture::ProcessDump dump;
     dump.pid = p.pid;
     dump.python = "3.11.2";
@@ -137,6 +154,7 @@ class JobBuilder {
   std::string job_;
   int samples_;
   std::vector<Rank> ranks_;
+  std::map<int, std::map<std::string, std::string>> facts_, env_;
 };
 
 }  // namespace hangscope::analysis::testing_builders

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "analysis_builders.h"
 #include "hangscope/analysis/rank_set.h"
 
@@ -280,6 +282,67 @@ TEST(Verdicts, TwoJobsAreAnalysedApart) {
   ASSERT_EQ(a.jobs.size(), 2u);
   ASSERT_EQ(a.verdicts.size(), 1u);
   EXPECT_EQ(a.verdicts[0].job, "10.0.0.1:29500");
+}
+
+// Gloo's full mesh between 4 ranks on 2 nodes (ranks 0,1 on 198.51.100.1, 2,3 on .2), each
+// connection recorded by both ends, without the pairs listed in `cut`; plus every rank's
+// connection to the store (port 29500 on rank 0), which does not count as a peer.
+JobBuilder meshed_job(const std::set<std::pair<int, int>>& cut, bool gloo = true) {
+  JobBuilder job(4);
+  std::map<int, std::string> tcp;
+  const auto ip = [](int r) { return std::string(r < 2 ? "198.51.100.1" : "198.51.100.2"); };
+  for (int a = 0; a < 4; ++a) {
+    tcp[a] += ip(a) + ":" + std::to_string(41000 + a) + ">198.51.100.1:29500 ";
+    for (int b = a + 1; b < 4; ++b) {
+      if (cut.count({a, b})) continue;
+      const std::string ea = ip(a) + ":" + std::to_string(50000 + a * 10 + b);
+      const std::string eb = ip(b) + ":" + std::to_string(60000 + a * 10 + b);
+      tcp[a] += ea + ">" + eb + " ";
+      tcp[b] += eb + ">" + ea + " ";
+    }
+  }
+  for (int r = 0; r < 4; ++r) {
+    auto stack = r == 3 ? store_wait_stack(3) : barrier_stack();
+    if (!gloo) {  // an NCCL job: the waiters in ncclGroupEnd, no gloo frame anywhere
+      for (auto& f : stack) {
+        if (f.function.find("Gloo") != std::string::npos) f.function = "ncclGroupEnd";
+      }
+    }
+    job.rank(r, stack).fact(r, "net.tcp", tcp[r]).env(r, "MASTER_PORT", "29500");
+  }
+  return job;
+}
+
+TEST(Network, ARankWithoutTheConnectionsItsPeersHaveIsNamed) {
+  const auto bundle = meshed_job({{0, 3}, {1, 3}}).bundle();
+  const auto a = analyze(bundle);
+  const auto& job = a.jobs.at(0);
+  EXPECT_TRUE(job.tcp_meshed);
+  EXPECT_EQ(job.find(3)->missing_tcp_peers, (std::vector<int>{0, 1}));
+  EXPECT_EQ(job.find(3)->tcp_peers, std::vector<int>{2});
+  EXPECT_EQ(job.find(0)->missing_tcp_peers, std::vector<int>{3});
+  EXPECT_TRUE(job.find(2)->missing_tcp_peers.empty());
+  ASSERT_FALSE(a.verdicts.empty());
+  EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{3});
+  const auto& evidence = a.verdicts[0].evidence;
+  EXPECT_TRUE(std::any_of(evidence.begin(), evidence.end(), [](const std::string& e) {
+    return e.rfind("rank 3 has no TCP connection to ranks 0,1, while", 0) == 0;
+  }));
+}
+
+TEST(Network, WithoutGlooAMissingPairIsNoEvidence) {
+  // Only the store connections, as in an NCCL job: no gap is evidence, the store is no peer.
+  const auto bundle =
+      meshed_job({{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}}, /*gloo=*/false).bundle();
+  const auto a = analyze(bundle);
+  EXPECT_FALSE(a.jobs.at(0).tcp_meshed);
+  EXPECT_TRUE(a.jobs[0].find(3)->tcp_known);
+  EXPECT_TRUE(a.jobs[0].find(3)->missing_tcp_peers.empty());
+  EXPECT_TRUE(a.jobs[0].find(0)->tcp_peers.empty());  // the store is not a peer
+  const auto full = meshed_job({}).bundle();
+  const auto b = analyze(full);
+  EXPECT_TRUE(b.jobs.at(0).tcp_meshed);
+  EXPECT_EQ(b.jobs[0].find(3)->tcp_peers, (std::vector<int>{0, 1, 2}));
 }
 
 }  // namespace

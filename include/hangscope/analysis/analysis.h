@@ -46,6 +46,9 @@ struct RankEntry {
   int class_id = 0;                            // 0: in no class (missing, unknown)
   std::vector<int> waits_for;                  // ranks this one waits for
   std::string waits_for_reason;                // how the edges were derived
+  bool tcp_known = false;                      // its TCP connections were captured (net.tcp)
+  std::vector<int> tcp_peers;                  // ranks of the job it has a TCP connection with
+  std::vector<int> missing_tcp_peers;          // ranks it should be connected to and is not
 
   const capture::ProcessRecord* latest() const {
     return history.empty() ? nullptr : history.back();
@@ -67,6 +70,7 @@ struct Job {
   std::vector<RankEntry> ranks;                  // by rank; missing and unknown ranks included
   std::vector<RankClass> classes;                // largest first
   std::unordered_map<int, std::size_t> by_rank;  // rank -> index into ranks (see index())
+  bool tcp_meshed = false;  // the job uses gloo (a full mesh): a missing pair is evidence
 
   const RankEntry* find(int rank) const;
   void index();  // rebuilds by_rank after ranks changed
@@ -110,6 +114,7 @@ Analysis analyze(const Bundle& bundle);
 std::vector<Job> build_jobs(const Bundle& bundle);
 void link_wait_graph(Job& job);
 void assign_classes(Job& job);
+void link_tcp_peers(Job& job);
 std::vector<Verdict> generic_verdicts(const Job& job);
 std::vector<Verdict> node_verdicts(const std::vector<Job>& jobs,
                                    const std::vector<NodeStatus>& nodes);

@@ -1,0 +1,73 @@
+// A rank's network as it sees it (its network namespace, through /proc/PID): interfaces and
+// their addresses, its own TCP sockets (inodes from /proc/PID/fd matched with net/tcp and tcp6),
+// and whether GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME, VLLM_HOST_IP and MASTER_ADDR agree with
+// what it actually bound and connected to.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace hangscope::facts {
+
+struct TcpSocket {
+  std::string local_ip, remote_ip;  // dotted IPv4, or IPv6 text; IPv4-mapped IPv6 as IPv4
+  int local_port = 0, remote_port = 0;
+  std::string state;  // "established", "listen", "syn-sent", "close-wait", … (lowercase)
+  std::uint64_t inode = 0;
+  std::string local() const;  // "198.51.100.2:41234", "[::1]:80"
+  std::string remote() const;
+};
+
+// The rows of /proc/net/tcp or /proc/net/tcp6. Throws Error naming the line when a row is not
+// in the kernel's format.
+std::vector<TcpSocket> parse_proc_net_tcp(const std::string& text);
+
+struct NetworkInterface {
+  std::string name;
+  std::vector<std::string> addresses;  // IPv4 first; IPv6 link-local left out
+};
+
+// IPv4 addresses marked "/32 host LOCAL" in /proc/net/fib_trie.
+std::vector<std::string> local_ipv4_addresses(const std::string& fib_trie);
+
+// Which interface carries each address: the most specific matching row of /proc/net/route
+// (127.0.0.0/8 is lo's).
+std::map<std::string, std::string> interfaces_of_addresses(const std::vector<std::string>& ipv4,
+                                                           const std::string& route_table);
+
+// Interfaces and addresses from PROC_PID/net/{dev,fib_trie,route,if_inet6}.
+std::vector<NetworkInterface> network_interfaces(const std::string& proc_pid_dir);
+
+// Socket inodes of the process's open files ("socket:[123]" links under PROC_PID/fd).
+std::set<std::uint64_t> socket_inodes(const std::string& proc_pid_dir);
+
+// Whether an interface name matches an NCCL/Gloo *_SOCKET_IFNAME value: comma-separated
+// prefixes, "=name" for exact names, a leading "^" to exclude.
+bool interface_selected(const std::string& name, const std::string& ifname_setting);
+
+struct NetworkFacts {
+  std::vector<NetworkInterface> interfaces;
+  std::vector<TcpSocket> sockets;  // the process's own, established / listening / connecting
+  std::vector<std::string> notes;
+
+  // "net.interfaces", "net.listening", "net.connections", "net.tcp" (machine-readable:
+  // "L>R" per established connection, "L~R" per connection attempt), and the checks
+  // "net.GLOO_SOCKET_IFNAME", "net.NCCL_SOCKET_IFNAME", "net.VLLM_HOST_IP", "net.store", whose
+  // values start with "ok: " or "mismatch: ".
+  std::map<std::string, std::string> facts(const std::map<std::string, std::string>& env) const;
+};
+
+// The network facts of a process (PROC_PID = "/proc/PID").
+NetworkFacts network_facts(const std::string& proc_pid_dir);
+
+// The connections recorded in a "net.tcp" fact: (local, remote, established).
+struct RecordedConnection {
+  std::string local, remote;
+  bool established = true;
+};
+std::vector<RecordedConnection> parse_recorded_connections(const std::string& net_tcp);
+
+}  // namespace hangscope::facts

@@ -1,0 +1,110 @@
+// Which ranks of a job hold TCP connections to each other, from each rank's "net.tcp" fact
+// (its own sockets): connections are matched end to end (my local = your remote). Connections
+// to the c10d store's port are left out, since every rank has one to the store's host. In a
+// job that uses gloo, a pair of ranks without a connection is evidence.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "hangscope/analysis/analysis.h"
+#include "hangscope/facts/network.h"
+
+namespace hangscope::analysis {
+namespace {
+
+// An endpoint made unique across nodes: loopback endpoints are only meaningful on their node.
+std::string endpoint_key(const std::string& node, const std::string& endpoint) {
+  const bool loopback = endpoint.rfind("127.", 0) == 0 || endpoint.rfind("[::1]", 0) == 0;
+  return loopback ? node + "|" + endpoint : endpoint;
+}
+
+bool on_port(const std::string& endpoint, const std::string& port) {
+  return !port.empty() && endpoint.size() > port.size() &&
+         endpoint.compare(endpoint.size() - port.size() - 1, std::string::npos, ":" + port) == 0;
+}
+
+struct RankConnections {
+  std::size_t index;  // into Job::ranks
+  std::vector<facts::RecordedConnection> connections;
+};
+
+// The captured ranks whose connections are known, their store connections left out.
+std::vector<RankConnections> known_connections(const Job& job) {
+  std::vector<RankConnections> out;
+  for (std::size_t i = 0; i < job.ranks.size(); ++i) {
+    const auto* p = job.ranks[i].latest();
+    if (p == nullptr || !job.ranks[i].rank) continue;
+    const auto tcp = p->facts.find("net.tcp");
+    if (tcp == p->facts.end() || p->facts.count("net.tcp.truncated")) continue;
+    const auto port_it = p->environment.find("MASTER_PORT");
+    const std::string store_port = port_it == p->environment.end() ? "" : port_it->second;
+    RankConnections rc{i, {}};
+    for (auto& c : facts::parse_recorded_connections(tcp->second)) {
+      if (c.established && !on_port(c.local, store_port) && !on_port(c.remote, store_port)) {
+        rc.connections.push_back(std::move(c));
+      }
+    }
+    out.push_back(std::move(rc));
+  }
+  return out;
+}
+
+// Whether the rank runs gloo: a frame of gloo's transport or of ProcessGroupGloo in some thread.
+bool uses_gloo(const RankEntry& rank) {
+  const auto* p = rank.latest();
+  if (p == nullptr || !p->dump) return false;
+  for (const auto& t : p->dump->threads) {
+    for (const auto& f : t.native_frames) {
+      if (f.function.find("gloo::") != std::string::npos ||
+          f.function.find("ProcessGroupGloo") != std::string::npos) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+void link_tcp_peers(Job& job) {
+  const auto known = known_connections(job);
+  // Local endpoint → the rank that owns it; an endpoint claimed twice is ambiguous (NAT).
+  std::map<std::string, int> owner;
+  for (const auto& rc : known) {
+    const auto& r = job.ranks[rc.index];
+    for (const auto& c : rc.connections) {
+      auto [it, inserted] = owner.emplace(endpoint_key(r.node, c.local), *r.rank);
+      if (!inserted && it->second != *r.rank) it->second = -1;
+    }
+  }
+  std::map<int, std::set<int>> peers;
+  for (const auto& rc : known) {
+    const auto& r = job.ranks[rc.index];
+    for (const auto& c : rc.connections) {
+      const auto it = owner.find(endpoint_key(r.node, c.remote));
+      if (it == owner.end() || it->second < 0 || it->second == *r.rank) continue;
+      peers[*r.rank].insert(it->second);
+      peers[it->second].insert(*r.rank);
+    }
+  }
+  // Gloo connects every pair of a process group's ranks when the group is made (vLLM makes a
+  // gloo CPU group over the whole world), so in a job that uses gloo every rank is an expected
+  // peer of every other; NCCL's bootstrap is a ring, where a missing pair says nothing.
+  job.tcp_meshed = known.size() >= 2 &&
+                   std::any_of(known.begin(), known.end(),
+                               [&](const auto& rc) { return uses_gloo(job.ranks[rc.index]); });
+  for (const auto& rc : known) {
+    auto& r = job.ranks[rc.index];
+    r.tcp_known = true;
+    const auto& mine = peers[*r.rank];
+    r.tcp_peers.assign(mine.begin(), mine.end());
+    r.missing_tcp_peers.clear();
+    if (!job.tcp_meshed) continue;
+    for (const auto& other : known) {
+      const int o = *job.ranks[other.index].rank;
+      if (o != *r.rank && !mine.count(o)) r.missing_tcp_peers.push_back(o);
+    }
+  }
+}
+
+}  // namespace hangscope::analysis

@@ -1,0 +1,441 @@
+#include "hangscope/facts/network.h"
+
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "hangscope/common/error.h"
+#include "hangscope/common/files.h"
+
+namespace hangscope::facts {
+namespace {
+
+// Connections kept in "net.tcp": a gloo rank of a 4,096-rank job has thousands.
+constexpr std::size_t kMaxRecordedConnections = 4096;
+constexpr std::size_t kMaxListed = 16;
+
+std::string state_name(unsigned code) {
+  switch (code) {
+    case 0x01:
+      return "established";
+    case 0x02:
+      return "syn-sent";
+    case 0x03:
+      return "syn-recv";
+    case 0x04:
+      return "fin-wait1";
+    case 0x05:
+      return "fin-wait2";
+    case 0x06:
+      return "time-wait";
+    case 0x07:
+      return "close";
+    case 0x08:
+      return "close-wait";
+    case 0x09:
+      return "last-ack";
+    case 0x0A:
+      return "listen";
+    case 0x0B:
+      return "closing";
+    default:
+      return "unknown";
+  }
+}
+
+// "0100007F" (a host-order u32 printed by the kernel) → "127.0.0.1".
+std::string ipv4_from_hex(const std::string& hex) {
+  const auto v = static_cast<std::uint32_t>(std::stoul(hex, nullptr, 16));
+  return std::to_string(v & 0xff) + "." + std::to_string((v >> 8) & 0xff) + "." +
+         std::to_string((v >> 16) & 0xff) + "." + std::to_string(v >> 24);
+}
+
+// 32 hex digits, four host-order u32 words → IPv6 text; IPv4-mapped addresses as IPv4.
+std::string ipv6_from_hex(const std::string& hex) {
+  unsigned char bytes[16];
+  for (int w = 0; w < 4; ++w) {
+    const auto v = static_cast<std::uint32_t>(std::stoul(hex.substr(w * 8, 8), nullptr, 16));
+    for (int b = 0; b < 4; ++b) bytes[w * 4 + b] = static_cast<unsigned char>(v >> (8 * b));
+  }
+  static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (std::memcmp(bytes, mapped, 12) == 0) {
+    return std::to_string(bytes[12]) + "." + std::to_string(bytes[13]) + "." +
+           std::to_string(bytes[14]) + "." + std::to_string(bytes[15]);
+  }
+  char text[INET6_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET6, bytes, text, sizeof text);
+  return text;
+}
+
+// "0100007F:1F90" → ("127.0.0.1", 8080).
+std::pair<std::string, int> endpoint_from_hex(const std::string& field) {
+  const auto colon = field.find(':');
+  if (colon == std::string::npos) throw Error("no ':' in address " + field);
+  const std::string ip = field.substr(0, colon);
+  const int port = static_cast<int>(std::stoul(field.substr(colon + 1), nullptr, 16));
+  if (ip.size() == 8) return {ipv4_from_hex(ip), port};
+  if (ip.size() == 32) return {ipv6_from_hex(ip), port};
+  throw Error("address " + field + " is neither IPv4 nor IPv6");
+}
+
+std::string endpoint(const std::string& ip, int port) {
+  const bool v6 = ip.find(':') != std::string::npos;
+  return (v6 ? "[" + ip + "]" : ip) + ":" + std::to_string(port);
+}
+
+bool is_unspecified(const std::string& ip) {
+  return ip == "0.0.0.0" || ip == "::";
+}
+
+bool is_loopback(const std::string& ip) {
+  return ip.rfind("127.", 0) == 0 || ip == "::1";
+}
+
+std::uint32_t ipv4_value(const std::string& ip) {
+  in_addr a{};
+  return ::inet_pton(AF_INET, ip.c_str(), &a) == 1 ? ntohl(a.s_addr) : 0;
+}
+
+bool is_ip_literal(const std::string& text) {
+  in6_addr a6{};
+  in_addr a4{};
+  return ::inet_pton(AF_INET, text.c_str(), &a4) == 1 ||
+         ::inet_pton(AF_INET6, text.c_str(), &a6) == 1;
+}
+
+std::string join(const std::vector<std::string>& items, const std::string& separator,
+                 std::size_t max_items = kMaxListed) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size() && i < max_items; ++i) {
+    out += (i ? separator : "") + items[i];
+  }
+  if (items.size() > max_items) {
+    out += separator + "… and " + std::to_string(items.size() - max_items) + " more";
+  }
+  return out;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// The interface names of PROC_PID/net/dev.
+std::vector<std::string> device_names(const std::string& dev_text) {
+  std::vector<std::string> names;
+  for (const auto& line : lines_of(dev_text)) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos || line.find('|') != std::string::npos) continue;
+    std::string name = line.substr(0, colon);
+    name.erase(0, name.find_first_not_of(' '));
+    if (!name.empty()) names.push_back(name);
+  }
+  return names;
+}
+
+// IPv6 addresses per interface from PROC_PID/net/if_inet6 (link-local left out).
+std::map<std::string, std::vector<std::string>> ipv6_addresses(const std::string& text) {
+  std::map<std::string, std::vector<std::string>> out;
+  for (const auto& line : lines_of(text)) {
+    std::istringstream in(line);
+    std::string hex, index, prefix, scope, flags, name;
+    if (!(in >> hex >> index >> prefix >> scope >> flags >> name) || hex.size() != 32) continue;
+    unsigned char bytes[16];
+    for (int i = 0; i < 16; ++i) {
+      bytes[i] = static_cast<unsigned char>(std::stoul(hex.substr(i * 2, 2), nullptr, 16));
+    }
+    if (bytes[0] == 0xfe && (bytes[1] & 0xc0) == 0x80) continue;  // fe80::/10
+    char text6[INET6_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET6, bytes, text6, sizeof text6);
+    out[name].push_back(text6);
+  }
+  return out;
+}
+
+// The distinct local addresses a process's sockets use (unspecified ones left out).
+std::vector<std::string> used_addresses(const std::vector<TcpSocket>& sockets) {
+  std::set<std::string> set;
+  for (const auto& s : sockets) {
+    if (!is_unspecified(s.local_ip)) set.insert(s.local_ip);
+  }
+  return {set.begin(), set.end()};
+}
+
+// GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME against the interfaces and the addresses in use.
+std::string check_ifname(const std::string& setting, const NetworkFacts& n) {
+  std::vector<std::string> selected, names, allowed;
+  for (const auto& i : n.interfaces) {
+    names.push_back(i.name);
+    if (!interface_selected(i.name, setting)) continue;
+    selected.push_back(i.name);
+    allowed.insert(allowed.end(), i.addresses.begin(), i.addresses.end());
+  }
+  if (selected.empty()) {
+    return "mismatch: " + setting + " names no interface of the rank's network namespace (it has " +
+           join(names, ", ") + ")";
+  }
+  std::vector<std::string> outside;
+  for (const auto& ip : used_addresses(n.sockets)) {
+    const bool store_or_local = is_loopback(ip);
+    if (!store_or_local && std::find(allowed.begin(), allowed.end(), ip) == allowed.end()) {
+      outside.push_back(ip);
+    }
+  }
+  const std::string chosen = join(selected, ", ") + " (" + join(allowed, ", ") + ")";
+  if (!outside.empty()) {
+    return "mismatch: " + setting + " selects " + chosen + ", but the rank's sockets also use " +
+           join(outside, ", ");
+  }
+  return "ok: " + setting + " selects " + chosen;
+}
+
+std::string check_host_ip(const std::string& host_ip, const NetworkFacts& n) {
+  for (const auto& i : n.interfaces) {
+    if (std::find(i.addresses.begin(), i.addresses.end(), host_ip) != i.addresses.end()) {
+      return "ok: " + host_ip + " is an address of " + i.name;
+    }
+  }
+  return "mismatch: " + host_ip + " is not an address of the rank's network namespace";
+}
+
+// Whether the rank talks to its c10d store (MASTER_ADDR:MASTER_PORT) or hosts it.
+std::string check_store(const std::string& addr, const std::string& port, const NetworkFacts& n) {
+  const int p = std::atoi(port.c_str());
+  for (const auto& s : n.sockets) {
+    if (s.state == "listen" && s.local_port == p) {
+      return "ok: hosts the store (listening on " + s.local() + ")";
+    }
+  }
+  const std::string store = endpoint(addr, p);
+  bool connecting = false;
+  for (const auto& s : n.sockets) {
+    if (s.remote_port != p || s.remote_ip != addr) continue;
+    if (s.state == "established") return "ok: connected to the store at " + store;
+    connecting = connecting || s.state == "syn-sent";
+  }
+  return connecting ? "mismatch: still connecting to the store at " + store
+                    : "mismatch: no TCP connection to the store at " + store;
+}
+
+}  // namespace
+
+std::string TcpSocket::local() const {
+  return endpoint(local_ip, local_port);
+}
+std::string TcpSocket::remote() const {
+  return endpoint(remote_ip, remote_port);
+}
+
+std::vector<TcpSocket> parse_proc_net_tcp(const std::string& text) {
+  std::vector<TcpSocket> out;
+  int line_number = 0;
+  for (const auto& line : lines_of(text)) {
+    ++line_number;
+    if (line_number == 1 || line.find_first_not_of(' ') == std::string::npos) continue;
+    std::istringstream in(line);
+    std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout;
+    std::uint64_t inode = 0;
+    if (!(in >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >>
+          timeout >> inode)) {
+      throw Error("line " + std::to_string(line_number) + ": not a /proc/net/tcp row: " + line);
+    }
+    try {
+      TcpSocket s;
+      std::tie(s.local_ip, s.local_port) = endpoint_from_hex(local);
+      std::tie(s.remote_ip, s.remote_port) = endpoint_from_hex(remote);
+      s.state = state_name(static_cast<unsigned>(std::stoul(state, nullptr, 16)));
+      s.inode = inode;
+      out.push_back(std::move(s));
+    } catch (const std::exception& e) {
+      throw Error("line " + std::to_string(line_number) + ": " + e.what() + ": " + line);
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> local_ipv4_addresses(const std::string& fib_trie) {
+  std::set<std::string> found;
+  std::string last;
+  for (const auto& line : lines_of(fib_trie)) {
+    const auto leaf = line.find("|-- ");
+    if (leaf != std::string::npos) {
+      last = line.substr(leaf + 4);
+      continue;
+    }
+    if (!last.empty() && line.find("/32 host LOCAL") != std::string::npos) found.insert(last);
+  }
+  return {found.begin(), found.end()};
+}
+
+std::map<std::string, std::string> interfaces_of_addresses(const std::vector<std::string>& ipv4,
+                                                           const std::string& route_table) {
+  struct Route {
+    std::string iface;
+    std::uint32_t destination, mask;
+  };
+  std::vector<Route> routes;
+  for (const auto& line : lines_of(route_table)) {
+    std::istringstream in(line);
+    std::string iface, destination, gateway, flags, refcnt, use, metric, mask;
+    if (!(in >> iface >> destination >> gateway >> flags >> refcnt >> use >> metric >> mask) ||
+        iface == "Iface") {
+      continue;
+    }
+    // Little-endian hex like tcp's addresses; compare in host order after conversion.
+    routes.push_back(
+        {iface, ipv4_value(ipv4_from_hex(destination)), ipv4_value(ipv4_from_hex(mask))});
+  }
+  std::map<std::string, std::string> out;
+  for (const auto& ip : ipv4) {
+    if (is_loopback(ip)) {
+      out[ip] = "lo";
+      continue;
+    }
+    const std::uint32_t v = ipv4_value(ip);
+    const Route* best = nullptr;
+    for (const auto& r : routes) {
+      if ((v & r.mask) == r.destination && (!best || r.mask > best->mask)) best = &r;
+    }
+    if (best) out[ip] = best->iface;
+  }
+  return out;
+}
+
+std::vector<NetworkInterface> network_interfaces(const std::string& proc_pid_dir) {
+  const std::string net = proc_pid_dir + "/net";
+  std::vector<NetworkInterface> interfaces;
+  for (const auto& name : device_names(read_file(net + "/dev").text.value_or(""))) {
+    interfaces.push_back({name, {}});
+  }
+  const auto ipv4 = local_ipv4_addresses(read_file(net + "/fib_trie").text.value_or(""));
+  const auto owners = interfaces_of_addresses(ipv4, read_file(net + "/route").text.value_or(""));
+  const auto ipv6 = ipv6_addresses(read_file(net + "/if_inet6").text.value_or(""));
+  for (auto& i : interfaces) {
+    for (const auto& ip : ipv4) {
+      if (auto it = owners.find(ip); it != owners.end() && it->second == i.name) {
+        i.addresses.push_back(ip);
+      }
+    }
+    if (auto it = ipv6.find(i.name); it != ipv6.end()) {
+      i.addresses.insert(i.addresses.end(), it->second.begin(), it->second.end());
+    }
+  }
+  return interfaces;
+}
+
+std::set<std::uint64_t> socket_inodes(const std::string& proc_pid_dir) {
+  std::set<std::uint64_t> inodes;
+  const std::string fd_dir = proc_pid_dir + "/fd";
+  for (const auto& fd : list_directory(fd_dir).value_or(std::vector<std::string>{})) {
+    char target[128] = {};
+    const ssize_t n = ::readlink((fd_dir + "/" + fd).c_str(), target, sizeof target - 1);
+    if (n <= 0 || std::strncmp(target, "socket:[", 8) != 0) continue;
+    inodes.insert(std::strtoull(target + 8, nullptr, 10));
+  }
+  return inodes;
+}
+
+bool interface_selected(const std::string& name, const std::string& setting) {
+  std::string list = setting;
+  const bool exclude = !list.empty() && list.front() == '^';
+  if (exclude) list.erase(0, 1);
+  const bool exact = !list.empty() && list.front() == '=';
+  if (exact) list.erase(0, 1);
+  bool match = false;
+  std::istringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (item.empty()) continue;
+    match = match || (exact ? name == item : name.rfind(item, 0) == 0);
+  }
+  return exclude ? !match : match;
+}
+
+NetworkFacts network_facts(const std::string& proc_pid_dir) {
+  NetworkFacts n;
+  n.interfaces = network_interfaces(proc_pid_dir);
+  const auto inodes = socket_inodes(proc_pid_dir);
+  for (const char* table : {"/net/tcp", "/net/tcp6"}) {
+    const auto read = read_file(proc_pid_dir + table);
+    if (!read.text) {
+      if (read.error != ENOENT)
+        n.notes.push_back(errno_message("cannot read " + proc_pid_dir + table, read.error));
+      continue;
+    }
+    try {
+      for (auto& s : parse_proc_net_tcp(*read.text)) {
+        if (inodes.count(s.inode) && s.inode != 0) n.sockets.push_back(std::move(s));
+      }
+    } catch (const Error& e) {
+      n.notes.push_back(proc_pid_dir + table + ": " + e.what());
+    }
+  }
+  return n;
+}
+
+std::map<std::string, std::string> NetworkFacts::facts(
+    const std::map<std::string, std::string>& env) const {
+  std::map<std::string, std::string> out;
+  std::vector<std::string> described;
+  for (const auto& i : interfaces) {
+    described.push_back(i.name + (i.addresses.empty() ? "" : " " + join(i.addresses, " ")));
+  }
+  if (!described.empty()) out["net.interfaces"] = join(described, ", ", 64);
+  std::vector<std::string> listening, peers, tcp;
+  std::size_t established = 0, connecting = 0;
+  std::set<std::string> peer_addresses;
+  for (const auto& s : sockets) {
+    if (s.state == "listen") listening.push_back(s.local());
+    if (s.state != "established" && s.state != "syn-sent") continue;
+    (s.state == "established" ? established : connecting) += 1;
+    peer_addresses.insert(s.remote_ip);
+    if (tcp.size() < kMaxRecordedConnections) {
+      tcp.push_back(s.local() + (s.state == "established" ? ">" : "~") + s.remote());
+    }
+  }
+  if (!listening.empty()) out["net.listening"] = join(listening, ", ");
+  out["net.connections"] =
+      std::to_string(established) + " established" +
+      (connecting ? ", " + std::to_string(connecting) + " still connecting" : "") +
+      (peer_addresses.empty()
+           ? ""
+           : " (peers " + join({peer_addresses.begin(), peer_addresses.end()}, ", ") + ")");
+  out["net.tcp"] = join(tcp, " ", kMaxRecordedConnections);
+  if (established + connecting > tcp.size()) {
+    out["net.tcp.truncated"] = std::to_string(established + connecting - tcp.size());
+  }
+  const auto get = [&](const char* key) {
+    const auto it = env.find(key);
+    return it == env.end() ? std::string() : it->second;
+  };
+  for (const char* var : {"GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}) {
+    if (!get(var).empty() && !interfaces.empty()) {
+      out[std::string("net.") + var] = check_ifname(get(var), *this);
+    }
+  }
+  if (!get("VLLM_HOST_IP").empty() && !interfaces.empty()) {
+    out["net.VLLM_HOST_IP"] = check_host_ip(get("VLLM_HOST_IP"), *this);
+  }
+  if (is_ip_literal(get("MASTER_ADDR")) && !get("MASTER_PORT").empty()) {
+    out["net.store"] = check_store(get("MASTER_ADDR"), get("MASTER_PORT"), *this);
+  }
+  if (!notes.empty()) out["net.notes"] = join(notes, "; ");
+  return out;
+}
+
+std::vector<RecordedConnection> parse_recorded_connections(const std::string& net_tcp) {
+  std::vector<RecordedConnection> out;
+  std::istringstream in(net_tcp);
+  for (std::string item; in >> item;) {
+    const auto at = item.find_first_of(">~");
+    if (at == std::string::npos) continue;
+    out.push_back({item.substr(0, at), item.substr(at + 1), item[at] == '>'});
+  }
+  return out;
+}
+
+}  // namespace hangscope::facts
