@@ -37,6 +37,37 @@ tools/repro/sim (real module paths and function names; see its README.md):
                         in execute_model_ray after two steps; its TP peers wait in the
                         all-reduce, stage 1 waits in Channel.read (dist.recv).
 
+More vLLM hangs on the same simulated modules (one node, the local launcher):
+  gpu-p2p-spin          broken GPU P2P (world size 2, 4, 6, 8 or 16; no diverged rank, every
+                        rank announces "progressing"): the launcher writes vLLM's P2P access
+                        cache ($VLLM_CACHE_ROOT/gpu_p2p_access_cache_for_<devices>.json, every
+                        pair true); every rank builds vLLM's TP GroupCoordinator (custom
+                        all-reduce enabled) and runs one model step, whose all-reduce
+                        (GroupCoordinator.all_reduce -> CudaCommunicator.all_reduce ->
+                        CustomAllreduce.custom_all_reduce -> all_reduce) spins in Python (state
+                        R) for peer flags that never arrive; rank 0 logs the shm_broadcast
+                        warning "No available shared memory broadcast block found in 60
+                        seconds ..." to stderr once before it spins.
+  shm-broadcast-skip    /dev/shm full (root; --diverged-rank 0): the launcher re-executes
+                        itself under unshare --mount with a 64 KiB tmpfs on /dev/shm, filled;
+                        building the TP group, CustomAllreduce.__init__ -> in_the_same_node_as:
+                        its source (rank 0) cannot create the shared-memory segment (ENOSPC),
+                        logs it, skips the broadcast and waits in the flags' all_reduce; the
+                        others wait in broadcast_object_list.
+  warmup-timeout        cold torch.compile cache on the diverged rank: the launcher fills
+                        $VLLM_CACHE_ROOT/torch_compile_cache/<hash>/rank_<r>_0/backbone for the
+                        other ranks; in Worker.compile_or_warm_up_model -> _dummy_run ->
+                        VllmBackend.__call__ they load their graphs and wait in _dummy_run's
+                        all_reduce on the world group; the diverged rank compiles forever
+                        (InductorAdaptor.compile, pure Python, state R).
+  dp-dummy-desync       vLLM#28224, DP = world size >= 2 (DPEngineCoreProc.run_busy_loop): the
+                        others joined a wave (START_DP_WAVE) and, without requests, run a dummy
+                        batch that waits in coordinate_batch_across_dp's all-reduce (_run_ar);
+                        the diverged rank took the wave for finished and waits in
+                        _process_input_queue (input_queue.get()).
+The launcher gives autotune-cache, gpu-p2p-spin and warmup-timeout a temporary VLLM_CACHE_ROOT
+(removed when it ends, also on SIGTERM) unless VLLM_CACHE_ROOT is set.
+
 Launcher mode (default) starts ``--world-size`` rank processes with torchrun-style environment
 variables (RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; one node);
 every rank prints one line
@@ -47,6 +78,8 @@ launcher (PR_SET_PDEATHSIG), so killing the launcher's process group cleans ever
 import argparse
 import ctypes
 import datetime
+import errno
+import json
 import os
 import shutil
 import signal
@@ -59,12 +92,22 @@ import time
 
 SCENARIOS = ("store-wait", "collective-mismatch", "busy", "stopped", "store-exit",
              "uninterruptible", "allreduce-loop", "pipeline", "symmetric-memory",
-             "autotune-cache", "compiled-dag")
+             "autotune-cache", "compiled-dag", "gpu-p2p-spin", "shm-broadcast-skip",
+             "warmup-timeout", "dp-dummy-desync")
 # The scenarios that run on the simulated vLLM / FlashInfer / Ray modules.
-SIM_SCENARIOS = ("symmetric-memory", "autotune-cache", "compiled-dag")
+SIM_SCENARIOS = ("symmetric-memory", "autotune-cache", "compiled-dag", "gpu-p2p-spin",
+                 "shm-broadcast-skip", "warmup-timeout", "dp-dummy-desync")
+# The scenarios whose ranks share a vLLM cache directory (VLLM_CACHE_ROOT) the launcher provides.
+CACHE_SCENARIOS = ("autotune-cache", "gpu-p2p-spin", "warmup-timeout")
 SIM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sim")
 # compiled-dag: the step at which the diverged rank stalls (the graph ran this many steps).
 COMPILED_DAG_STALL_STEP = 2
+# gpu-p2p-spin: the world sizes vLLM's custom all-reduce takes (CustomAllreduce).
+CUSTOM_ALLREDUCE_WORLD_SIZES = (2, 4, 6, 8, 16)
+# warmup-timeout: the torch.compile cache's hash directory (10 hex digits, as vLLM names it).
+COMPILE_CACHE_HASH = "3c9e1f07ab"
+# shm-broadcast-skip: the size of the tmpfs mounted (and filled) on /dev/shm.
+FULL_SHM_SIZE = "64k"
 
 
 def die_with_parent():
@@ -256,10 +299,205 @@ def run_compiled_dag(rank, world_size, diverged_rank, timeout):
     thread.join()
 
 
+def leave_gpu_p2p_cache(cache_root, world_size):
+    """gpu-p2p-spin, before the ranks start: vLLM's GPU P2P access cache as the node's local
+    rank 0 writes it, $VLLM_CACHE_ROOT/gpu_p2p_access_cache_for_<devices>.json (devices:
+    CUDA_VISIBLE_DEVICES, else 0..N-1), every directed pair "src->tgt" true: the driver (and
+    the copy test) claim P2P works."""
+    devices = os.environ.get("CUDA_VISIBLE_DEVICES") or ",".join(
+        str(i) for i in range(world_size))
+    num_dev = len(devices.split(","))
+    cache = {f"{i}->{j}": True for i in range(num_dev) for j in range(num_dev)}
+    os.makedirs(cache_root, exist_ok=True)
+    with open(os.path.join(cache_root, f"gpu_p2p_access_cache_for_{devices}.json"), "w") as f:
+        json.dump(cache, f, indent=4)
+
+
+def leave_compile_cache(cache_root, world_size, cold_rank):
+    """warmup-timeout, before the ranks start: vLLM's torch.compile cache as an earlier run left
+    it for every rank but cold_rank: torch_compile_cache/<hash>/rank_<r>_0/backbone/ with the
+    traced graph (computation_graph.py, transformed_code.py), the handles of the compiled
+    piecewise graphs (vllm_compile_cache.py) and Inductor's artifacts (inductor_cache/)."""
+    base = os.path.join(cache_root, "torch_compile_cache", COMPILE_CACHE_HASH)
+    shutil.rmtree(os.path.join(base, f"rank_{cold_rank}_0"), ignore_errors=True)
+    graph_keys = ["fq3vkzlmtb5xw2pdy7c4hrgnsj6oa7ui2ebdxk4mfq5cwzl3tvyhpr",
+                  "fk7c2mbxq4ndtw6yzpl3hsvr5jgeo2ai7ubxfc4kdm6qztwl5nyhes"]
+    code_names = ["cjx4q2rbt7nwmzk5dlpv3hsy6fgec2oa4uibxq7ktdn5wzl3mrhyv",
+                  "c5mwbz2tq7xkn4rdlyp6hsv3jfgoe4ai2ucbx7qkdt5nzw3lmhyrk"]
+    for rank in range(world_size):
+        if rank == cold_rank:
+            continue
+        backbone = os.path.join(base, f"rank_{rank}_0", "backbone")
+        inductor = os.path.join(backbone, "inductor_cache")
+        files = {
+            "computation_graph.py": (
+                "class GraphModule(torch.nn.Module):\n"
+                "    def forward(self, s0: \"Sym(s0)\", L_input_ids_: \"i64[s0]\", "
+                "L_positions_: \"i64[s0]\"):\n"
+                "        l_input_ids_ = L_input_ids_\n"
+                "        embedding = torch.nn.functional.embedding(l_input_ids_, "
+                "l_self_modules_embed_tokens_parameters_weight_)\n"
+                "        unified_attention_with_output = torch.ops.vllm."
+                "unified_attention_with_output(q, k, v, output, 'model.layers.0.self_attn.attn')\n"
+                "        return (hidden_states,)\n"),
+            "transformed_code.py": (
+                "def forward(self, input_ids, positions, intermediate_tensors=None, "
+                "inputs_embeds=None):\n"
+                "    return __compiled_fn_1(input_ids.size(0), input_ids, positions)\n"),
+            "vllm_compile_cache.py": "{\n" + "".join(
+                f"    (None, {i}, 'inductor'): ('{key}',\n"
+                f"                             '{inductor}/{name[1:3]}/{name}.py'),\n"
+                for i, (key, name) in enumerate(zip(graph_keys, code_names))) + "}\n",
+        }
+        for key, name in zip(graph_keys, code_names):
+            files[f"inductor_cache/fxgraph/{key[1:3]}/{key}/{name[1:]}"] = (
+                f"# FX graph cache entry of {key}: compiled module {name}.py\n")
+            files[f"inductor_cache/{name[1:3]}/{name}.py"] = (
+                "# AOT ID: ['0_inference']\n"
+                "from ctypes import c_void_p, c_long, c_int\n"
+                "import torch\n"
+                "from torch._inductor.runtime.triton_heuristics import grid\n"
+                f"# kernel path: {inductor}/{name[1:3]}/{name}.py\n"
+                "def call(args):\n"
+                "    arg0_1, arg1_1 = args\n"
+                "    return (arg0_1,)\n")
+        for relative, text in files.items():
+            path = os.path.join(backbone, relative)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                f.write(text)
+
+
+def run_gpu_p2p_spin(rank, local_rank, world_size):
+    """Broken GPU P2P: vLLM's TP group over every rank with the custom all-reduce enabled (the
+    P2P access cache says every pair works); one model step, whose custom all-reduce spins on
+    every rank for peer flags that never arrive. Rank 0 logs the MessageQueue's warning."""
+    from vllm.distributed import parallel_state
+    from vllm.distributed.device_communicators import shm_broadcast
+    from vllm.v1.core.sched.output import SchedulerOutput
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+    from vllm.v1.worker.gpu_worker import Worker
+    parallel_state.init_distributed_environment(world_size, rank, "env://", local_rank, "gloo")
+    parallel_state.initialize_model_parallel(tensor_model_parallel_size=world_size,
+                                             backend="gloo")
+    worker = Worker(GPUModelRunner(tp_size=world_size, tp_rank=rank), rank=rank,
+                    local_rank=local_rank)
+    announce(f"rank {rank} pid {os.getpid()} progressing")
+    if rank == 0:
+        shm_broadcast._simulate_ring_buffer_wait_warning()
+    worker.execute_model(SchedulerOutput(total_num_scheduled_tokens=8))
+    announce(f"rank {rank} left the barrier")
+
+
+def run_shm_broadcast_skip(rank, local_rank, world_size, diverged_rank):
+    """/dev/shm full: vLLM's TP group over every rank; CustomAllreduce.__init__ asks
+    in_the_same_node_as (vLLM's shared-memory probe), whose source, rank 0, cannot create its
+    segment and skips the broadcast; the others wait for it."""
+    from vllm.distributed import parallel_state
+    parallel_state._simulate_shm_probe()
+    parallel_state.init_distributed_environment(world_size, rank, "env://", local_rank, "gloo")
+    announce(f"rank {rank} pid {os.getpid()} {'diverged' if rank == diverged_rank else 'waiting'}")
+    parallel_state.initialize_model_parallel(tensor_model_parallel_size=world_size,
+                                             backend="gloo")
+    announce(f"rank {rank} left the barrier")
+
+
+def run_warmup_timeout(rank, local_rank, world_size, diverged_rank):
+    """Asymmetric warm-up: Worker.compile_or_warm_up_model on every rank (TP = world, the model
+    torch.compile'd); warm ranks load their compiled graphs from the cache and wait in the
+    forward's all-reduce, the cold one compiles."""
+    from vllm.config import ParallelConfig
+    from vllm.distributed import parallel_state
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+    from vllm.v1.worker.gpu_worker import Worker
+    parallel_state.init_distributed_environment(world_size, rank, "env://", local_rank, "gloo")
+    runner = GPUModelRunner(tp_size=world_size, tp_rank=rank, compile_model=True,
+                            parallel_config=ParallelConfig(tensor_parallel_size=world_size,
+                                                           rank=rank))
+    worker = Worker(runner, rank=rank, local_rank=local_rank,
+                    compile_sizes=[runner.max_num_tokens])
+    announce(f"rank {rank} pid {os.getpid()} {'diverged' if rank == diverged_rank else 'waiting'}")
+    worker.compile_or_warm_up_model()
+    announce(f"rank {rank} left the barrier")
+
+
+def run_dp_dummy_desync(rank, local_rank, world_size, diverged_rank):
+    """vLLM#28224: one DP engine per rank (DP = world, TP = 1) in DPEngineCoreProc.run_busy_loop;
+    every engine but the diverged one got the coordinator's START_DP_WAVE and steps dummy
+    batches; the diverged one waits for requests."""
+    from vllm.config import ParallelConfig
+    from vllm.distributed import parallel_state
+    from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.engine import EngineCoreRequestType
+    from vllm.v1.engine.core import DPEngineCoreProc
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+    from vllm.v1.worker.gpu_worker import Worker
+    parallel_state.init_distributed_environment(world_size, rank, "env://", local_rank, "gloo")
+    parallel_state.initialize_model_parallel(tensor_model_parallel_size=1,
+                                             data_parallel_size=world_size, backend="gloo")
+    parallel_config = ParallelConfig(data_parallel_size=world_size, data_parallel_rank=rank)
+    worker = Worker(GPUModelRunner(tp_size=1, tp_rank=0, parallel_config=parallel_config),
+                    rank=rank, local_rank=local_rank)
+    engine = DPEngineCoreProc(worker, Scheduler(), dp_rank=rank, dp_size=world_size,
+                              dp_group=parallel_state.get_dp_group())
+    if rank != diverged_rank:
+        # The DP coordinator's START_DP_WAVE for wave 0 (a request arrived at another engine);
+        # the diverged engine's copy never came: it takes the wave for finished.
+        engine.input_queue.put_nowait((EngineCoreRequestType.START_DP_WAVE, (0, -1)))
+    announce(f"rank {rank} pid {os.getpid()} {'diverged' if rank == diverged_rank else 'waiting'}")
+    engine.run_busy_loop()
+
+
+def full_shm_error():
+    """Why this process cannot give shm-broadcast-skip its full /dev/shm (None if it can)."""
+    why = ("it mounts a full tmpfs on /dev/shm in a private mount namespace "
+           "(unshare --mount --propagation private)")
+    if os.geteuid() != 0:
+        return f"--scenario shm-broadcast-skip needs root: {why}"
+    if not shutil.which("unshare"):
+        return f"--scenario shm-broadcast-skip needs unshare (util-linux): {why}"
+    probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if probe.returncode != 0:
+        return (f"--scenario shm-broadcast-skip needs CAP_SYS_ADMIN: {why}, and unshare fails "
+                f"here: {probe.stderr.strip()}")
+    return None
+
+
+def fill_dev_shm():
+    """shm-broadcast-skip, in the launcher's private mount namespace: a tiny tmpfs on /dev/shm,
+    filled up to ENOSPC; every rank (a child) sees it. The mount goes with the namespace."""
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={FULL_SHM_SIZE},mode=1777",
+                              "tmpfs", "/dev/shm"], stderr=subprocess.PIPE, text=True)
+    if mounted.returncode != 0:
+        return f"--scenario shm-broadcast-skip: mounting a tmpfs on /dev/shm failed: " \
+               f"{mounted.stderr.strip()}"
+    fd = os.open("/dev/shm/fill", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        while True:
+            os.write(fd, bytes(4096))
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            return f"--scenario shm-broadcast-skip: filling /dev/shm failed: {e}"
+    finally:
+        os.close(fd)
+    return None
+
+
 def scenario_error(scenario, world_size, diverged_rank):
     """Why this scenario cannot run with this world size and diverged rank (None if it can)."""
-    if scenario in ("symmetric-memory", "autotune-cache") and not 0 <= diverged_rank < world_size:
+    if scenario in ("shm-broadcast-skip", "warmup-timeout", "dp-dummy-desync") and world_size < 2:
+        return f"--scenario {scenario} needs a world size >= 2, got {world_size}"
+    if scenario in ("symmetric-memory", "autotune-cache", "warmup-timeout",
+                    "dp-dummy-desync") and not 0 <= diverged_rank < world_size:
         return (f"--scenario {scenario}: --diverged-rank must be a rank (0..{world_size - 1}), "
+                f"got {diverged_rank}")
+    if scenario == "gpu-p2p-spin" and world_size not in CUSTOM_ALLREDUCE_WORLD_SIZES:
+        return (f"--scenario gpu-p2p-spin needs a world size vLLM's custom all-reduce takes "
+                f"({', '.join(map(str, CUSTOM_ALLREDUCE_WORLD_SIZES))}), got {world_size}")
+    if scenario == "shm-broadcast-skip" and diverged_rank != 0:
+        return (f"--scenario shm-broadcast-skip: --diverged-rank must be 0 (in_the_same_node_as's "
+                f"source, the TP group's rank 0, is the rank that skips the broadcast), "
                 f"got {diverged_rank}")
     if scenario == "compiled-dag":
         if world_size < 2 or world_size % 2:
@@ -290,6 +528,10 @@ def run_rank(args, parser):
         error = (f"--scenario symmetric-memory needs ranks on two or more nodes "
                  f"(LOCAL_WORLD_SIZE {local_world_size} < WORLD_SIZE {world_size}): run it on "
                  f"the virtual cluster (tools/testbed/cluster.sh --scenario symmetric-memory)")
+    if (not error and args.scenario in ("gpu-p2p-spin", "warmup-timeout")
+            and not os.environ.get("VLLM_CACHE_ROOT")):
+        error = (f"--scenario {args.scenario}: the ranks need the node's VLLM_CACHE_ROOT "
+                 f"(the launcher sets it)")
     if error:
         parser.error(error)
     import torch.distributed as dist
@@ -338,6 +580,17 @@ def run_rank(args, parser):
                            args.diverged_rank)
     elif args.scenario == "compiled-dag":
         run_compiled_dag(rank, world_size, args.diverged_rank, timeout)
+    elif args.scenario == "gpu-p2p-spin":
+        run_gpu_p2p_spin(rank, int(os.environ.get("LOCAL_RANK", "0")), world_size)
+    elif args.scenario == "shm-broadcast-skip":
+        run_shm_broadcast_skip(rank, int(os.environ.get("LOCAL_RANK", "0")), world_size,
+                               args.diverged_rank)
+    elif args.scenario == "warmup-timeout":
+        run_warmup_timeout(rank, int(os.environ.get("LOCAL_RANK", "0")), world_size,
+                           args.diverged_rank)
+    elif args.scenario == "dp-dummy-desync":
+        run_dp_dummy_desync(rank, int(os.environ.get("LOCAL_RANK", "0")), world_size,
+                            args.diverged_rank)
     elif args.scenario == "allreduce-loop":
         announce(f"rank {rank} pid {os.getpid()} progressing")
         decode_step()
@@ -384,11 +637,16 @@ def launch(args):
     port = free_port()
     ranks = []
     cache_root = None
-    if args.scenario == "autotune-cache" and not os.environ.get("VLLM_CACHE_ROOT"):
+    vllm_cache_root = os.environ.get("VLLM_CACHE_ROOT")
+    if args.scenario in CACHE_SCENARIOS and not vllm_cache_root:
         # The ranks' (one node's) vLLM cache, removed when the launcher ends, also on SIGTERM.
-        cache_root = tempfile.mkdtemp(prefix="gloo_barrier_hang-vllm-cache-")
+        cache_root = vllm_cache_root = tempfile.mkdtemp(prefix="gloo_barrier_hang-vllm-cache-")
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
+        if args.scenario == "gpu-p2p-spin":
+            leave_gpu_p2p_cache(vllm_cache_root, args.world_size)
+        elif args.scenario == "warmup-timeout":
+            leave_compile_cache(vllm_cache_root, args.world_size, args.diverged_rank)
         for rank in range(args.world_size):
             env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank),
                        LOCAL_WORLD_SIZE=str(args.world_size),
@@ -422,6 +680,9 @@ def main():
                         help="how the job hangs (default: store-wait)")
     parser.add_argument("--timeout", type=int, default=1800, help="process-group timeout, seconds")
     parser.add_argument("--rank-worker", action="store_true", help=argparse.SUPPRESS)
+    # shm-broadcast-skip: the launcher re-executed under unshare (value: the mount namespace it
+    # left, so that the tmpfs never goes on the host's /dev/shm).
+    parser.add_argument("--full-shm-from-ns", help=argparse.SUPPRESS)
     parser.add_argument("--title", help="retitle the rank with setproctitle (e.g. VLLM::Worker_TP2)")
     parser.add_argument("--helper", action="store_true", help="start a helper child process")
     args = parser.parse_args()
@@ -433,8 +694,23 @@ def main():
             error = ("--scenario symmetric-memory needs ranks on two or more nodes, the launcher "
                      "starts one: run it on the virtual cluster "
                      "(tools/testbed/cluster.sh --scenario symmetric-memory)")
+        if not error and args.scenario == "shm-broadcast-skip" and not args.full_shm_from_ns:
+            error = full_shm_error()
         if error:
             parser.error(error)
+        if args.scenario == "shm-broadcast-skip":
+            namespace = os.readlink("/proc/self/ns/mnt")
+            if not args.full_shm_from_ns:
+                # Same pid, same process group: the ranks stay this launcher's children.
+                unshare = shutil.which("unshare")
+                os.execv(unshare, [unshare, "--mount", "--propagation", "private", "--",
+                                   sys.executable, os.path.abspath(__file__), *sys.argv[1:],
+                                   "--full-shm-from-ns", namespace])
+            if args.full_shm_from_ns == namespace:
+                parser.error("--full-shm-from-ns: still in that mount namespace")
+            error = fill_dev_shm()
+            if error:
+                parser.error(error)
         launch(args)
 
 

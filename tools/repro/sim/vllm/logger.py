@@ -3,17 +3,23 @@ import os
 import sys
 import time
 
+# Simulation: the loggers whose lines go to stderr (fd 2); every other logger writes to stdout,
+# as vLLM's default handler does. The MessageQueue's ring-buffer warnings are the ones a job's
+# stderr shows (gpu-p2p-spin).
+_STDERR_LOGGERS = ("vllm.distributed.device_communicators.shm_broadcast",)
+
 
 class _Logger:
     def __init__(self, name):
         self.name = name
+        self.fd = 2 if name in _STDERR_LOGGERS else 1
 
     def _log(self, level, msg, args):
         caller = sys._getframe(2)
         where = f"{os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno}"
         stamp = time.strftime("%m-%d %H:%M:%S", time.gmtime())
         # One write(2) per line: lines of ranks sharing a log file never interleave.
-        os.write(1, f"{level} {stamp} [{where}] {msg % args if args else msg}\n".encode())
+        os.write(self.fd, f"{level} {stamp} [{where}] {msg % args if args else msg}\n".encode())
 
     def debug(self, msg, *args):
         """Logs at DEBUG, shown only with VLLM_LOGGING_LEVEL=DEBUG (as in vLLM)."""
@@ -27,6 +33,10 @@ class _Logger:
     def warning(self, msg, *args):
         """Logs at WARNING."""
         self._log("WARNING", msg, args)
+
+    def error(self, msg, *args):
+        """Logs at ERROR."""
+        self._log("ERROR", msg, args)
 
 
 def init_logger(name):

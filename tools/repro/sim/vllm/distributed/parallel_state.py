@@ -1,9 +1,12 @@
-"""Simulated vllm.distributed.parallel_state: vLLM's process groups (world, tensor parallel).
+"""Simulated vllm.distributed.parallel_state: vLLM's process groups (world, tensor parallel,
+data parallel).
 
 Real torch.distributed work on gloo CPU groups; the device groups are gloo groups too (no GPU).
 """
 import os
 import socket
+from multiprocessing import shared_memory
+from unittest.mock import patch
 
 import torch
 import torch.distributed as dist
@@ -14,7 +17,19 @@ logger = init_logger(__name__)
 
 _WORLD = None
 _TP = None
+_DP = None
 _group_name_counter = {}
+# Simulation: how in_the_same_node_as probes. False (seed A): a barrier first, then the source's
+# hostname, then the all-reduce. True: vLLM's own probe with a shared-memory segment.
+_shm_probe = False
+
+
+def _simulate_shm_probe(enabled=True):
+    """Simulation only: in_the_same_node_as probes as vLLM does (the source rank creates a
+    SharedMemory segment in /dev/shm and broadcasts its name, the others read its magic
+    message, a barrier, an all-reduce of the flags) instead of seed A's barrier-first order."""
+    global _shm_probe
+    _shm_probe = enabled
 
 
 def _get_unique_name(name):
@@ -80,18 +95,77 @@ class GroupCoordinator:
         """Barrier over the group's CPU (gloo) group, so that no device work is involved."""
         dist.barrier(group=self.cpu_group)
 
+    def all_reduce(self, input_):
+        """All-reduce (sum) of a tensor over the group: the identity for one rank, else the
+        device communicator's all-reduce (custom all-reduce, quick all-reduce, symmetric memory
+        or pynccl, whichever fits); the real one goes through the custom op
+        torch.ops.vllm.all_reduce to _all_reduce_out_place, so torch.compile can trace it."""
+        if self.world_size == 1:
+            return input_
+        if self.device_communicator is None:
+            dist.all_reduce(input_, group=self.device_group)
+            return input_
+        return self.device_communicator.all_reduce(input_)
+
 
 def in_the_same_node_as(pg, source_rank=0):
     """Tells, for every rank of the group, whether it is on the same node as source_rank.
 
-    The real one has source_rank create a SharedMemory segment and broadcast its name, every
-    other rank tries to read the magic message from it, a barrier, then an all-reduce of the
-    flags. Here: the barrier (where the seed-A ranks hang), then the source's hostname.
+    The real one has source_rank create a SharedMemory segment (128 bytes in /dev/shm), write
+    a magic message and broadcast the segment's name (broadcast_object_list); every other rank
+    receives the name and tries to read the magic message from the segment; OSErrors are
+    swallowed; then a barrier and an all-reduce of the flags. With _simulate_shm_probe that
+    order, where a source that cannot create the segment (/dev/shm full) skips the broadcast
+    and goes on to the all-reduce; its peers wait in broadcast_object_list. Otherwise (seed A)
+    the barrier first (where the seed-A ranks hang), then the source's hostname.
     """
     assert dist.get_backend(pg) != dist.Backend.NCCL, "in_the_same_node_as should be tested with a non-NCCL group."
     rank = dist.get_rank(group=pg)
     world_size = dist.get_world_size(group=pg)
     ranks = dist.get_process_group_ranks(pg)
+    if _shm_probe:
+        magic_message = b"magic_message"
+        is_in_the_same_node = torch.tensor([0] * world_size, dtype=torch.int32)
+        shm = None
+        # Python tracks a segment it did not create as if it did (a resource tracker process
+        # per rank); vLLM patches the registration out for the readers, the simulation for the
+        # source too (no extra process; the source removes its segment itself).
+        with patch("multiprocessing.resource_tracker.register", lambda *args, **kwargs: None), \
+                patch("multiprocessing.resource_tracker.unregister", lambda *args, **kwargs: None):
+            try:
+                if rank == source_rank:
+                    try:
+                        shm = shared_memory.SharedMemory(create=True, size=128)
+                        # Reserve the segment's pages now: on a full /dev/shm this fails with
+                        # ENOSPC (the real source would take SIGBUS writing the magic message).
+                        os.posix_fallocate(shm._fd, 0, shm.size)
+                    except OSError as e:
+                        logger.warning("in_the_same_node_as: could not create shared memory "
+                                       "segment in /dev/shm (%s); skipping the broadcast", e)
+                        if shm is not None:
+                            shm.close()
+                            shm.unlink()
+                        dist.all_reduce(is_in_the_same_node, group=pg)
+                        return [x == 1 for x in is_in_the_same_node.tolist()]
+                    shm.buf[:len(magic_message)] = magic_message
+                    dist.broadcast_object_list([shm.name], src=ranks[source_rank], group=pg)
+                    is_in_the_same_node[rank] = 1
+                else:
+                    recv = [None]
+                    dist.broadcast_object_list(recv, src=ranks[source_rank], group=pg)
+                    shm = shared_memory.SharedMemory(name=recv[0])
+                    if shm.buf[:len(magic_message)] == magic_message:
+                        is_in_the_same_node[rank] = 1
+            except Exception as e:
+                logger.error("Error ignored in is_in_the_same_node: %s", e)
+            finally:
+                if shm is not None:
+                    shm.close()
+            dist.barrier(group=pg)
+            if rank == source_rank and shm is not None:
+                shm.unlink()
+        dist.all_reduce(is_in_the_same_node, group=pg)
+        return [x == 1 for x in is_in_the_same_node.tolist()]
     dist.barrier(group=pg)
     recv = [socket.gethostname() if rank == source_rank else None]
     dist.broadcast_object_list(recv, src=ranks[source_rank], group=pg)
@@ -130,6 +204,12 @@ def get_tp_group():
     return _TP
 
 
+def get_dp_group():
+    """The data-parallel GroupCoordinator."""
+    assert _DP is not None, "data parallel group is not initialized"
+    return _DP
+
+
 def init_distributed_environment(world_size=-1, rank=-1, distributed_init_method="env://",
                                  local_rank=-1, backend="gloo"):
     """Initialises torch.distributed (unless already done) and the world group."""
@@ -146,13 +226,23 @@ def init_distributed_environment(world_size=-1, rank=-1, distributed_init_method
 
 
 def initialize_model_parallel(tensor_model_parallel_size=1, pipeline_model_parallel_size=1,
-                              backend=None):
-    """Creates the model-parallel groups (TP innermost); here the TP groups, each with the
-    device communicator and the message-queue broadcaster, as vLLM does."""
-    global _TP
+                              backend=None, data_parallel_size=1):
+    """Creates the model-parallel groups (TP innermost, DP outermost; the real one takes the DP
+    size from the vLLM config); here the TP groups, each with the device communicator and the
+    message-queue broadcaster, as vLLM does, then (data_parallel_size > 1) the DP groups."""
+    global _TP, _DP
     world_size = dist.get_world_size()
     backend = backend or dist.get_backend(get_world_group().device_group)
     group_ranks = [list(range(i * tensor_model_parallel_size, (i + 1) * tensor_model_parallel_size))
                    for i in range(world_size // tensor_model_parallel_size)]
     _TP = init_model_parallel_group(group_ranks, get_world_group().local_rank, backend,
                                     use_message_queue_broadcaster=True, group_name="tp")
+    if data_parallel_size > 1:
+        # One DP group per position inside a DP replica (ranks dp * replica_size + i). The real
+        # DP coordinator has a device communicator too; the simulation's needs none.
+        replica_size = world_size // data_parallel_size
+        group_ranks = [[d * replica_size + i for d in range(data_parallel_size)]
+                       for i in range(replica_size)]
+        _DP = GroupCoordinator(group_ranks=group_ranks, local_rank=get_world_group().local_rank,
+                               torch_distributed_backend=backend, use_device_communicator=False,
+                               group_name="dp")

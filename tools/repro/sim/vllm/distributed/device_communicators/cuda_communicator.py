@@ -1,4 +1,7 @@
 """Simulated vllm.distributed.device_communicators.cuda_communicator."""
+import torch
+import torch.distributed
+
 from vllm.distributed.device_communicators.custom_all_reduce import CustomAllreduce
 
 
@@ -16,3 +19,16 @@ class CudaCommunicator:
         self.ca_comm = None
         if use_custom_allreduce:
             self.ca_comm = CustomAllreduce(group=self.cpu_group, device=self.device)
+
+    def all_reduce(self, input_):
+        """All-reduce with the best communicator for the tensor: quick all-reduce, the custom
+        all-reduce (ca_comm.custom_all_reduce) when it takes the tensor, symmetric memory,
+        else pynccl; here a gloo all-reduce on the device group when the custom one declines."""
+        ca_comm = self.ca_comm
+        if ca_comm is not None and not ca_comm.disabled and ca_comm.should_custom_ar(input_):
+            out = ca_comm.custom_all_reduce(input_)
+            assert out is not None
+            return out
+        out = input_.clone()
+        torch.distributed.all_reduce(out, group=self.device_group)
+        return out

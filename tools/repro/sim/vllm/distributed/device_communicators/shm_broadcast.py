@@ -1,7 +1,25 @@
 """Simulated vllm.distributed.device_communicators.shm_broadcast: the shared-memory message queue."""
+import os
+
 import torch.distributed as dist
 
 from vllm.distributed.parallel_state import in_the_same_node_as
+from vllm.logger import init_logger
+
+logger = init_logger(__name__)
+
+# How often a writer or reader waiting for a ring-buffer block logs (seconds).
+VLLM_RINGBUFFER_WARNING_INTERVAL = int(os.environ.get("VLLM_RINGBUFFER_WARNING_INTERVAL", "60"))
+
+
+def _simulate_ring_buffer_wait_warning():
+    """Simulation only: the warning MessageQueue.acquire_write / acquire_read log every
+    VLLM_RINGBUFFER_WARNING_INTERVAL seconds while no ring-buffer block becomes ready (the
+    other side is hung or busy), logged once here."""
+    logger.warning("No available shared memory broadcast block found in %d seconds. This "
+                   "typically happens when some processes are hanging or doing some "
+                   "time-consuming work (e.g. compilation, weight/kv cache quantization).",
+                   VLLM_RINGBUFFER_WARNING_INTERVAL)
 
 
 class MessageQueue:

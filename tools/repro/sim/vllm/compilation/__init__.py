@@ -1,0 +1,1 @@
+"""Simulated vllm.compilation: vLLM's torch.compile backend and compilers."""

@@ -1,0 +1,1 @@
+"""Simulated vllm.v1.core: scheduling."""

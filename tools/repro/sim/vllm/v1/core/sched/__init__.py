@@ -1,0 +1,1 @@
+"""Simulated vllm.v1.core.sched: the scheduler and its output."""

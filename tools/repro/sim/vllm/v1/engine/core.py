@@ -1,0 +1,135 @@
+"""Simulated vllm.v1.engine.core: the engine core and its busy loop (data parallel: one engine
+per DP rank; the engines run "waves" together, idle ones stepping dummy batches)."""
+import queue
+
+from vllm.logger import init_logger
+from vllm.v1.engine import EngineCoreRequestType
+
+logger = init_logger(__name__)
+
+
+class EngineCore:
+    """The inner loop of vLLM's engine: the scheduler and the model executor."""
+
+    def __init__(self, model_executor, scheduler):
+        """The engine with its executor (here its one in-process worker) and scheduler."""
+        self.model_executor = model_executor
+        self.scheduler = scheduler
+        self.batch_queue = None
+
+    def step(self):
+        """Schedules, executes and makes the outputs; (outputs, whether the model ran)."""
+        if not self.scheduler.has_requests():
+            return {}, False
+        scheduler_output = self.scheduler.schedule()
+        self.model_executor.execute_model(scheduler_output)
+        return {}, scheduler_output.total_num_scheduled_tokens > 0
+
+    def execute_dummy_batch(self):
+        """Runs a dummy batch on every worker (the executor's collective_rpc of
+        execute_dummy_batch; here the engine's one worker directly)."""
+        self.model_executor.execute_dummy_batch()
+
+
+class EngineCoreProc(EngineCore):
+    """The engine core in its own process: requests come in on a ZMQ socket (an input thread
+    puts them on input_queue), outputs go out through output_queue."""
+
+    def __init__(self, model_executor, scheduler, engine_index=0):
+        """The engine with its input and output queues (the real one also starts the socket
+        threads and the handshake with the front end)."""
+        super().__init__(model_executor, scheduler)
+        self.engine_index = engine_index
+        self.input_queue = queue.Queue()
+        self.output_queue = queue.Queue()
+        self.engines_running = False
+        self.step_fn = self.step
+
+    def _process_input_queue(self):
+        """Handles the client requests; blocks on input_queue while the engine has nothing to
+        do (no engines running, no requests, no batch in flight)."""
+        waited = False
+        while (not self.engines_running and not self.scheduler.has_requests()
+               and not self.batch_queue):
+            if self.input_queue.empty():
+                logger.debug("EngineCore waiting for work.")
+                waited = True
+            req = self.input_queue.get()
+            self._handle_client_request(*req)
+        if waited:
+            logger.debug("EngineCore loop active.")
+        while not self.input_queue.empty():
+            req = self.input_queue.get_nowait()
+            self._handle_client_request(*req)
+
+    def _process_engine_step(self):
+        """Steps the engine core and puts the outputs on output_queue; whether the model ran."""
+        outputs, model_executed = self.step_fn()
+        for output in outputs.items() if outputs else ():
+            self.output_queue.put_nowait(output)
+        return model_executed
+
+    def _handle_client_request(self, request_type, request):
+        """Dispatches one client request (add, abort, utility call)."""
+        if request_type == EngineCoreRequestType.ADD:
+            self.scheduler.waiting.append(request)
+        elif request_type == EngineCoreRequestType.ABORT:
+            self.scheduler.waiting = [r for r in self.scheduler.waiting if r not in request]
+
+
+class DPEngineCoreProc(EngineCoreProc):
+    """The engine core of one data-parallel rank: the DP engines step in lockstep while a wave
+    of requests runs anywhere; an engine without requests steps dummy batches so that its
+    peers' collectives (the DP batch coordination, MoE all-to-all) complete."""
+
+    def __init__(self, model_executor, scheduler, dp_rank, dp_size, dp_group):
+        """The engine of DP rank dp_rank (of dp_size) with the DP group the engines agree on."""
+        super().__init__(model_executor, scheduler, engine_index=dp_rank)
+        self.dp_rank = dp_rank
+        self.dp_size = dp_size
+        self.dp_group = dp_group
+        self.current_wave = 0
+        self.step_counter = 0
+
+    def _handle_client_request(self, request_type, request):
+        """START_DP_WAVE (from the DP coordinator: a wave started on another engine) makes an
+        idle engine join the wave; everything else as EngineCoreProc."""
+        if request_type == EngineCoreRequestType.START_DP_WAVE:
+            new_wave, exclude_eng_index = request
+            if exclude_eng_index != self.engine_index and new_wave >= self.current_wave:
+                self.current_wave = new_wave
+                if not self.engines_running:
+                    logger.debug("EngineCore starting idle loop for wave %d.", new_wave)
+                    self.engines_running = True
+        else:
+            super()._handle_client_request(request_type, request)
+
+    def _has_global_unfinished_reqs(self, local_unfinished):
+        """Whether any DP engine has unfinished requests: an all-reduce on the DP group every
+        32 steps (in between the wave goes on)."""
+        self.step_counter += 1
+        if self.step_counter % 32 != 0:
+            return True
+        import torch
+        import torch.distributed as dist
+        flag = torch.tensor([int(local_unfinished)], dtype=torch.int32)
+        dist.all_reduce(flag, group=self.dp_group.cpu_group)
+        return bool(flag.item())
+
+    def run_busy_loop(self):
+        """The busy loop of a DP engine core: handle the input queue (blocks while idle), step;
+        an engine in a running wave without requests of its own runs a dummy batch; every
+        engine agrees on the end of the wave (_has_global_unfinished_reqs), then the next wave."""
+        while True:
+            self._process_input_queue()
+            executed = self._process_engine_step()
+            local_unfinished_reqs = self.scheduler.has_unfinished_requests()
+            if not executed:
+                if not local_unfinished_reqs and not self.engines_running:
+                    continue
+                self.execute_dummy_batch()
+            self.engines_running = self._has_global_unfinished_reqs(local_unfinished_reqs)
+            if not self.engines_running:
+                logger.debug("Wave %d finished, pausing engine loop.", self.current_wave)
+                self.current_wave += 1
+                self.step_counter = 0
