@@ -38,12 +38,35 @@ bool frame_matches(const FramePattern& p, const Frame& f) {
   return true;
 }
 
+// What a group condition looks at in a rank or another process.
+struct Member {
+  const capture::ProcessRecord* process = nullptr;  // latest sample
+  std::string state;                                // rank state name ("waiting", …)
+  const analysis::WaitPoint* wait = nullptr;
+};
+
+std::string state_of(char process_state) {
+  switch (process_state) {
+    case 'R':
+      return "running";
+    case 'T':
+    case 't':
+      return "stopped";
+    case 'D':
+      return "uninterruptible";
+    case 'Z':
+    case 'X':
+      return "dead";
+    default:
+      return "waiting";
+  }
+}
+
 // The frames a rule looks at: every thread running Python (every thread without Python).
-std::vector<const Frame*> frames_of(const RankEntry& rank) {
+std::vector<const Frame*> frames_of(const capture::ProcessRecord* p) {
   std::vector<const Frame*> out;
-  const auto* latest = rank.latest();
-  if (latest == nullptr || !latest->dump) return out;
-  const auto& threads = latest->dump->threads;
+  if (p == nullptr || !p->dump) return out;
+  const auto& threads = p->dump->threads;
   const bool any_python = std::any_of(threads.begin(), threads.end(),
                                       [](const auto& t) { return !t.python_frames.empty(); });
   for (const auto& t : threads) {
@@ -54,30 +77,30 @@ std::vector<const Frame*> frames_of(const RankEntry& rank) {
   return out;
 }
 
-std::vector<std::string> matching_log_lines(const RankEntry& rank, const std::string& needle) {
+std::vector<std::string> matching_log_lines(const capture::ProcessRecord* p,
+                                            const std::string& needle) {
   std::vector<std::string> out;
-  if (const auto* latest = rank.latest()) {
-    for (const auto& log : latest->logs) {
-      for (const auto& line : log.lines) {
-        if (line.find(needle) != std::string::npos) out.push_back(line);
-      }
+  if (p == nullptr) return out;
+  for (const auto& log : p->logs) {
+    for (const auto& line : log.lines) {
+      if (line.find(needle) != std::string::npos) out.push_back(line);
     }
   }
   return out;
 }
 
-bool in_group(const GroupSpec& g, const RankEntry& rank) {
-  if (rank.history.empty() || !rank.rank) return false;
-  if (!g.states.empty() && std::find(g.states.begin(), g.states.end(),
-                                     std::string(to_string(rank.state))) == g.states.end()) {
+bool in_group(const GroupSpec& g, const Member& m) {
+  if (m.process == nullptr) return false;
+  if (!g.states.empty() && std::find(g.states.begin(), g.states.end(), m.state) == g.states.end()) {
     return false;
   }
   if (!g.wait_kinds.empty() &&
-      std::find(g.wait_kinds.begin(), g.wait_kinds.end(),
-                std::string(analysis::to_string(rank.wait.kind))) == g.wait_kinds.end()) {
+      (m.wait == nullptr ||
+       std::find(g.wait_kinds.begin(), g.wait_kinds.end(),
+                 std::string(analysis::to_string(m.wait->kind))) == g.wait_kinds.end())) {
     return false;
   }
-  const auto frames = frames_of(rank);
+  const auto frames = frames_of(m.process);
   const auto any_frame = [&](const FramePattern& p) {
     return std::any_of(frames.begin(), frames.end(),
                        [&](const Frame* f) { return frame_matches(p, *f); });
@@ -85,18 +108,66 @@ bool in_group(const GroupSpec& g, const RankEntry& rank) {
   if (!std::all_of(g.frames.begin(), g.frames.end(), any_frame)) return false;
   if (std::any_of(g.not_frames.begin(), g.not_frames.end(), any_frame)) return false;
   for (const auto& needle : g.log) {
-    if (matching_log_lines(rank, needle).empty()) return false;
+    if (matching_log_lines(m.process, needle).empty()) return false;
   }
   return true;
+}
+
+Member member_of(const RankEntry& rank) {
+  if (rank.history.empty() || !rank.rank) return {};
+  return {rank.latest(), std::string(to_string(rank.state)), &rank.wait};
+}
+
+// "rank 3 (pp 1, tp 1, node1)".
+std::string describe_rank(const RankEntry& r) {
+  std::string roles;
+  if (const auto* p = r.latest()) {
+    const auto& id = p->identity;
+    for (const auto& [name, value] : {std::pair{"pp", id.pp}, {"tp", id.tp}, {"dp", id.dp}}) {
+      if (value) roles += std::string(name) + " " + std::to_string(*value) + ", ";
+    }
+  }
+  return "rank " + std::to_string(*r.rank) + " (" + roles + r.node + ")";
+}
+
+// "EngineCore_DP0 pid 812 (node0)".
+std::string describe_other(const analysis::OtherProcess& o) {
+  const auto& p = *o.process;
+  const std::string name = !p.identity.title.empty() ? p.identity.title : p.comm;
+  return name + " pid " + std::to_string(p.pid) + " (" + o.node + ")";
 }
 
 struct GroupMatch {
   std::set<int> ranks;
   std::set<std::string> nodes;
-  std::string where;  // the first member's wait point
+  std::string where;                 // the first member's wait point
+  std::vector<std::string> members;  // for people, in rank order
+  const capture::ProcessRecord* first = nullptr;
+  bool empty() const { return members.empty(); }
 };
 
+void add_member(GroupMatch& g, const std::string& node, const analysis::WaitPoint& wait,
+                const capture::ProcessRecord* p, std::string description) {
+  g.nodes.insert(node);
+  if (g.where.empty()) g.where = wait.describe();
+  if (g.first == nullptr) g.first = p;
+  g.members.push_back(std::move(description));
+}
+
 enum class Truth { kTrue, kFalse, kUnknown };
+
+// Whether a fact's value meets the spec: equals, in, matches, and the range (numbers and
+// versions compare alike).
+bool value_holds(const FactSpec& fact, const std::string& value) {
+  if (fact.equals && value != *fact.equals) return false;
+  if (!fact.in.empty() && std::find(fact.in.begin(), fact.in.end(), value) == fact.in.end()) {
+    return false;
+  }
+  if (!fact.matches.empty() && !std::regex_search(value, std::regex(fact.matches))) return false;
+  if (!fact.at_least.empty() && facts::compare_versions(value, fact.at_least) < 0) return false;
+  if (!fact.below.empty() && facts::compare_versions(value, fact.below) >= 0) return false;
+  return true;
+}
 
 Truth evaluate_fact(const FactSpec& fact, const Job& job, const GroupMatch& diverged) {
   if (fact.nodes_at_least) {
@@ -125,6 +196,17 @@ Truth evaluate_fact(const FactSpec& fact, const Job& job, const GroupMatch& dive
     }
     return Truth::kUnknown;
   }
+  if (!fact.fact.empty()) {
+    for (int rank : diverged.ranks) {
+      const auto* r = job.find(rank);
+      const auto* p = r ? r->latest() : nullptr;
+      if (p == nullptr) continue;
+      const auto it = p->facts.find(fact.fact);
+      if (it == p->facts.end()) continue;  // not captured for this rank: unknown, not false
+      return value_holds(fact, it->second) ? Truth::kTrue : Truth::kFalse;
+    }
+    return Truth::kUnknown;
+  }
   for (int rank : diverged.ranks) {
     const auto* r = job.find(rank);
     const auto* p = r ? r->latest() : nullptr;
@@ -141,6 +223,16 @@ Truth evaluate_fact(const FactSpec& fact, const Job& job, const GroupMatch& dive
   return Truth::kUnknown;
 }
 
+std::string join_members(const std::vector<std::string>& members) {
+  constexpr std::size_t kShown = 8;
+  std::string out;
+  for (std::size_t i = 0; i < members.size() && i < kShown; ++i) {
+    out += (i ? ", " : "") + members[i];
+  }
+  if (members.size() > kShown) out += " and " + std::to_string(members.size() - kShown) + " more";
+  return out;
+}
+
 std::string fill(std::string text, const std::map<std::string, GroupMatch>& groups) {
   for (const auto& [name, g] : groups) {
     const std::string set = analysis::compress_ranks(g.ranks);
@@ -150,7 +242,8 @@ std::string fill(std::string text, const std::map<std::string, GroupMatch>& grou
              {"{" + name + "}", set},
              {"{" + name + ".count}", std::to_string(g.ranks.size())},
              {"{" + name + ".where}", g.where},
-             {"{" + name + ".nodes}", nodes}}) {
+             {"{" + name + ".nodes}", nodes},
+             {"{" + name + ".members}", join_members(g.members)}}) {
       for (auto at = text.find(key); at != std::string::npos;
            at = text.find(key, at + value.size())) {
         text.replace(at, key.size(), value);
@@ -162,21 +255,37 @@ std::string fill(std::string text, const std::map<std::string, GroupMatch>& grou
 
 }  // namespace
 
-std::optional<analysis::Verdict> evaluate(const Rule& rule, const Job& job) {
+std::optional<analysis::Verdict> evaluate(const Rule& rule, const Job& job,
+                                          const std::vector<analysis::OtherProcess>& others) {
   std::map<std::string, GroupMatch> groups;
   std::size_t captured = 0;
   for (const auto& r : job.ranks) captured += r.history.empty() ? 0 : 1;
   for (const auto& spec : rule.groups) {
     GroupMatch& g = groups[spec.name];
-    for (const auto& r : job.ranks) {
-      if (!in_group(spec, r)) continue;
-      g.ranks.insert(*r.rank);
-      g.nodes.insert(r.node);
-      if (g.where.empty()) g.where = r.wait.describe();
+    std::size_t candidates = captured;
+    if (spec.processes == "others") {
+      candidates = 0;
+      for (const auto& o : others) {
+        if (o.process == nullptr ||
+            (!o.process->identity.job.empty() && o.process->identity.job != job.key)) {
+          continue;
+        }
+        ++candidates;
+        if (in_group(spec, {o.process, state_of(o.process->state), &o.wait})) {
+          add_member(g, o.node, o.wait, o.process, describe_other(o));
+        }
+      }
+    } else {
+      for (const auto& r : job.ranks) {
+        if (!in_group(spec, member_of(r))) continue;
+        g.ranks.insert(*r.rank);
+        add_member(g, r.node, r.wait, r.latest(), describe_rank(r));
+      }
     }
-    const bool ok = spec.require == "none"  ? g.ranks.empty()
-                    : spec.require == "all" ? captured > 0 && g.ranks.size() == captured
-                                            : !g.ranks.empty();
+    const bool ok = spec.require == "none"  ? g.empty()
+                    : spec.require == "all" ? candidates > 0 && g.members.size() == candidates
+                    : spec.require == "any" ? true
+                                            : !g.empty();
     if (!ok) return std::nullopt;
   }
   const auto& diverged = groups[rule.diverged];
@@ -206,19 +315,26 @@ std::optional<analysis::Verdict> evaluate(const Rule& rule, const Job& job) {
   }
   v.summary = fill(rule.summary, groups);
   std::vector<std::string> written;  // the rule's own evidence first, in its order
-  for (const auto& e : rule.evidence) written.push_back(fill(e, groups));
+  for (const auto& e : rule.evidence) {
+    // A line about a group that holds nobody ("require": "any") is left out.
+    const bool about_nobody = std::any_of(groups.begin(), groups.end(), [&](const auto& g) {
+      return g.second.empty() && (e.find("{" + g.first + "}") != std::string::npos ||
+                                  e.find("{" + g.first + ".") != std::string::npos);
+    });
+    if (!about_nobody) written.push_back(fill(e, groups));
+  }
   v.evidence.insert(v.evidence.begin(), written.begin(), written.end());
   for (const auto& spec : rule.groups) {
     const auto& g = groups[spec.name];
-    if (g.ranks.empty()) continue;
-    v.evidence.push_back(spec.name + ": " + (g.ranks.size() == 1 ? "rank " : "ranks ") +
-                         analysis::compress_ranks(g.ranks) + " in " + g.where);
+    if (g.empty()) continue;
+    const std::string who = spec.processes == "others" ? join_members(g.members)
+                            : g.ranks.size() == 1      ? "rank " + analysis::compress_ranks(g.ranks)
+                                                  : "ranks " + analysis::compress_ranks(g.ranks);
+    v.evidence.push_back(spec.name + ": " + who + " in " + g.where);
     for (const auto& needle : spec.log) {
-      const auto* first = job.find(*g.ranks.begin());
-      const auto lines = matching_log_lines(*first, needle);
+      const auto lines = matching_log_lines(g.first, needle);
       if (!lines.empty())
-        v.evidence.push_back("log of rank " + std::to_string(*g.ranks.begin()) + ": " +
-                             lines.front());
+        v.evidence.push_back("log of " + g.members.front() + ": " + lines.front());
     }
   }
   // The facts the rule asks to show, per rank of the verdict (caches, versions, …).
@@ -250,7 +366,7 @@ void apply_rules(const std::vector<Rule>& rules, analysis::Analysis& analysis) {
   std::vector<analysis::Verdict> signatures;
   for (const auto& job : analysis.jobs) {
     for (const auto& rule : rules) {
-      auto v = evaluate(rule, job);
+      auto v = evaluate(rule, job, analysis.others);
       if (!v) continue;
       for (auto& generic : analysis.verdicts) {
         if (generic.job == job.key && generic.explained_by.empty() &&

@@ -61,9 +61,13 @@ class RuleReader {
     rule.waiting = string(doc, "waiting", false);
     for (const auto* name : {&rule.diverged, &rule.waiting}) {
       if (name->empty()) continue;
-      if (std::none_of(rule.groups.begin(), rule.groups.end(),
-                       [&](const GroupSpec& g) { return g.name == *name; })) {
-        fail(*name == rule.diverged ? "diverged" : "waiting", "no group named `" + *name + "`");
+      const auto found = std::find_if(rule.groups.begin(), rule.groups.end(),
+                                      [&](const GroupSpec& g) { return g.name == *name; });
+      const char* key = *name == rule.diverged ? "diverged" : "waiting";
+      if (found == rule.groups.end()) fail(key, "no group named `" + *name + "`");
+      if (found->processes != "ranks") {
+        fail(key, std::string("`") + key + "` must name a group of ranks, `" + *name +
+                      "` holds other processes");
       }
     }
     rule.summary = string(doc, "summary", true);
@@ -153,7 +157,7 @@ class RuleReader {
   GroupSpec group(const std::string& name, const json& spec) const {
     if (!spec.is_object()) fail(name, "group `" + name + "` must be an object");
     check_keys(spec, "group `" + name + "`",
-               {"frames", "not_frames", "states", "wait_kinds", "log", "require"});
+               {"frames", "not_frames", "states", "wait_kinds", "log", "require", "processes"});
     GroupSpec g;
     g.name = name;
     for (const char* list : {"frames", "not_frames"}) {
@@ -174,8 +178,14 @@ class RuleReader {
     g.log = strings(spec, "log");
     if (spec.contains("require")) {
       g.require = string(spec, "require", false);
-      if (g.require != "some" && g.require != "all" && g.require != "none") {
-        fail("require", "`require` must be some, all or none");
+      if (g.require != "some" && g.require != "all" && g.require != "none" && g.require != "any") {
+        fail("require", "`require` must be some, all, none or any");
+      }
+    }
+    if (spec.contains("processes")) {
+      g.processes = string(spec, "processes", false);
+      if (g.processes != "ranks" && g.processes != "others") {
+        fail("processes", "`processes` must be ranks or others");
       }
     }
     if (g.frames.empty() && g.states.empty() && g.wait_kinds.empty() && g.log.empty()) {
@@ -187,8 +197,8 @@ class RuleReader {
   FactSpec fact(const json& spec) const {
     if (!spec.is_object()) fail("facts", "each fact must be an object");
     check_keys(spec, "a fact",
-               {"name", "env", "equals", "in", "nodes_at_least", "package", "at_least", "below",
-                "expect"});
+               {"name", "env", "equals", "in", "nodes_at_least", "package", "fact", "at_least",
+                "below", "matches", "expect"});
     FactSpec f;
     f.name = string(spec, "name", true);
     f.env = string(spec, "env", false);
@@ -207,10 +217,20 @@ class RuleReader {
     f.package = string(spec, "package", false);
     f.at_least = string(spec, "at_least", false);
     f.below = string(spec, "below", false);
-    const int kinds = !f.env.empty() + f.nodes_at_least.has_value() + !f.package.empty();
+    f.fact = string(spec, "fact", false);
+    f.matches = string(spec, "matches", false);
+    if (!f.matches.empty()) {
+      try {
+        std::regex check(f.matches);
+      } catch (const std::regex_error& e) {
+        fail("matches", "bad regex `" + f.matches + "`: " + e.what());
+      }
+    }
+    const int kinds =
+        !f.env.empty() + f.nodes_at_least.has_value() + !f.package.empty() + !f.fact.empty();
     if (kinds != 1) {
       fail("facts",
-           "fact `" + f.name + "` needs exactly one of `env`, `nodes_at_least`, `package`");
+           "fact `" + f.name + "` needs exactly one of `env`, `nodes_at_least`, `package`, `fact`");
     }
     return f;
   }

@@ -90,6 +90,66 @@ std::vector<Frame> dag_channel_read() {
           site("do_exec_tasks", "ray/dag/compiled_dag_node.py", 190)};
 }
 
+// Broken GPU P2P: every rank spins in the custom all-reduce.
+std::vector<Frame> p2p_spin() {
+  return {method("CustomAllreduce.all_reduce",
+                 "vllm/distributed/device_communicators/custom_all_reduce.py", 330),
+          method("CustomAllreduce.custom_all_reduce",
+                 "vllm/distributed/device_communicators/custom_all_reduce.py", 360),
+          method("CudaCommunicator.all_reduce",
+                 "vllm/distributed/device_communicators/cuda_communicator.py", 120),
+          method("GroupCoordinator.all_reduce", "vllm/distributed/parallel_state.py", 400)};
+}
+
+// Full /dev/shm: the source rank skipped in_the_same_node_as's broadcast.
+std::vector<Frame> shm_source_skipped() {
+  return {analysis::testing_builders::native("c10d::ProcessGroupGloo::AsyncWork::wait"),
+          site("all_reduce", "torch/distributed/distributed_c10d.py", 1536),
+          site("in_the_same_node_as", "vllm/distributed/parallel_state.py", 1510),
+          method("CustomAllreduce.__init__",
+                 "vllm/distributed/device_communicators/custom_all_reduce.py", 120)};
+}
+std::vector<Frame> shm_broadcast_wait() {
+  return {analysis::testing_builders::native("c10d::ProcessGroupGloo::AsyncWork::wait"),
+          site("broadcast", "torch/distributed/distributed_c10d.py", 1400),
+          site("broadcast_object_list", "torch/distributed/distributed_c10d.py", 2100),
+          site("in_the_same_node_as", "vllm/distributed/parallel_state.py", 1495),
+          method("CustomAllreduce.__init__",
+                 "vllm/distributed/device_communicators/custom_all_reduce.py", 120)};
+}
+
+// Asymmetric warm-up: one rank compiles, the others wait in the first collective.
+std::vector<Frame> warmup_compiling() {
+  return {method("InductorAdaptor.compile", "vllm/compilation/compiler_interface.py", 200),
+          method("VllmBackend.__call__", "vllm/compilation/backends.py", 500),
+          method("GPUModelRunner._dummy_run", "vllm/v1/worker/gpu_model_runner.py", 2400),
+          method("Worker.compile_or_warm_up_model", "vllm/v1/worker/gpu_worker.py", 300)};
+}
+std::vector<Frame> warmup_waiting() {
+  return {analysis::testing_builders::native("c10d::ProcessGroupGloo::AsyncWork::wait"),
+          site("all_reduce", "torch/distributed/distributed_c10d.py", 1536),
+          method("GPUModelRunner._dummy_run", "vllm/v1/worker/gpu_model_runner.py", 2410),
+          method("Worker.compile_or_warm_up_model", "vllm/v1/worker/gpu_worker.py", 300)};
+}
+
+// DP desync: the engines run dummy batches into the DP all-reduce; one idles in its queue.
+std::vector<Frame> dp_in_sync() {
+  return {analysis::testing_builders::native("c10d::ProcessGroupGloo::AsyncWork::wait"),
+          site("all_reduce", "torch/distributed/distributed_c10d.py", 1536),
+          site("_run_ar", "vllm/v1/worker/dp_utils.py", 40),
+          site("coordinate_batch_across_dp", "vllm/v1/worker/dp_utils.py", 120),
+          method("GPUModelRunner._dummy_run", "vllm/v1/worker/gpu_model_runner.py", 2400),
+          method("Worker.execute_dummy_batch", "vllm/v1/worker/gpu_worker.py", 400),
+          method("DPEngineCoreProc.run_busy_loop", "vllm/v1/engine/core.py", 900)};
+}
+std::vector<Frame> dp_idle() {
+  return {analysis::testing_builders::native("__futex_abstimed_wait_common"),
+          py("wait", "/usr/lib/python3.11/threading.py", 320),
+          py("get", "/usr/lib/python3.11/queue.py", 171),
+          method("EngineCoreProc._process_input_queue", "vllm/v1/engine/core.py", 700),
+          method("DPEngineCoreProc.run_busy_loop", "vllm/v1/engine/core.py", 890)};
+}
+
 using Scenario = std::function<analysis::Bundle()>;
 
 std::map<std::string, Scenario> scenarios() {
@@ -116,6 +176,42 @@ std::map<std::string, Scenario> scenarios() {
          job.rank(1, dag_stalled(), 'R', 30);
          job.rank(2, dag_channel_read());
          job.rank(3, dag_channel_read());
+         return job.bundle();
+       }},
+      {"gpu-p2p-spin",
+       [] {
+         JobBuilder job(4);
+         for (int r = 0; r < 4; ++r) {
+           job.rank(r, p2p_spin(), 'R', 40)
+               .fact(r, "cache.gpu_p2p[0]",
+                     "/root/.cache/vllm/gpu_p2p_access_cache_for_0,1,2,3.json: P2P believed "
+                     "available for 16 of 16 pairs");
+         }
+         return job.bundle();
+       }},
+      {"shm-broadcast-skip",
+       [] {
+         JobBuilder job(4);
+         for (int r = 0; r < 4; ++r)
+           job.rank(r, r == 0 ? shm_source_skipped() : shm_broadcast_wait());
+         job.fact(0, "shm.free_bytes", "0")
+             .fact(0, "shm", "0.1 MiB, 0.1 MiB used (100%), 0.0 MiB free");
+         return job.bundle();
+       }},
+      {"asymmetric-warmup",
+       [] {
+         JobBuilder job(4);
+         for (int r = 0; r < 4; ++r) {
+           job.rank(r, r == 1 ? warmup_compiling() : warmup_waiting(), r == 1 ? 'R' : 'S',
+                    r == 1 ? 40 : 0)
+               .fact(r, "cache.torch_compile.state", r == 1 ? "cold" : "warm");
+         }
+         return job.bundle();
+       }},
+      {"dp-dummy-batch-desync",
+       [] {
+         JobBuilder job(4);
+         for (int r = 0; r < 4; ++r) job.rank(r, r == 2 ? dp_idle() : dp_in_sync());
          return job.bundle();
        }},
       {"store-wait",
@@ -265,6 +361,120 @@ TEST(Rules, CompiledDagStallNamesTheStalledWorker) {
       evaluate(builtin("compiled-dag-stall"), analysis::analyze(all_waiting.bundle()).jobs[0]));
 }
 
+TEST(Rules, CompiledDagStallNamesTheDriverWhenItWasCaptured) {
+  auto bundle = scenarios()["compiled-dag-stall"]();
+  // The EngineCore driver, no rank, on node0: waiting for the graph's output.
+  capture::ProcessRecord driver;
+  driver.pid = 900;
+  driver.comm = "python3";
+  driver.state = 'S';
+  driver.identity.role = "engine";
+  driver.identity.title = "VLLM::EngineCore";
+  capture::ProcessDump dump;
+  dump.pid = 900;
+  dump.threads.push_back(thread(
+      900, 'S',
+      {analysis::testing_builders::native("__futex_abstimed_wait_common"),
+       method("Channel.read", "ray/experimental/channel/shared_memory_channel.py", 500),
+       method("CompiledDAG._execute_until", "ray/dag/compiled_dag_node.py", 2300),
+       method("CompiledDAGRef.get", "ray/experimental/compiled_dag_ref.py", 110),
+       method("RayDistributedExecutor.execute_model", "vllm/v1/executor/ray_executor.py", 400)}));
+  driver.dump = std::move(dump);
+  for (auto& node : bundle.snapshots) {
+    if (node.node_name == "node0") node.processes.push_back(driver);
+  }
+  const auto a = analyse_with(bundle);
+  ASSERT_EQ(a.verdicts.at(0).id, "compiled-dag-stall");
+  const auto& v = a.verdicts[0];
+  EXPECT_NE(v.summary.find("worker rank 1 (node0) stalled"), std::string::npos) << v.summary;
+  EXPECT_TRUE(std::any_of(v.evidence.begin(), v.evidence.end(), [](const std::string& e) {
+    return e.rfind(
+               "the driver VLLM::EngineCore pid 900 (node0) waits for the graph's output in "
+               "Channel.read (ray/experimental/channel/shared_memory_channel.py:500)",
+               0) == 0;
+  })) << ::testing::PrintToString(v.evidence);
+  // Without the driver the line is left out, and the rule still fires.
+  const auto plain = scenarios()["compiled-dag-stall"]();
+  const auto b = analyse_with(plain);
+  EXPECT_FALSE(std::any_of(b.verdicts[0].evidence.begin(), b.verdicts[0].evidence.end(),
+                           [](const std::string& e) { return e.find("driver") == 0; }));
+}
+
+TEST(Rules, GpuP2pSpinFiresWhenEveryRankSpins) {
+  const auto bundle = scenarios()["gpu-p2p-spin"]();
+  const auto a = analyse_with(bundle);
+  ASSERT_EQ(a.verdicts.at(0).id, "gpu-p2p-spin");
+  EXPECT_EQ(a.verdicts[0].diverged_ranks, (std::vector<int>{0, 1, 2, 3}));
+  const auto& evidence = a.verdicts[0].evidence;
+  EXPECT_TRUE(std::any_of(evidence.begin(), evidence.end(), [](const std::string& e) {
+    return e.find("cache.gpu_p2p[0]: /root/.cache/vllm/gpu_p2p_access_cache_for_0,1,2,3.json") !=
+           std::string::npos;
+  }));
+  // Near misses: the same frames while waiting (no CPU), or one rank elsewhere.
+  JobBuilder waiting(4);
+  for (int r = 0; r < 4; ++r) waiting.rank(r, p2p_spin(), 'S', 0);
+  EXPECT_FALSE(evaluate(builtin("gpu-p2p-spin"), analysis::analyze(waiting.bundle()).jobs[0]));
+  JobBuilder one_elsewhere(4);
+  for (int r = 0; r < 4; ++r) {
+    one_elsewhere.rank(r, r == 3 ? barrier_stack() : p2p_spin(), r == 3 ? 'S' : 'R',
+                       r == 3 ? 0 : 40);
+  }
+  EXPECT_FALSE(
+      evaluate(builtin("gpu-p2p-spin"), analysis::analyze(one_elsewhere.bundle()).jobs[0]));
+}
+
+TEST(Rules, ShmBroadcastSkipNeedsAFullDevShm) {
+  const auto bundle = scenarios()["shm-broadcast-skip"]();
+  const auto a = analyse_with(bundle);
+  ASSERT_EQ(a.verdicts.at(0).id, "shm-broadcast-skip");
+  EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{0});
+  EXPECT_EQ(a.verdicts[0].waiting_ranks, (std::vector<int>{1, 2, 3}));
+  // Near miss: the same stacks with plenty of room in /dev/shm (known false).
+  JobBuilder roomy(4);
+  for (int r = 0; r < 4; ++r) roomy.rank(r, r == 0 ? shm_source_skipped() : shm_broadcast_wait());
+  roomy.fact(0, "shm.free_bytes", "25276063744");
+  EXPECT_FALSE(evaluate(builtin("shm-broadcast-skip"), analysis::analyze(roomy.bundle()).jobs[0]));
+  // Unknown /dev/shm (not captured): fires, with lower confidence, and says so.
+  JobBuilder unknown(4);
+  for (int r = 0; r < 4; ++r) unknown.rank(r, r == 0 ? shm_source_skipped() : shm_broadcast_wait());
+  const auto v =
+      evaluate(builtin("shm-broadcast-skip"), analysis::analyze(unknown.bundle()).jobs[0]);
+  ASSERT_TRUE(v);
+  EXPECT_LT(v->confidence, builtin("shm-broadcast-skip").confidence);
+  EXPECT_TRUE(std::any_of(v->evidence.begin(), v->evidence.end(), [](const std::string& e) {
+    return e.rfind("fact unknown (not read as false): /dev/shm", 0) == 0;
+  }));
+}
+
+TEST(Rules, AsymmetricWarmupNamesTheColdRank) {
+  const auto bundle = scenarios()["asymmetric-warmup"]();
+  const auto a = analyse_with(bundle);
+  ASSERT_EQ(a.verdicts.at(0).id, "asymmetric-warmup");
+  EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{1});
+  EXPECT_EQ(a.verdicts[0].waiting_ranks, (std::vector<int>{0, 2, 3}));
+  // Near miss: the compiling rank's cache is warm (something else makes it slow).
+  JobBuilder warm(4);
+  for (int r = 0; r < 4; ++r) {
+    warm.rank(r, r == 1 ? warmup_compiling() : warmup_waiting(), r == 1 ? 'R' : 'S',
+              r == 1 ? 40 : 0)
+        .fact(r, "cache.torch_compile.state", "warm");
+  }
+  EXPECT_FALSE(evaluate(builtin("asymmetric-warmup"), analysis::analyze(warm.bundle()).jobs[0]));
+}
+
+TEST(Rules, DpDummyBatchDesyncNamesTheIdleEngine) {
+  const auto bundle = scenarios()["dp-dummy-batch-desync"]();
+  const auto a = analyse_with(bundle);
+  ASSERT_EQ(a.verdicts.at(0).id, "dp-dummy-batch-desync");
+  EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{2});
+  EXPECT_EQ(a.verdicts[0].waiting_ranks, (std::vector<int>{0, 1, 3}));
+  // Near miss: every engine in the DP all-reduce (the hang is elsewhere).
+  JobBuilder all_in(4);
+  for (int r = 0; r < 4; ++r) all_in.rank(r, dp_in_sync());
+  EXPECT_FALSE(
+      evaluate(builtin("dp-dummy-batch-desync"), analysis::analyze(all_in.bundle()).jobs[0]));
+}
+
 TEST(Rules, MalformedFilesNameTheLineAndTheReason) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"{\n  \"id\": \"x\",\n  \"title\": \"t\",,\n}", "f.json:3: not valid JSON"},
@@ -281,6 +491,16 @@ TEST(Rules, MalformedFilesNameTheLineAndTheReason) {
       {"{\"id\": \"x\", \"title\": \"t\", \"summary\": \"s\", \"diverged\": \"a\",\n"
        " \"groups\": {\"a\": {\"frames\": [{\"function_regex\": \"(\"}]}}}",
        "f.json:2: bad function_regex"},
+      {"{\"id\": \"x\", \"title\": \"t\", \"summary\": \"s\", \"diverged\": \"a\",\n"
+       " \"groups\": {\"a\": {\"states\": [\"waiting\"], \"processes\": \"workers\"}}}",
+       "f.json:2: `processes` must be ranks or others"},
+      {"{\"id\": \"x\", \"title\": \"t\", \"summary\": \"s\",\n \"diverged\": \"a\",\n"
+       " \"groups\": {\"a\": {\"states\": [\"waiting\"], \"processes\": \"others\"}}}",
+       "f.json:2: `diverged` must name a group of ranks"},
+      {"{\"id\": \"x\", \"title\": \"t\", \"summary\": \"s\", \"diverged\": \"a\",\n"
+       " \"groups\": {\"a\": {\"states\": [\"waiting\"]}},\n"
+       " \"facts\": [{\"name\": \"n\", \"fact\": \"shm.free_bytes\", \"matches\": \"[\"}]}",
+       "f.json:3: bad regex `[`"},
   };
   for (const auto& [text, expected] : cases) {
     try {

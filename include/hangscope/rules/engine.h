@@ -9,8 +9,10 @@
 
 namespace hangscope::rules {
 
-// The verdict of one rule on one job, or nullopt when it does not fire.
-std::optional<analysis::Verdict> evaluate(const Rule& rule, const analysis::Job& job);
+// The verdict of one rule on one job, or nullopt when it does not fire. `others` are the
+// non-rank processes a group with "processes": "others" matches (those of this job, or of none).
+std::optional<analysis::Verdict> evaluate(const Rule& rule, const analysis::Job& job,
+                                          const std::vector<analysis::OtherProcess>& others = {});
 
 // Adds every firing rule's verdict to `analysis` and re-orders the verdicts and conclusion.
 void apply_rules(const std::vector<Rule>& rules, analysis::Analysis& analysis);

@@ -25,7 +25,8 @@ struct GroupSpec {
   std::vector<std::string> states;       // rank states (empty: any)
   std::vector<std::string> wait_kinds;   // wait point kinds (empty: any)
   std::vector<std::string> log;          // each is a substring of some log line of the rank
-  std::string require = "some";          // some | all | none: how many ranks must be in it
+  std::string require = "some";          // some | all | none | any: how many must be in it
+  std::string processes = "ranks";       // ranks | others (non-rank processes: EngineCore, …)
 };
 
 // A fact the rule needs; true, false or unknown when evaluated.
@@ -36,7 +37,9 @@ struct FactSpec {
   std::vector<std::string> in;
   std::optional<int> nodes_at_least;  // the job's ranks span at least N nodes
   std::string package;                // a package version of the diverged ranks (facts/versions)
-  std::string at_least, below;        // its version range (inclusive, exclusive)
+  std::string fact;                   // any captured fact of the diverged ranks ("shm.free_bytes")
+  std::string at_least, below;        // a version / number range (inclusive, exclusive)
+  std::string matches;                // ECMAScript regex the fact's value must contain
   bool expect = true;                 // the truth value the rule needs
 };
 
@@ -49,7 +52,8 @@ struct Rule {
   std::vector<FactSpec> facts;
   std::string diverged;  // group name
   std::string waiting;   // group name, may be empty
-  std::string summary;   // template: {group}, {group.count}, {group.where}, {group.nodes}
+  std::string summary;   // template: {group}, {group.count}, {group.where}, {group.nodes},
+                         // {group.members} (ranks with pp/tp/dp and node; processes for others)
   std::vector<std::string> evidence;
   std::vector<std::string> remedies;
   std::vector<std::string> references;
