@@ -1,6 +1,7 @@
 #include "hangscope/identity/rank_identity.h"
 
 #include <charconv>
+#include <regex>
 
 namespace hangscope::identity {
 namespace {
@@ -143,7 +144,33 @@ RankIdentity identify(const std::map<std::string, std::string>& env, bool env_fr
   return id;
 }
 
+namespace {
+
+// vLLM's initialize_model_parallel line: "rank 3 in world size 4 is assigned as DP rank 0, PP
+// rank 1, TP rank 1, EP rank N/A" gives the parallel coordinates the environment does not.
+void coordinates_from_log(const std::vector<std::string>& lines, RankIdentity& identity) {
+  static const std::regex assigned(
+      R"(rank (\d+) in world size (\d+) is assigned as DP rank (\d+), PP rank (\d+), TP rank (\d+))");
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    std::smatch m;
+    if (!std::regex_search(*it, m, assigned)) continue;
+    if (identity.rank && *identity.rank != std::stoi(m[1])) continue;  // another rank's line
+    const auto set = [&](std::optional<int>& field, const char* name, const std::string& value) {
+      if (field) return;
+      field = std::stoi(value);
+      identity.sources[name] = "log";
+    };
+    set(identity.dp, "dp", m[3]);
+    set(identity.pp, "pp", m[4]);
+    set(identity.tp, "tp", m[5]);
+    return;
+  }
+}
+
+}  // namespace
+
 void identify_from_log(const std::vector<std::string>& lines, RankIdentity& identity) {
+  coordinates_from_log(lines, identity);
   if (identity.rank) return;  // the environment is the authority when it speaks
   const auto value_after = [](std::string_view line, std::string_view key) -> std::optional<int> {
     std::size_t at = 0;

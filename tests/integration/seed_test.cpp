@@ -67,6 +67,18 @@ TEST_P(Seeds, DiagnoseNamesTheKnownBugFirst) {
     }
     EXPECT_TRUE(shown) << verdicts[0]["evidence"].dump(1);
   }
+  if (seed.scenario == "compiled-dag") {
+    // The stalled worker by (pp, tp) and node, and the driver (EngineCore, no rank) on node0.
+    const std::string summary = verdicts[0]["summary"];
+    const std::string worker = "rank " + std::to_string(seed.diverged) + " (pp 0, tp " +
+                               std::to_string(seed.diverged) + ", dp 0, node0)";
+    EXPECT_NE(summary.find(worker), std::string::npos) << summary;
+    bool driver = false;
+    for (const auto& e : verdicts[0]["evidence"]) {
+      driver = driver || e.get<std::string>().rfind("the driver VLLM::EngineCore pid ", 0) == 0;
+    }
+    EXPECT_TRUE(driver) << verdicts[0]["evidence"].dump(1);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -142,5 +142,24 @@ TEST(Identity, VllmWorkerLogLineNamesTheRankWhenTheEnvironmentDoesNot) {
   EXPECT_FALSE(none.rank);
 }
 
+TEST(Identity, ParallelCoordinatesFromVllmsAssignmentLine) {
+  // A Ray worker: rank from the environment, pp/tp only in vLLM's log line.
+  RankIdentity id = identify({{"RANK", "3"}}, false, "ray::RayWorkerWrapper.execute_model_ray");
+  identify_from_log({"(RayWorkerWrapper pid=812) INFO 11-29 21:03:12 [parallel_state.py:1165] "
+                     "rank 3 in world size 4 is assigned as DP rank 0, PP rank 1, TP rank 1, "
+                     "EP rank N/A"},
+                    id);
+  EXPECT_EQ(id.pp, 1);
+  EXPECT_EQ(id.tp, 1);
+  EXPECT_EQ(id.dp, 0);
+  EXPECT_EQ(id.sources.at("pp"), "log");
+  // Another rank's line (a shared log) says nothing about this one.
+  RankIdentity other = identify({{"RANK", "2"}}, false, "");
+  identify_from_log({"rank 3 in world size 4 is assigned as DP rank 0, PP rank 1, TP rank 1, "
+                     "EP rank N/A"},
+                    other);
+  EXPECT_FALSE(other.pp);
+}
+
 }  // namespace
 }  // namespace hangscope::identity

@@ -35,7 +35,20 @@ tools/repro/sim (real module paths and function names; see its README.md):
                         workers (titles ray::RayWorkerWrapper.execute_model_ray) run
                         do_exec_tasks on a thread; the diverged stage-0 rank stalls in compute
                         in execute_model_ray after two steps; its TP peers wait in the
-                        all-reduce, stage 1 waits in Channel.read (dist.recv).
+                        all-reduce, stage 1 waits in Channel.read (dist.recv). Plus the
+                        graph's driver (--driver; the launcher, or node.sh on node 0, starts
+                        it), vLLM's EngineCore process (title VLLM::EngineCore, no rank: none
+                        of RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, WORLD_SIZE, MASTER_ADDR,
+                        MASTER_PORT in its environment): EngineCoreProc.run_busy_loop ->
+                        EngineCore.step -> RayDistributedExecutor.execute_model ->
+                        CompiledDAGRef.get -> CompiledDAG._execute_until ->
+                        SynchronousReader.read -> Channel.read, blocked in read(2) on a pipe
+                        nobody writes (state S; the last stage's output never comes; real
+                        Ray raises RayChannelTimeoutError after RAY_CGRAPH_get_timeout, 300 s
+                        under vLLM, the simulation waits forever). It announces
+                            driver pid <pid> waiting
+                        and logs "RayDistributedExecutor: waiting for the compiled graph's
+                        output (RAY_CGRAPH_get_timeout=300 s)".
 
 More vLLM hangs on the same simulated modules (one node, the local launcher):
   gpu-p2p-spin          broken GPU P2P (world size 2, 4, 6, 8 or 16; no diverged rank, every
@@ -72,8 +85,11 @@ Launcher mode (default) starts ``--world-size`` rank processes with torchrun-sty
 variables (RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; one node);
 every rank prints one line
     rank <r> pid <pid> <waiting|diverged|progressing>
-(one write(2)) before its blocking step, then the launcher waits for them. Ranks die with the
-launcher (PR_SET_PDEATHSIG), so killing the launcher's process group cleans everything up.
+(one write(2)) before its blocking step, then the launcher waits for them. For compiled-dag the
+launcher also starts the driver (``--driver``, the same script; the rank variables removed from
+its environment), which announces ``driver pid <pid> waiting``; the launcher runs until every
+rank has ended, then kills the driver and reaps it. Ranks and driver die with the launcher
+(PR_SET_PDEATHSIG), so killing the launcher's process group cleans everything up.
 """
 import argparse
 import ctypes
@@ -102,6 +118,11 @@ CACHE_SCENARIOS = ("autotune-cache", "gpu-p2p-spin", "warmup-timeout")
 SIM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sim")
 # compiled-dag: the step at which the diverged rank stalls (the graph ran this many steps).
 COMPILED_DAG_STALL_STEP = 2
+# compiled-dag's driver (vLLM's EngineCore): its process title, as vLLM sets it.
+DRIVER_TITLE = "VLLM::EngineCore"
+# The torchrun-style variables that make a process a rank; the driver has none of them.
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "WORLD_SIZE", "MASTER_ADDR",
+                  "MASTER_PORT")
 # gpu-p2p-spin: the world sizes vLLM's custom all-reduce takes (CustomAllreduce).
 CUSTOM_ALLREDUCE_WORLD_SIZES = (2, 4, 6, 8, 16)
 # warmup-timeout: the torch.compile cache's hash directory (10 hex digits, as vLLM names it).
@@ -281,6 +302,11 @@ def run_compiled_dag(rank, world_size, diverged_rank, timeout):
     pp_rank = rank // tp_size
     tp_groups = [dist.new_group(ranks=list(range(s * tp_size, (s + 1) * tp_size)),
                                 backend="gloo", timeout=timeout) for s in range(2)]
+    # vLLM's initialize_model_parallel logs each worker's place in the parallel layout.
+    from vllm.distributed.parallel_state import logger as parallel_state_logger
+    parallel_state_logger.info(
+        "rank %d in world size %d is assigned as DP rank 0, PP rank %d, TP rank %d, EP rank N/A",
+        rank, world_size, pp_rank, rank % tp_size)
     import setproctitle  # as Ray retitles its actors
     setproctitle.setproctitle("ray::RayWorkerWrapper.execute_model_ray")
     worker = RayWorkerWrapper(rank, pp_rank, 2, tp_size, tp_groups[pp_rank])
@@ -297,6 +323,45 @@ def run_compiled_dag(rank, world_size, diverged_rank, timeout):
                               name="ray_system_concurrency_group")
     thread.start()
     thread.join()
+
+
+def run_compiled_dag_driver(world_size):
+    """Seed C's driver, vLLM's EngineCore process (no rank): one request in, the engine's busy
+    loop steps it; RayDistributedExecutor.execute_model waits in CompiledDAGRef.get for the last
+    stage's output, which never comes."""
+    from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.engine import EngineCoreRequestType
+    from vllm.v1.engine.core import EngineCoreProc
+    from vllm.v1.executor.ray_executor import RayDistributedExecutor
+    import ray.dag.compiled_dag_node  # noqa: F401 (and torch: loaded before the announce)
+    import ray.experimental.channel  # noqa: F401
+    import setproctitle  # as vLLM's EngineCoreProc.run_engine_core titles its process
+    setproctitle.setproctitle(DRIVER_TITLE)
+    executor = RayDistributedExecutor(pipeline_parallel_size=2,
+                                      tensor_parallel_size=world_size // 2)
+    engine = EngineCoreProc(executor, Scheduler())
+    # A request from the front end (the real one arrives on the engine's ZMQ input socket).
+    engine.input_queue.put_nowait((EngineCoreRequestType.ADD, "cmpl-0"))
+    announce(f"driver pid {os.getpid()} waiting")
+    engine.run_busy_loop()
+
+
+def run_driver(args, parser):
+    """--driver: the scenario's driver process (compiled-dag only), not a torch.distributed
+    rank: hangscope tells it by its title."""
+    if args.scenario != "compiled-dag":
+        parser.error(f"--driver: only --scenario compiled-dag has a driver, got {args.scenario}")
+    error = scenario_error(args.scenario, args.world_size, args.diverged_rank)
+    if error:
+        parser.error(error)
+    ranked = [name for name in RANK_VARIABLES if name in os.environ]
+    if ranked:
+        parser.error(f"--driver: the driver is no rank; unset {', '.join(ranked)} in its "
+                     f"environment")
+    die_with_parent()
+    sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+    sys.path.insert(0, SIM_DIR)
+    run_compiled_dag_driver(args.world_size)
 
 
 def leave_gpu_p2p_cache(cache_root, world_size):
@@ -636,6 +701,7 @@ def free_port():
 def launch(args):
     port = free_port()
     ranks = []
+    driver = None
     cache_root = None
     vllm_cache_root = os.environ.get("VLLM_CACHE_ROOT")
     if args.scenario in CACHE_SCENARIOS and not vllm_cache_root:
@@ -659,13 +725,27 @@ def launch(args):
                  "--scenario", args.scenario, "--diverged-rank", str(args.diverged_rank),
                  "--timeout", str(args.timeout)],
                 env=env))
-        # Reap each rank as it ends, in any order (store-exit: no zombie rank while others wait).
+        if args.scenario == "compiled-dag":
+            # The graph's driver (vLLM's EngineCore): the same script, no rank variables.
+            env = {name: value for name, value in os.environ.items()
+                   if name not in RANK_VARIABLES}
+            driver = subprocess.Popen(
+                [sys.executable, os.path.abspath(__file__), "--driver",
+                 "--scenario", args.scenario, "--world-size", str(args.world_size),
+                 "--diverged-rank", str(args.diverged_rank)],
+                env=env)
+        # Reap each rank as it ends, in any order (store-exit: no zombie rank while others wait);
+        # the driver too if it ends early. Run while any rank runs.
         while [process.poll() for process in ranks].count(None):
+            if driver:
+                driver.poll()
             time.sleep(0.2)
     finally:
-        for process in ranks:
+        for process in ranks + ([driver] if driver else []):
             if process.poll() is None:
                 process.kill()
+        if driver:
+            driver.wait()
         if cache_root:
             for process in ranks:
                 process.wait()
@@ -680,6 +760,9 @@ def main():
                         help="how the job hangs (default: store-wait)")
     parser.add_argument("--timeout", type=int, default=1800, help="process-group timeout, seconds")
     parser.add_argument("--rank-worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--driver", action="store_true",
+                        help="run compiled-dag's driver (vLLM's EngineCore process, no rank; "
+                             "the launcher starts it, node.sh on node 0 of the virtual cluster)")
     # shm-broadcast-skip: the launcher re-executed under unshare (value: the mount namespace it
     # left, so that the tmpfs never goes on the host's /dev/shm).
     parser.add_argument("--full-shm-from-ns", help=argparse.SUPPRESS)
@@ -688,6 +771,8 @@ def main():
     args = parser.parse_args()
     if args.rank_worker:
         run_rank(args, parser)
+    elif args.driver:
+        run_driver(args, parser)
     else:
         error = scenario_error(args.scenario, args.world_size, args.diverged_rank)
         if not error and args.scenario == "symmetric-memory":

@@ -11,7 +11,9 @@
 #                                                  set, then down, whatever happens)
 # --variety adds identity variety on node 1: local rank 2 retitled VLLM::Worker_TP2, local rank
 # 0 with a helper child, a second 2-rank job ("job-b", port 29600) and a Python process that is
-# no rank. DIR receives: agents (one HOST:PORT per line), token, node logs. Needs root.
+# no rank. --scenario compiled-dag adds the compiled graph's driver on node 0 (vLLM's EngineCore,
+# title VLLM::EngineCore, no rank variables; gloo_barrier_hang.py --driver), waited for like
+# the ranks. DIR receives: agents (one HOST:PORT per line), token, node logs. Needs root.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -76,15 +78,19 @@ up() {
     echo $! > "$dir/node$n.pid"
     disown $!  # torn down by `down`, which kills it; no job-control chatter then
   done
-  # Wait until every agent answers and every rank has announced itself (a rank announces
-  # before its scenario's blocking step, so also a rank that exits or stops itself).
+  # Wait until every agent answers and every rank (and compiled-dag's driver) has announced
+  # itself (a rank announces before its scenario's blocking step, so also a rank that exits or
+  # stops itself).
   for _ in $(seq 600); do
     local ready
     ready=$(cat "$dir"/node*.log 2>/dev/null | grep -c '^rank ' || true)
     local extra_ranks
     extra_ranks=$(cat "$dir"/node*.log 2>/dev/null | grep -c '^job-b rank ' || true)
+    local drivers
+    drivers=$(cat "$dir"/node*.log 2>/dev/null | grep -c '^driver pid ' || true)
     if [ "$ready" -ge $((nodes * ranks)) ] && [ "$(cat "$dir"/node*.log | grep -c 'listening on')" -ge "$nodes" ] &&
-       { [ "$variety" = 0 ] || [ "$nodes" -lt 2 ] || [ "$extra_ranks" -ge 2 ]; }; then
+       { [ "$variety" = 0 ] || [ "$nodes" -lt 2 ] || [ "$extra_ranks" -ge 2 ]; } &&
+       { [ "$scenario" != compiled-dag ] || [ "$drivers" -ge 1 ]; }; then
       sleep 1  # let the waiting ranks enter the barrier
       return 0
     fi

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One node of the virtual cluster (pid 1 of its PID namespace): sets its hostname, starts the
-# agent and this node's gloo ranks, and waits. Started by cluster.sh.
+# agent and this node's gloo ranks (with --scenario compiled-dag, node 0 also the compiled
+# graph's driver, vLLM's EngineCore process), and waits. Started by cluster.sh.
 set -u
 name=$1 index=$2 addr=$3 port=$4 dir=$5 hangscope=$6 nodes=$7 ranks=$8 diverged=$9 master=${10}
 scenario=${11:-store-wait} variety=${12:-0}
@@ -28,6 +29,13 @@ for ((local = 0; local < ranks; local++)); do
     MASTER_PORT=29500 GLOO_SOCKET_IFNAME=eth0 /usr/bin/python3 "$script" --rank-worker --scenario "$scenario" \
     --diverged-rank "$diverged" "${extra[@]}" &
 done
+if [ "$scenario" = compiled-dag ] && [ "$index" = 0 ]; then
+  # The compiled graph's driver, vLLM's EngineCore process (title VLLM::EngineCore): no rank, so
+  # none of the rank variables (whatever this node inherited); killed with the node.
+  env -u RANK -u LOCAL_RANK -u LOCAL_WORLD_SIZE -u WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT \
+    /usr/bin/python3 "$script" --driver --scenario "$scenario" --world-size "$world" \
+    --diverged-rank "$diverged" &
+fi
 if [ "$variety" = 1 ] && [ "$index" = 1 ]; then
   # A second job on this node (its own rendezvous; always the default store-wait scenario), and
   # a Python process that is no rank.

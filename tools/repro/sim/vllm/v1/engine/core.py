@@ -1,5 +1,6 @@
-"""Simulated vllm.v1.engine.core: the engine core and its busy loop (data parallel: one engine
-per DP rank; the engines run "waves" together, idle ones stepping dummy batches)."""
+"""Simulated vllm.v1.engine.core: the engine core and its busy loop (process title
+VLLM::EngineCore; data parallel: one engine per DP rank, VLLM::EngineCore_DP<d>; the DP engines
+run "waves" together, idle ones stepping dummy batches)."""
 import queue
 
 from vllm.logger import init_logger
@@ -12,13 +13,19 @@ class EngineCore:
     """The inner loop of vLLM's engine: the scheduler and the model executor."""
 
     def __init__(self, model_executor, scheduler):
-        """The engine with its executor (here its one in-process worker) and scheduler."""
+        """The engine with its executor (here its one in-process worker, or the Ray executor
+        of a compiled graph) and scheduler."""
         self.model_executor = model_executor
         self.scheduler = scheduler
         self.batch_queue = None
 
+    def add_request(self, request, request_wave=0):
+        """Adds a request to the scheduler (here a request id)."""
+        self.scheduler.add_request(request)
+
     def step(self):
-        """Schedules, executes and makes the outputs; (outputs, whether the model ran)."""
+        """Schedules, executes and makes the outputs; (outputs, whether the model ran). With the
+        Ray executor, execute_model waits for the compiled graph's output."""
         if not self.scheduler.has_requests():
             return {}, False
         scheduler_output = self.scheduler.schedule()
@@ -44,6 +51,13 @@ class EngineCoreProc(EngineCore):
         self.output_queue = queue.Queue()
         self.engines_running = False
         self.step_fn = self.step
+
+    def run_busy_loop(self):
+        """The engine core's busy loop: handle the input queue (blocks while idle), step,
+        forever (DPEngineCoreProc has its own)."""
+        while True:
+            self._process_input_queue()
+            self._process_engine_step()
 
     def _process_input_queue(self):
         """Handles the client requests; blocks on input_queue while the engine has nothing to
@@ -72,7 +86,7 @@ class EngineCoreProc(EngineCore):
     def _handle_client_request(self, request_type, request):
         """Dispatches one client request (add, abort, utility call)."""
         if request_type == EngineCoreRequestType.ADD:
-            self.scheduler.waiting.append(request)
+            self.add_request(request)
         elif request_type == EngineCoreRequestType.ABORT:
             self.scheduler.waiting = [r for r in self.scheduler.waiting if r not in request]
 

@@ -6,9 +6,13 @@ class Scheduler:
     """Decides which requests run in each step (waiting and running queues, KV-cache blocks)."""
 
     def __init__(self):
-        """Empty queues (the simulated engines never receive a request)."""
+        """Empty queues."""
         self.waiting = []
         self.running = []
+
+    def add_request(self, request):
+        """Queues a new request (waiting until scheduled)."""
+        self.waiting.append(request)
 
     def has_unfinished_requests(self):
         """Whether any request is waiting or running."""
@@ -19,5 +23,8 @@ class Scheduler:
         return self.has_unfinished_requests()
 
     def schedule(self):
-        """Picks the next step's batch under the token and KV-cache budgets."""
+        """Picks the next step's batch under the token and KV-cache budgets (here every
+        waiting request starts running, one token each)."""
+        self.running.extend(self.waiting)
+        self.waiting = []
         return SchedulerOutput(total_num_scheduled_tokens=len(self.running))
