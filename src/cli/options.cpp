@@ -4,17 +4,9 @@
 #include <fstream>
 
 #include "hangscope/common/error.h"
+#include "hangscope/common/text.h"
 
 namespace hangscope::cli {
-namespace {
-
-std::string trim(const std::string& text) {
-  const auto begin = text.find_first_not_of(" \t\r\n");
-  if (begin == std::string::npos) return "";
-  return text.substr(begin, text.find_last_not_of(" \t\r\n") - begin + 1);
-}
-
-}  // namespace
 
 std::optional<std::chrono::milliseconds> parse_duration(const std::string& text) {
   std::size_t used = 0;

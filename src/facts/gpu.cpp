@@ -8,15 +8,10 @@
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
 #include "hangscope/common/subprocess.h"
+#include "hangscope/common/text.h"
 
 namespace hangscope::facts {
 namespace {
-
-std::string trim(const std::string& s) {
-  const auto begin = s.find_first_not_of(" \t\r\n");
-  if (begin == std::string::npos) return "";
-  return s.substr(begin, s.find_last_not_of(" \t\r\n") - begin + 1);
-}
 
 std::vector<std::string> split(const std::string& text, char separator) {
   std::vector<std::string> out;
@@ -24,16 +19,6 @@ std::vector<std::string> split(const std::string& text, char separator) {
   std::istringstream in(text);
   while (std::getline(in, item, separator)) out.push_back(item);
   if (!text.empty() && text.back() == separator) out.emplace_back();
-  return out;
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    out.push_back(line);
-  }
   return out;
 }
 
@@ -94,7 +79,7 @@ void derive_links(GpuTopology& t) {
 // Model, bus location and minor number from /proc/driver/nvidia/gpus/<bus>/information.
 Gpu parse_information(const std::string& text) {
   Gpu gpu;
-  for (const auto& line : lines_of(text)) {
+  for (const auto& line : split_lines(text)) {
     const auto colon = line.find(':');
     if (colon == std::string::npos) continue;
     const std::string key = trim(line.substr(0, colon));
@@ -165,7 +150,7 @@ std::vector<Gpu> parse_nvidia_smi_query(const std::string& csv,
   std::vector<Gpu> gpus;
   std::vector<std::string> fields = fields_if_noheader;
   int line_number = 0;
-  for (const auto& line : lines_of(csv)) {
+  for (const auto& line : split_lines(csv)) {
     ++line_number;
     if (trim(line).empty()) continue;
     const auto cells = split(line, ',');
@@ -202,7 +187,7 @@ TopologyMatrix parse_nvidia_smi_topo(const std::string& text) {
   static const std::regex nic_legend("^\\s*(NIC[0-9]+):\\s*(\\S+)\\s*$");
   TopologyMatrix m;
   bool header_seen = false;
-  for (const auto& raw : lines_of(strip_ansi(text))) {
+  for (const auto& raw : split_lines(strip_ansi(text))) {
     if (trim(raw).empty()) continue;
     std::smatch nic;
     if (std::regex_match(raw, nic, nic_legend)) {

@@ -9,6 +9,7 @@
 
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
+#include "hangscope/common/text.h"
 
 namespace hangscope::facts {
 namespace {
@@ -106,29 +107,10 @@ bool is_ip_literal(const std::string& text) {
          ::inet_pton(AF_INET6, text.c_str(), &a6) == 1;
 }
 
-std::string join(const std::vector<std::string>& items, const std::string& separator,
-                 std::size_t max_items = kMaxListed) {
-  std::string out;
-  for (std::size_t i = 0; i < items.size() && i < max_items; ++i) {
-    out += (i ? separator : "") + items[i];
-  }
-  if (items.size() > max_items) {
-    out += separator + "… and " + std::to_string(items.size() - max_items) + " more";
-  }
-  return out;
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) out.push_back(line);
-  return out;
-}
-
 // The interface names of PROC_PID/net/dev.
 std::vector<std::string> device_names(const std::string& dev_text) {
   std::vector<std::string> names;
-  for (const auto& line : lines_of(dev_text)) {
+  for (const auto& line : split_lines(dev_text)) {
     const auto colon = line.find(':');
     if (colon == std::string::npos || line.find('|') != std::string::npos) continue;
     std::string name = line.substr(0, colon);
@@ -141,7 +123,7 @@ std::vector<std::string> device_names(const std::string& dev_text) {
 // IPv6 addresses per interface from PROC_PID/net/if_inet6 (link-local left out).
 std::map<std::string, std::vector<std::string>> ipv6_addresses(const std::string& text) {
   std::map<std::string, std::vector<std::string>> out;
-  for (const auto& line : lines_of(text)) {
+  for (const auto& line : split_lines(text)) {
     std::istringstream in(line);
     std::string hex, index, prefix, scope, flags, name;
     if (!(in >> hex >> index >> prefix >> scope >> flags >> name) || hex.size() != 32) continue;
@@ -177,7 +159,7 @@ std::string check_ifname(const std::string& setting, const NetworkFacts& n) {
   }
   if (selected.empty()) {
     return "mismatch: " + setting + " names no interface of the rank's network namespace (it has " +
-           join(names, ", ") + ")";
+           join(names, ", ", kMaxListed) + ")";
   }
   std::vector<std::string> outside;
   for (const auto& ip : used_addresses(n.sockets)) {
@@ -186,10 +168,11 @@ std::string check_ifname(const std::string& setting, const NetworkFacts& n) {
       outside.push_back(ip);
     }
   }
-  const std::string chosen = join(selected, ", ") + " (" + join(allowed, ", ") + ")";
+  const std::string chosen =
+      join(selected, ", ", kMaxListed) + " (" + join(allowed, ", ", kMaxListed) + ")";
   if (!outside.empty()) {
     return "mismatch: " + setting + " selects " + chosen + ", but the rank's sockets also use " +
-           join(outside, ", ");
+           join(outside, ", ", kMaxListed);
   }
   return "ok: " + setting + " selects " + chosen;
 }
@@ -234,7 +217,7 @@ std::string TcpSocket::remote() const {
 std::vector<TcpSocket> parse_proc_net_tcp(const std::string& text) {
   std::vector<TcpSocket> out;
   int line_number = 0;
-  for (const auto& line : lines_of(text)) {
+  for (const auto& line : split_lines(text)) {
     ++line_number;
     if (line_number == 1 || line.find_first_not_of(' ') == std::string::npos) continue;
     std::istringstream in(line);
@@ -261,7 +244,7 @@ std::vector<TcpSocket> parse_proc_net_tcp(const std::string& text) {
 std::vector<std::string> local_ipv4_addresses(const std::string& fib_trie) {
   std::set<std::string> found;
   std::string last;
-  for (const auto& line : lines_of(fib_trie)) {
+  for (const auto& line : split_lines(fib_trie)) {
     const auto leaf = line.find("|-- ");
     if (leaf != std::string::npos) {
       last = line.substr(leaf + 4);
@@ -279,7 +262,7 @@ std::map<std::string, std::string> interfaces_of_addresses(const std::vector<std
     std::uint32_t destination, mask;
   };
   std::vector<Route> routes;
-  for (const auto& line : lines_of(route_table)) {
+  for (const auto& line : split_lines(route_table)) {
     std::istringstream in(line);
     std::string iface, destination, gateway, flags, refcnt, use, metric, mask;
     if (!(in >> iface >> destination >> gateway >> flags >> refcnt >> use >> metric >> mask) ||
@@ -382,7 +365,8 @@ std::map<std::string, std::string> NetworkFacts::facts(
   std::map<std::string, std::string> out;
   std::vector<std::string> described;
   for (const auto& i : interfaces) {
-    described.push_back(i.name + (i.addresses.empty() ? "" : " " + join(i.addresses, " ")));
+    described.push_back(i.name +
+                        (i.addresses.empty() ? "" : " " + join(i.addresses, " ", kMaxListed)));
   }
   if (!described.empty()) out["net.interfaces"] = join(described, ", ", 64);
   std::vector<std::string> listening, peers, tcp;
@@ -397,13 +381,14 @@ std::map<std::string, std::string> NetworkFacts::facts(
       tcp.push_back(s.local() + (s.state == "established" ? ">" : "~") + s.remote());
     }
   }
-  if (!listening.empty()) out["net.listening"] = join(listening, ", ");
+  if (!listening.empty()) out["net.listening"] = join(listening, ", ", kMaxListed);
   out["net.connections"] =
       std::to_string(established) + " established" +
       (connecting ? ", " + std::to_string(connecting) + " still connecting" : "") +
       (peer_addresses.empty()
            ? ""
-           : " (peers " + join({peer_addresses.begin(), peer_addresses.end()}, ", ") + ")");
+           : " (peers " + join({peer_addresses.begin(), peer_addresses.end()}, ", ", kMaxListed) +
+                 ")");
   out["net.tcp"] = join(tcp, " ", kMaxRecordedConnections);
   if (established + connecting > tcp.size()) {
     out["net.tcp.truncated"] = std::to_string(established + connecting - tcp.size());
@@ -423,7 +408,7 @@ std::map<std::string, std::string> NetworkFacts::facts(
   if (is_ip_literal(get("MASTER_ADDR")) && !get("MASTER_PORT").empty()) {
     out["net.store"] = check_store(get("MASTER_ADDR"), get("MASTER_PORT"), *this);
   }
-  if (!notes.empty()) out["net.notes"] = join(notes, "; ");
+  if (!notes.empty()) out["net.notes"] = join(notes, "; ", kMaxListed);
   return out;
 }
 
