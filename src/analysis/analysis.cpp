@@ -103,6 +103,10 @@ Analysis analyze(const Bundle& bundle) {
   }
   analysis.others = other_processes(bundle);
   analysis.verdicts = node_verdicts(analysis.jobs, bundle.nodes);
+  for (auto& job : analysis.jobs) {
+    auto recorded = correlate_flight_records(job);
+    analysis.verdicts.insert(analysis.verdicts.end(), recorded.begin(), recorded.end());
+  }
   for (const auto& job : analysis.jobs) {
     auto verdicts = generic_verdicts(job);
     analysis.verdicts.insert(analysis.verdicts.end(), verdicts.begin(), verdicts.end());

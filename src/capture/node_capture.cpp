@@ -6,6 +6,7 @@
 #include <charconv>
 #include <regex>
 #include <set>
+#include <thread>
 
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
@@ -232,6 +233,49 @@ void mark_helpers(std::vector<ProcessRecord>& records) {
   }
 }
 
+// Each rank's newest flight-recorder dump, fresh ones first asked for when the options say so:
+// every rank is asked, then all are waited for together (one timeout for the node).
+void collect_flight_records(NodeSnapshot& node,
+                            const std::vector<std::map<std::string, std::string>>& env,
+                            const NodeCaptureOptions& options) {
+  const auto now_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  const auto root = [](const ProcessRecord& r) {
+    return "/proc/" + std::to_string(r.pid) + "/root";
+  };
+  std::vector<std::size_t> asked;
+  const std::int64_t since = now_ns() - 10'000'000;  // file times have a granularity
+  for (std::size_t i = 0; options.trigger_flight_dumps && i < node.processes.size(); ++i) {
+    auto& r = node.processes[i];
+    if (r.identity.role != "rank" || !r.identity.rank) continue;
+    const auto error = collectives::request_flight_dump(root(r), env[i], *r.identity.rank);
+    r.facts["flight_recorder.trigger"] = error.empty() ? "requested" : "not requested: " + error;
+    if (error.empty()) asked.push_back(i);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + options.flight_dump_timeout;
+  for (std::size_t i : asked) {
+    auto& r = node.processes[i];
+    while (!collectives::flight_dump_written_since(root(r), env[i], *r.identity.rank, since) &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!collectives::flight_dump_written_since(root(r), env[i], *r.identity.rank, since)) {
+      r.facts["flight_recorder.trigger"] = "requested, no new dump within " +
+                                           std::to_string(options.flight_dump_timeout.count()) +
+                                           " ms";
+    }
+  }
+  for (std::size_t i = 0; i < node.processes.size(); ++i) {
+    auto& r = node.processes[i];
+    if (r.identity.role != "rank" || !r.identity.rank) continue;
+    r.flight_record = collectives::read_flight_record(root(r), env[i], *r.identity.rank, now_ns(),
+                                                      options.flight_dump_stale_after);
+  }
+}
+
 }  // namespace
 
 std::vector<pid_t> discover_processes() {
@@ -271,9 +315,14 @@ NodeSnapshot capture_node(const NodeCaptureOptions& options) {
   }
   NodeFacts node_facts;
   node_facts.gpu = facts::gpu_topology().facts();
+  std::vector<std::map<std::string, std::string>> dump_env;  // per process, for its dumps
   for (pid_t pid : pids) {
     FactSources sources;
     ProcessRecord record = describe_process(pid, sources);
+    dump_env.push_back(record.environment);
+    if (auto home = sources.cache_env.find("HOME"); home != sources.cache_env.end()) {
+      dump_env.back()["HOME"] = home->second;
+    }
     try {
       record.dump = capture_process(pid, options.process);
     } catch (const Error& e) {
@@ -283,6 +332,7 @@ NodeSnapshot capture_node(const NodeCaptureOptions& options) {
     node.processes.push_back(std::move(record));
   }
   mark_helpers(node.processes);
+  collect_flight_records(node, dump_env, options);
   if (!options.log_globs.empty()) {
     std::set<pid_t> wanted;
     for (const auto& r : node.processes) wanted.insert(r.pid);

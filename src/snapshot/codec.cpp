@@ -3,9 +3,11 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <unordered_map>
 
+#include "hangscope/collectives/flight_recorder.h"
 #include "hangscope/common/error.h"
 #include "hangscope/v1/snapshot.pb.h"
 #include "hangscope/version.h"
@@ -154,6 +156,7 @@ void encode(const capture::NodeSnapshot& node, v1::NodeSnapshot& out) {
     encode_identity(r, *p->mutable_identity());
     for (const auto& [k, v] : r.environment) (*p->mutable_environment())[k] = v;
     for (const auto& [k, v] : r.facts) (*p->mutable_facts())[k] = v;
+    if (r.flight_record) p->set_flight_record(collectives::to_json(*r.flight_record).dump());
     p->set_environment_source(r.environment_source);
     p->set_error(r.error);
     for (const auto& log : r.logs) {
@@ -211,6 +214,15 @@ capture::NodeSnapshot decode(const v1::NodeSnapshot& in) {
     r.identity.sources.insert(id.sources().begin(), id.sources().end());
     r.environment.insert(p.environment().begin(), p.environment().end());
     r.facts.insert(p.facts().begin(), p.facts().end());
+    if (!p.flight_record().empty()) {
+      try {
+        r.flight_record =
+            collectives::flight_record_from_json(nlohmann::json::parse(p.flight_record()));
+      } catch (const nlohmann::json::exception& e) {
+        r.error +=
+            std::string(r.error.empty() ? "" : "; ") + "flight record unreadable: " + e.what();
+      }
+    }
     r.environment_source = p.environment_source();
     r.error = p.error();
     for (const auto& log : p.logs()) {

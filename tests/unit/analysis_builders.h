@@ -93,6 +93,12 @@ class JobBuilder {
     return *this;
   }
 
+  // The rank's flight-recorder record in every sample.
+  JobBuilder& flight(int rank, collectives::FlightRecord record) {
+    flights_[rank] = std::move(record);
+    return *this;
+  }
+
   Bundle bundle() const {
     Bundle bundle;
     std::map<std::string, std::vector<capture::NodeSnapshot>> nodes;
@@ -138,6 +144,7 @@ class JobBuilder {
     p.identity.job = job_;
     p.identity.source = "env";
     if (auto it = facts_.find(r.rank); it != facts_.end()) p.facts = it->second;
+    if (auto it = flights_.find(r.rank); it != flights_.end()) p.flight_record = it->second;
     if (auto it = env_.find(r.rank); it != env_.end()) {
       p.environment = it->second;
       p.environment_source = "proc";
@@ -155,6 +162,7 @@ class JobBuilder {
   int samples_;
   std::vector<Rank> ranks_;
   std::map<int, std::map<std::string, std::string>> facts_, env_;
+  std::map<int, collectives::FlightRecord> flights_;
 };
 
 }  // namespace hangscope::analysis::testing_builders

@@ -49,6 +49,7 @@ struct RankEntry {
   bool tcp_known = false;                      // its TCP connections were captured (net.tcp)
   std::vector<int> tcp_peers;                  // ranks of the job it has a TCP connection with
   std::vector<int> missing_tcp_peers;          // ranks it should be connected to and is not
+  std::vector<std::string> collectives;        // per process group, from its flight recorder
 
   const capture::ProcessRecord* latest() const {
     return history.empty() ? nullptr : history.back();
@@ -115,6 +116,9 @@ std::vector<Job> build_jobs(const Bundle& bundle);
 void link_wait_graph(Job& job);
 void assign_classes(Job& job);
 void link_tcp_peers(Job& job);
+// Flight-recorder verdicts (collective-behind, collective-mismatch); sets the waiting ranks'
+// wait-for edges and each rank's `collectives` lines.
+std::vector<Verdict> correlate_flight_records(Job& job);
 std::vector<Verdict> generic_verdicts(const Job& job);
 std::vector<Verdict> node_verdicts(const std::vector<Job>& jobs,
                                    const std::vector<NodeStatus>& nodes);

@@ -12,6 +12,7 @@
 
 #include "hangscope/capture/process_capture.h"
 #include "hangscope/capture/process_dump.h"
+#include "hangscope/collectives/flight_recorder.h"
 #include "hangscope/identity/logs.h"
 #include "hangscope/identity/rank_identity.h"
 
@@ -32,9 +33,10 @@ struct ProcessRecord {
   std::map<std::string, std::string> environment;  // allowlisted, masked
   std::string environment_source;
   std::optional<ProcessDump> dump;
-  std::vector<identity::LogExcerpt> logs;  // its stdout/stderr files, masked
+  std::vector<identity::LogExcerpt> logs;    // its stdout/stderr files, masked
   std::map<std::string, std::string> facts;  // "version.torch" → "1.13.0", … (facts/)
-  std::string error;                       // why it could not be captured
+  std::optional<collectives::FlightRecord> flight_record;  // its newest flight-recorder dump
+  std::string error;                                       // why it could not be captured
 };
 
 struct NodeSnapshot {
@@ -53,6 +55,11 @@ struct NodeCaptureOptions {
   std::string node_name;               // default: the hostname
   std::vector<std::string> log_globs;  // shared log files, lines attributed by "pid=N"
   std::string select;  // ECMAScript regex: only discovered processes whose command line matches
+  // Ask every rank for a fresh flight-recorder dump through its TORCH_NCCL_DEBUG_INFO_PIPE_FILE
+  // fifo (after its stacks were captured) and wait up to `flight_dump_timeout` for them.
+  bool trigger_flight_dumps = false;
+  std::chrono::milliseconds flight_dump_timeout{5000};
+  std::chrono::seconds flight_dump_stale_after{600};  // older dumps are marked not fresh
 };
 
 // Which processes of this node are worth capturing: recognised titles (vLLM, Ray, SGLang),

@@ -1,0 +1,89 @@
+// PyTorch flight-recorder dumps of one rank: where they are (the rank's TORCH_FR_DUMP_TEMP_FILE /
+// TORCH_NCCL_DEBUG_INFO_TEMP_FILE prefix, or the defaults), reading them in both formats (the
+// C++ pickle by default, JSON), triggering a fresh dump through the rank's debug-info fifo, and
+// the compact record of it that travels in a snapshot.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hangscope::collectives {
+
+// One collective or p2p operation of the ring buffer.
+struct FlightEntry {
+  std::string pg;  // key of pg_config ("0"), from process_group[0]
+  std::int64_t collective_seq_id = 0;
+  std::int64_t p2p_seq_id = 0;
+  bool is_p2p = false;
+  std::string profiling_name;                           // "nccl:all_reduce"
+  std::string input_sizes, input_dtypes, output_sizes;  // compact JSON text, "[[3,4]]"
+  std::string state;                                    // scheduled | started | completed
+  std::int64_t time_created_ns = 0;
+  std::string describe() const;  // "nccl:all_reduce #12 [[3,4]] Float started"
+};
+
+// A process group as the dump describes it, with its progress counters.
+struct FlightGroup {
+  std::string id;          // key of pg_config
+  std::string name;        // pg_config[id].name
+  std::string desc;        // "default_pg", "undefined", …
+  std::vector<int> ranks;  // global ranks
+  std::optional<std::int64_t> last_enqueued, last_started, last_completed;  // pg_status
+};
+
+struct FlightRecord {
+  std::string path;    // as the rank sees it
+  std::string format;  // pickle | json
+  std::string version;
+  std::optional<int> rank;           // from the file name's suffix
+  std::int64_t written_unix_ns = 0;  // the file's mtime
+  bool fresh = true;                 // written less than the staleness limit before the capture
+  std::map<std::string, FlightGroup> groups;  // by pg id
+  std::vector<FlightEntry> entries;           // the last entries per group, oldest first
+  std::string error;                          // why it could not be read ("" when fine)
+};
+
+// Reads a dump's bytes (pickle when it starts with PROTO, else JSON); throws hangscope::Error
+// naming what is wrong. Keeps the last `max_entries_per_group` entries of each group.
+FlightRecord parse_flight_record(const std::string& bytes, std::size_t max_entries_per_group = 32);
+
+// The dump path prefixes a rank's environment names, in order: TORCH_FR_DUMP_TEMP_FILE,
+// TORCH_NCCL_DEBUG_INFO_TEMP_FILE, then $HOME/.cache/torch/comm_lib_trace_rank_ and
+// /tmp/nccl_trace_rank_.
+std::vector<std::string> dump_prefixes(const std::map<std::string, std::string>& env);
+
+// The newest dump of `rank` under `root` (the process's /proc/PID/root), read and parsed;
+// nullopt when none exists. A dump older than `stale_after` before `capture_unix_ns` is kept but
+// marked not fresh. Unreadable or malformed dumps come back with `error` set.
+std::optional<FlightRecord> read_flight_record(const std::string& root,
+                                               const std::map<std::string, std::string>& env,
+                                               int rank, std::int64_t capture_unix_ns,
+                                               std::chrono::seconds stale_after);
+
+// Asks the rank for a dump: writes to its fifo TORCH_NCCL_DEBUG_INFO_PIPE_FILE<rank>.pipe without
+// blocking (no reader is an error). Returns "" when the request was delivered, else why not.
+std::string request_flight_dump(const std::string& root,
+                                const std::map<std::string, std::string>& env, int rank);
+
+// Whether a dump of `rank` written at or after `since_unix_ns` exists.
+bool flight_dump_written_since(const std::string& root,
+                               const std::map<std::string, std::string>& env, int rank,
+                               std::int64_t since_unix_ns);
+
+// Asks the rank for a fresh dump: writes to its fifo TORCH_NCCL_DEBUG_INFO_PIPE_FILE<rank>.pipe
+// (never blocking: no reader is an error), then waits up to `timeout` for a dump file newer than
+// the request. Returns "" on success, else why not.
+std::string trigger_flight_dump(const std::string& root,
+                                const std::map<std::string, std::string>& env, int rank,
+                                std::chrono::milliseconds timeout);
+
+// The record as compact JSON (for snapshots) and back.
+nlohmann::json to_json(const FlightRecord& record);
+FlightRecord flight_record_from_json(const nlohmann::json& j);
+
+}  // namespace hangscope::collectives

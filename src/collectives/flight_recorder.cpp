@@ -1,0 +1,344 @@
+#include "hangscope/collectives/flight_recorder.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <thread>
+
+#include "hangscope/collectives/torch_pickle.h"
+#include "hangscope/common/error.h"
+#include "hangscope/common/files.h"
+
+namespace hangscope::collectives {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::size_t kMaxDumpBytes = 64u << 20;
+
+// Flight recorder writes counters as numbers, some versions (and the JSON variant) as strings.
+std::optional<std::int64_t> integer(const json& j) {
+  if (j.is_number_integer()) return j.get<std::int64_t>();
+  if (j.is_string()) {
+    try {
+      std::size_t used = 0;
+      const auto v = std::stoll(j.get<std::string>(), &used);
+      if (used == j.get<std::string>().size()) return v;
+    } catch (const std::exception&) {
+    }
+  }
+  return std::nullopt;
+}
+
+std::string text(const json& j) {
+  if (j.is_string()) return j.get<std::string>();
+  if (j.is_null()) return "";
+  return j.dump();
+}
+
+// "[0, 1, 2]" (pg_config writes the ranks as a string) or [0, 1, 2].
+std::vector<int> ranks_of(const json& j) {
+  json list = j;
+  if (j.is_string()) {
+    try {
+      list = json::parse(j.get<std::string>());
+    } catch (const json::exception&) {
+      return {};
+    }
+  }
+  std::vector<int> out;
+  if (!list.is_array()) return out;
+  for (const auto& r : list) {
+    if (auto v = integer(r)) out.push_back(static_cast<int>(*v));
+  }
+  return out;
+}
+
+FlightEntry entry_from(const json& e, std::size_t index) {
+  const auto where = "entry " + std::to_string(index);
+  if (!e.is_object()) throw Error(where + ": not a dict");
+  FlightEntry out;
+  if (e.contains("process_group") && e["process_group"].is_array() && !e["process_group"].empty()) {
+    out.pg = text(e["process_group"][0]);
+  } else if (e.contains("pg_id")) {
+    out.pg = text(e["pg_id"]);
+  } else {
+    throw Error(where + ": no process_group or pg_id");
+  }
+  const auto seq = e.contains("collective_seq_id") ? integer(e["collective_seq_id"]) : std::nullopt;
+  if (!seq) throw Error(where + ": `collective_seq_id` is missing or not an integer");
+  out.collective_seq_id = *seq;
+  if (e.contains("p2p_seq_id")) out.p2p_seq_id = integer(e["p2p_seq_id"]).value_or(0);
+  out.is_p2p = e.value("is_p2p", false);
+  out.profiling_name = text(e.value("profiling_name", json()));
+  out.input_sizes = e.contains("input_sizes") ? e["input_sizes"].dump() : "";
+  out.input_dtypes = e.contains("input_dtypes") ? e["input_dtypes"].dump() : "";
+  out.output_sizes = e.contains("output_sizes") ? e["output_sizes"].dump() : "";
+  out.state = text(e.value("state", json()));
+  if (e.contains("time_created_ns"))
+    out.time_created_ns = integer(e["time_created_ns"]).value_or(0);
+  return out;
+}
+
+std::int64_t mtime_ns(const struct stat& st) {
+  return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
+std::string get(const std::map<std::string, std::string>& env, const char* key) {
+  const auto it = env.find(key);
+  return it == env.end() ? std::string() : it->second;
+}
+
+FlightRecord parse_document(const std::string& bytes, std::size_t max_entries_per_group);
+
+}  // namespace
+
+std::string FlightEntry::describe() const {
+  std::string out = profiling_name.empty() ? "(unnamed)" : profiling_name;
+  out += " #" + std::to_string(is_p2p ? p2p_seq_id : collective_seq_id);
+  if (!input_sizes.empty() && input_sizes != "[]") out += " " + input_sizes;
+  if (!input_dtypes.empty() && input_dtypes != "[]") out += " " + input_dtypes;
+  if (!state.empty()) out += " " + state;
+  return out;
+}
+
+FlightRecord parse_flight_record(const std::string& bytes, std::size_t max_entries_per_group) {
+  try {
+    return parse_document(bytes, max_entries_per_group);
+  } catch (const json::exception& e) {
+    throw Error(std::string("malformed flight-recorder dump: ") + e.what());
+  }
+}
+
+namespace {
+
+FlightRecord parse_document(const std::string& bytes, std::size_t max_entries_per_group) {
+  FlightRecord record;
+  json doc;
+  if (!bytes.empty() && static_cast<unsigned char>(bytes[0]) == 0x80) {
+    record.format = "pickle";
+    doc = unpickle_torch(bytes);
+  } else {
+    record.format = "json";
+    try {
+      doc = json::parse(bytes);
+    } catch (const json::parse_error& e) {
+      throw Error(std::string("not a flight-recorder dump (neither pickle nor JSON): ") + e.what());
+    }
+  }
+  if (!doc.is_object() || !doc.contains("entries") || !doc["entries"].is_array()) {
+    throw Error("not a flight-recorder dump: no `entries` list");
+  }
+  record.version = text(doc.value("version", json()));
+  if (doc.contains("pg_config") && doc["pg_config"].is_object()) {
+    for (const auto& [id, config] : doc["pg_config"].items()) {
+      FlightGroup g;
+      g.id = id;
+      if (config.is_object()) {
+        g.name = text(config.value("name", json(id)));
+        g.desc = text(config.value("desc", json()));
+        if (config.contains("ranks")) g.ranks = ranks_of(config["ranks"]);
+      }
+      record.groups[id] = g;
+    }
+  }
+  if (doc.contains("pg_status") && doc["pg_status"].is_object()) {
+    for (const auto& [id, status] : doc["pg_status"].items()) {
+      if (!status.is_object()) continue;
+      auto& g = record.groups[id];
+      g.id = id;
+      if (status.contains("last_enqueued_collective"))
+        g.last_enqueued = integer(status["last_enqueued_collective"]);
+      if (status.contains("last_started_collective"))
+        g.last_started = integer(status["last_started_collective"]);
+      if (status.contains("last_completed_collective"))
+        g.last_completed = integer(status["last_completed_collective"]);
+    }
+  }
+  std::map<std::string, std::vector<FlightEntry>> per_group;
+  std::size_t index = 0;
+  for (const auto& e : doc["entries"]) {
+    auto entry = entry_from(e, index++);
+    per_group[entry.pg].push_back(std::move(entry));
+  }
+  for (auto& [pg, entries] : per_group) {
+    if (!record.groups.count(pg)) record.groups[pg].id = pg;  // a group without pg_config
+    const std::size_t skip =
+        entries.size() > max_entries_per_group ? entries.size() - max_entries_per_group : 0;
+    record.entries.insert(record.entries.end(), entries.begin() + static_cast<long>(skip),
+                          entries.end());
+  }
+  return record;
+}
+
+}  // namespace
+
+std::vector<std::string> dump_prefixes(const std::map<std::string, std::string>& env) {
+  std::vector<std::string> out;
+  for (const char* key : {"TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"}) {
+    if (!get(env, key).empty()) out.push_back(get(env, key));
+  }
+  if (!get(env, "HOME").empty())
+    out.push_back(get(env, "HOME") + "/.cache/torch/comm_lib_trace_rank_");
+  out.push_back("/tmp/nccl_trace_rank_");
+  return out;
+}
+
+std::optional<FlightRecord> read_flight_record(const std::string& root,
+                                               const std::map<std::string, std::string>& env,
+                                               int rank, std::int64_t capture_unix_ns,
+                                               std::chrono::seconds stale_after) {
+  std::string newest;
+  std::int64_t newest_ns = -1;
+  for (const auto& prefix : dump_prefixes(env)) {
+    if (prefix.empty() || prefix.front() != '/') continue;
+    const std::string path = prefix + std::to_string(rank);
+    struct stat st {};
+    if (::stat((root + path).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (mtime_ns(st) > newest_ns) {
+      newest_ns = mtime_ns(st);
+      newest = path;
+    }
+  }
+  if (newest.empty()) return std::nullopt;
+  FlightRecord record;
+  const auto read = read_file(root + newest, kMaxDumpBytes);
+  if (!read.text) {
+    record.error = errno_message("cannot read " + newest, read.error);
+  } else {
+    try {
+      record = parse_flight_record(*read.text);
+    } catch (const Error& e) {
+      record.error = newest + ": " + e.what();
+    }
+  }
+  record.path = newest;
+  record.rank = rank;
+  record.written_unix_ns = newest_ns;
+  record.fresh = capture_unix_ns - newest_ns <=
+                 std::chrono::duration_cast<std::chrono::nanoseconds>(stale_after).count();
+  return record;
+}
+
+std::string request_flight_dump(const std::string& root,
+                                const std::map<std::string, std::string>& env, int rank) {
+  const std::string stem = get(env, "TORCH_NCCL_DEBUG_INFO_PIPE_FILE");
+  if (stem.empty()) return "TORCH_NCCL_DEBUG_INFO_PIPE_FILE is not set: the rank has no dump fifo";
+  const std::string pipe = stem + std::to_string(rank) + ".pipe";
+  struct stat st {};
+  if (::stat((root + pipe).c_str(), &st) != 0) return errno_message("no fifo " + pipe, errno);
+  if (!S_ISFIFO(st.st_mode)) return pipe + " is not a fifo";
+  const int fd = ::open((root + pipe).c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    return errno == ENXIO ? pipe + ": nobody reads it (the rank's dump thread is not running)"
+                          : errno_message("cannot open " + pipe, errno);
+  }
+  const ssize_t n = ::write(fd, "1\n", 2);
+  const int write_error = errno;
+  ::close(fd);
+  return n > 0 ? "" : errno_message("cannot write to " + pipe, write_error);
+}
+
+bool flight_dump_written_since(const std::string& root,
+                               const std::map<std::string, std::string>& env, int rank,
+                               std::int64_t since_unix_ns) {
+  for (const auto& prefix : dump_prefixes(env)) {
+    struct stat dump {};
+    if (prefix.front() == '/' &&
+        ::stat((root + prefix + std::to_string(rank)).c_str(), &dump) == 0 &&
+        mtime_ns(dump) >= since_unix_ns) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string trigger_flight_dump(const std::string& root,
+                                const std::map<std::string, std::string>& env, int rank,
+                                std::chrono::milliseconds timeout) {
+  // File times have the file system's granularity: compare from a little before the request.
+  const auto since = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count() -
+                     10'000'000;
+  if (auto error = request_flight_dump(root, env, rank); !error.empty()) return error;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (flight_dump_written_since(root, env, rank, since)) return "";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return "no new dump within " + std::to_string(timeout.count()) + " ms after the request";
+}
+
+json to_json(const FlightRecord& r) {
+  json groups = json::object();
+  for (const auto& [id, g] : r.groups) {
+    json j = {{"name", g.name}, {"desc", g.desc}, {"ranks", g.ranks}};
+    if (g.last_enqueued) j["last_enqueued"] = *g.last_enqueued;
+    if (g.last_started) j["last_started"] = *g.last_started;
+    if (g.last_completed) j["last_completed"] = *g.last_completed;
+    groups[id] = j;
+  }
+  json entries = json::array();
+  for (const auto& e : r.entries) {
+    entries.push_back({{"pg", e.pg},
+                       {"seq", e.collective_seq_id},
+                       {"p2p_seq", e.p2p_seq_id},
+                       {"is_p2p", e.is_p2p},
+                       {"op", e.profiling_name},
+                       {"input_sizes", e.input_sizes},
+                       {"input_dtypes", e.input_dtypes},
+                       {"output_sizes", e.output_sizes},
+                       {"state", e.state},
+                       {"time_created_ns", e.time_created_ns}});
+  }
+  json out = {{"path", r.path},       {"format", r.format},
+              {"version", r.version}, {"written_unix_ns", r.written_unix_ns},
+              {"fresh", r.fresh},     {"groups", groups},
+              {"entries", entries},   {"error", r.error}};
+  if (r.rank) out["rank"] = *r.rank;
+  return out;
+}
+
+FlightRecord flight_record_from_json(const json& j) {
+  FlightRecord r;
+  r.path = j.value("path", "");
+  r.format = j.value("format", "");
+  r.version = j.value("version", "");
+  r.written_unix_ns = j.value("written_unix_ns", std::int64_t{0});
+  r.fresh = j.value("fresh", true);
+  r.error = j.value("error", "");
+  if (j.contains("rank") && j["rank"].is_number_integer()) r.rank = j["rank"].get<int>();
+  for (const auto& [id, g] : j.value("groups", json::object()).items()) {
+    FlightGroup group;
+    group.id = id;
+    group.name = g.value("name", "");
+    group.desc = g.value("desc", "");
+    group.ranks = g.value("ranks", std::vector<int>{});
+    if (g.contains("last_enqueued")) group.last_enqueued = g["last_enqueued"].get<std::int64_t>();
+    if (g.contains("last_started")) group.last_started = g["last_started"].get<std::int64_t>();
+    if (g.contains("last_completed"))
+      group.last_completed = g["last_completed"].get<std::int64_t>();
+    r.groups[id] = group;
+  }
+  for (const auto& e : j.value("entries", json::array())) {
+    FlightEntry entry;
+    entry.pg = e.value("pg", "");
+    entry.collective_seq_id = e.value("seq", std::int64_t{0});
+    entry.p2p_seq_id = e.value("p2p_seq", std::int64_t{0});
+    entry.is_p2p = e.value("is_p2p", false);
+    entry.profiling_name = e.value("op", "");
+    entry.input_sizes = e.value("input_sizes", "");
+    entry.input_dtypes = e.value("input_dtypes", "");
+    entry.output_sizes = e.value("output_sizes", "");
+    entry.state = e.value("state", "");
+    entry.time_created_ns = e.value("time_created_ns", std::int64_t{0});
+    r.entries.push_back(entry);
+  }
+  return r;
+}
+
+}  // namespace hangscope::collectives

@@ -1,0 +1,235 @@
+// Flight-recorder dumps: the strict reader of torch's C++ pickles, both dump formats (fixtures
+// written opcode for opcode as torch's Pickler does, tools/fixtures/make_flight_recorder_dumps.py),
+// finding and triggering dumps, and the correlation across ranks: the rank one collective
+// behind is named although every rank's stack is the same all_reduce.
+#include "hangscope/collectives/flight_recorder.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "analysis_builders.h"
+#include "hangscope/analysis/analysis.h"
+#include "hangscope/collectives/torch_pickle.h"
+#include "hangscope/common/error.h"
+#include "hangscope/common/files.h"
+#include "target_process.h"
+
+namespace hangscope::collectives {
+namespace {
+
+using namespace analysis::testing_builders;
+
+std::string fixture_bytes(const std::string& name) {
+  const auto read =
+      read_file(std::string(HANGSCOPE_SOURCE_DIR) + "/tests/fixtures/flight_recorder/" + name);
+  if (!read.text) throw Error("missing fixture " + name);
+  return *read.text;
+}
+
+FlightRecord fixture_record(const std::string& the_case, const std::string& format, int rank) {
+  auto r = parse_flight_record(
+      fixture_bytes(the_case + "/" + format + "/nccl_trace_rank_" + std::to_string(rank)));
+  r.rank = rank;
+  return r;
+}
+
+TEST(TorchPickle, BothFormatsReadTheSameDump) {
+  const auto pickled = fixture_record("behind", "pickle", 0);
+  const auto json = fixture_record("behind", "json", 0);
+  EXPECT_EQ(pickled.format, "pickle");
+  EXPECT_EQ(json.format, "json");
+  EXPECT_EQ(pickled.version, "2.4");
+  EXPECT_EQ(to_json(pickled)["groups"], to_json(json)["groups"]);
+  EXPECT_EQ(to_json(pickled)["entries"], to_json(json)["entries"]);
+  const auto& g = pickled.groups.at("0");
+  EXPECT_EQ(g.desc, "default_pg");
+  EXPECT_EQ(g.ranks, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(g.last_enqueued, 6);
+  EXPECT_EQ(g.last_completed, 5);
+  ASSERT_EQ(pickled.entries.size(), 6u);
+  EXPECT_EQ(pickled.entries.back().describe(), "nccl:all_reduce #6 [[3,4]] [\"Float\"] started");
+  // Large values take LONG1 (time_created_ns), memoised strings BINGET: both read back.
+  EXPECT_EQ(pickled.entries.front().time_created_ns, 1'790'000'000'000'000'000);
+}
+
+TEST(TorchPickle, TypeTaggedAggregatesAreRead) {
+  const auto r = parse_flight_record(fixture_bytes("special/tagged.pkl"));
+  EXPECT_EQ(r.entries.size(), 3u);
+  EXPECT_EQ(r.groups.at("0").last_completed, 3);
+}
+
+TEST(TorchPickle, AnythingElseIsRefusedWithTheReason) {
+  const auto error_of = [](const std::string& bytes) {
+    try {
+      parse_flight_record(bytes);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(error_of(fixture_bytes("special/truncated.pkl")).find("truncated"), std::string::npos);
+  const auto object = error_of(fixture_bytes("special/object.pkl"));
+  EXPECT_NE(object.find("is not one torch writes for data"), std::string::npos) << object;
+  EXPECT_NE(error_of(fixture_bytes("special/no_entries.json")).find("no `entries` list"),
+            std::string::npos);
+  EXPECT_NE(error_of("\x80\x03}.").find("protocol 3"), std::string::npos);
+  EXPECT_NE(error_of("garbage").find("neither pickle nor JSON"), std::string::npos);
+  // Flipped bytes anywhere in a real dump: an error or a value, never a crash.
+  const std::string good = fixture_bytes("behind/pickle/nccl_trace_rank_0");
+  std::mt19937 random(7);
+  int refused = 0;
+  for (int i = 0; i < 2000; ++i) {
+    std::string bad = good;
+    bad[random() % bad.size()] = static_cast<char>(random() % 256);
+    if (random() % 4 == 0) bad.resize(random() % bad.size());
+    refused += error_of(bad) != "accepted";
+  }
+  EXPECT_GT(refused, 0);
+}
+
+TEST(FlightRecorder, TheNewestDumpOfTheRanksPrefixesIsRead) {
+  const auto root = testing::temp_path("fr-root");
+  std::system(("mkdir -p " + root + "/dumps " + root + "/home/u/.cache/torch").c_str());
+  std::ofstream(root + "/home/u/.cache/torch/comm_lib_trace_rank_2")
+      << fixture_bytes("healthy/json/nccl_trace_rank_2");
+  ::sleep(1);
+  std::ofstream(root + "/dumps/fr_2") << fixture_bytes("behind/pickle/nccl_trace_rank_2");
+  const std::map<std::string, std::string> env = {{"TORCH_FR_DUMP_TEMP_FILE", "/dumps/fr_"},
+                                                  {"HOME", "/home/u"}};
+  const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  const auto r = read_flight_record(root, env, 2, now, std::chrono::seconds(600));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->path, "/dumps/fr_2");
+  EXPECT_EQ(r->format, "pickle");
+  EXPECT_TRUE(r->fresh);
+  EXPECT_EQ(r->groups.at("0").last_enqueued, 5);
+  const auto later = now + 3'600'000'000'000;  // an hour later: stale
+  EXPECT_FALSE(read_flight_record(root, env, 2, later, std::chrono::seconds(600))->fresh);
+  EXPECT_FALSE(read_flight_record(root, env, 7, now, std::chrono::seconds(600)));
+  std::ofstream(root + "/dumps/fr_3") << "{broken";
+  EXPECT_NE(
+      read_flight_record(root, env, 3, now, std::chrono::seconds(600))->error.find("/dumps/fr_3"),
+      std::string::npos);
+  std::system(("rm -rf " + root).c_str());
+}
+
+TEST(FlightRecorder, ADumpIsTriggeredThroughTheRanksFifo) {
+  const auto root = testing::temp_path("fr-fifo");
+  std::system(("mkdir -p " + root + "/run").c_str());
+  const std::map<std::string, std::string> env = {
+      {"TORCH_NCCL_DEBUG_INFO_PIPE_FILE", "/run/fr_pipe_"},
+      {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "/run/fr_dump_"}};
+  EXPECT_NE(trigger_flight_dump(root, {}, 0, std::chrono::milliseconds(100)).find("not set"),
+            std::string::npos);
+  EXPECT_NE(trigger_flight_dump(root, env, 0, std::chrono::milliseconds(100)).find("no fifo"),
+            std::string::npos);
+  ASSERT_EQ(::mkfifo((root + "/run/fr_pipe_0.pipe").c_str(), 0600), 0);
+  // Nobody reads the fifo yet: refused at once, never blocking.
+  EXPECT_NE(trigger_flight_dump(root, env, 0, std::chrono::milliseconds(100)).find("nobody reads"),
+            std::string::npos);
+  // A rank's dump thread: reads the fifo, then writes its dump (as ProcessGroupNCCL does).
+  std::thread rank([&] {
+    std::ifstream pipe(root + "/run/fr_pipe_0.pipe");
+    std::string request;
+    std::getline(pipe, request);
+    std::ofstream(root + "/run/fr_dump_0") << fixture_bytes("behind/pickle/nccl_trace_rank_0");
+  });
+  std::string result = "not tried";
+  testing::eventually(
+      [&] {
+        result = trigger_flight_dump(root, env, 0, std::chrono::milliseconds(3000));
+        return result.find("nobody reads") == std::string::npos;
+      },
+      std::chrono::seconds(5));
+  rank.join();
+  EXPECT_EQ(result, "");
+  std::system(("rm -rf " + root).c_str());
+}
+
+// Four ranks all in the same all_reduce (same stacks), with the case's dumps.
+analysis::Bundle job_with_dumps(const std::string& the_case, const std::string& format) {
+  JobBuilder job(4);
+  for (int r = 0; r < 4; ++r) {
+    job.rank(r, all_reduce_stack());
+    const auto path = std::string(HANGSCOPE_SOURCE_DIR) + "/tests/fixtures/flight_recorder/" +
+                      the_case + "/" + format + "/nccl_trace_rank_" + std::to_string(r);
+    if (::access(path.c_str(), R_OK) == 0) job.flight(r, fixture_record(the_case, format, r));
+  }
+  return job.bundle();
+}
+
+const analysis::Verdict* verdict(const analysis::Analysis& a, const std::string& id) {
+  for (const auto& v : a.verdicts) {
+    if (v.id == id) return &v;
+  }
+  return nullptr;
+}
+
+TEST(Correlation, TheRankOneCollectiveBehindIsNamed) {
+  for (const std::string format : {"pickle", "json"}) {
+    const auto bundle = job_with_dumps("behind", format);
+    const auto a = analysis::analyze(bundle);
+    const auto* v = verdict(a, "collective-behind");
+    ASSERT_NE(v, nullptr) << format;
+    EXPECT_EQ(v->diverged_ranks, std::vector<int>{2});
+    EXPECT_EQ(v->waiting_ranks, (std::vector<int>{0, 1, 3}));
+    EXPECT_EQ(a.verdicts.front().id, "collective-behind") << a.conclusion;
+    EXPECT_NE(v->summary.find("wait in collective nccl:all_reduce #6"), std::string::npos)
+        << v->summary;
+    EXPECT_EQ(a.jobs[0].find(0)->waits_for, std::vector<int>{2});
+    EXPECT_EQ(a.jobs[0].find(2)->collectives.at(0),
+              "process group 0 (default_pg): issued #5, started #5, completed #5; last "
+              "nccl:all_reduce #5 [[3,4]] [\"Float\"] completed");
+  }
+}
+
+TEST(Correlation, TypeAndSizeMismatchesNameTheOddRank) {
+  const auto type = job_with_dumps("type_mismatch", "pickle");
+  const auto a = analysis::analyze(type);
+  const auto* v = verdict(a, "collective-mismatch");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->diverged_ranks, std::vector<int>{1});
+  EXPECT_NE(v->summary.find("nccl:all_gather #6"), std::string::npos) << v->summary;
+  const auto size = job_with_dumps("size_mismatch", "json");
+  const auto b = analysis::analyze(size);
+  const auto* w = verdict(b, "collective-mismatch");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->diverged_ranks, std::vector<int>{3});
+  EXPECT_NE(w->summary.find("[[4,4]]"), std::string::npos) << w->summary;
+}
+
+TEST(Correlation, HealthyDumpsAndAMissingRank) {
+  const auto healthy = job_with_dumps("healthy", "pickle");
+  const auto a = analysis::analyze(healthy);
+  EXPECT_EQ(verdict(a, "collective-behind"), nullptr);
+  EXPECT_EQ(verdict(a, "collective-mismatch"), nullptr);
+  EXPECT_EQ(a.jobs[0].find(1)->collectives.size(), 1u);
+  // Rank 3 left no dump: nothing to be behind of, and no verdict invented for it.
+  const auto missing = job_with_dumps("missing_rank", "pickle");
+  const auto b = analysis::analyze(missing);
+  EXPECT_EQ(verdict(b, "collective-behind"), nullptr);
+  EXPECT_TRUE(b.jobs[0].find(3)->collectives.empty());
+}
+
+TEST(Correlation, StaleDumpsAreNotTrusted) {
+  JobBuilder job(4);
+  for (int r = 0; r < 4; ++r) {
+    auto record = fixture_record("behind", "pickle", r);
+    record.fresh = r != 2;  // rank 2's dump is old: it says nothing about now
+    job.rank(r, all_reduce_stack()).flight(r, record);
+  }
+  const auto bundle = job.bundle();
+  const auto a = analysis::analyze(bundle);
+  EXPECT_EQ(verdict(a, "collective-behind"), nullptr);
+  EXPECT_TRUE(a.jobs[0].find(2)->collectives.empty());
+}
+
+}  // namespace
+}  // namespace hangscope::collectives
