@@ -27,6 +27,7 @@ struct CollectArguments {
   std::vector<int> pids;
   std::string select;
   bool locals = false;
+  bool trigger_fr_dump = false;
   std::vector<std::string> log_globs;
 };
 
@@ -44,6 +45,7 @@ int collect_once(const CollectArguments& args) {
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < args.samples; ++i) {
     std::this_thread::sleep_until(start + i * *interval);
+    options.trigger_flight_dumps = args.trigger_fr_dump && i == args.samples - 1;
     samples.push_back(capture::capture_node(options));
     samples.back().sample_index = i;
     spdlog::info("sample {}: {} processes", i, samples.back().processes.size());
@@ -68,6 +70,7 @@ int run_collect(const CollectArguments& args) {
     options.node_name = args.node_name;
     options.pids.assign(args.pids.begin(), args.pids.end());
     options.log_globs = args.log_globs;
+    options.trigger_flight_dumps = args.trigger_fr_dump;
     return agent::serve(options);
   } catch (const Error& e) {
     std::cerr << "hangscope: error: " << e.what() << "\n";
@@ -102,6 +105,9 @@ CommandRunner register_collect_command(CLI::App& app) {
   app.add_option("--select", args->select,
                  "Only discovered processes whose command line matches this regex (--once)");
   app.add_flag("--locals", args->locals, "Python locals (--once)");
+  app.add_flag("--trigger-fr-dump", args->trigger_fr_dump,
+               "Ask each rank for a fresh flight-recorder dump through its "
+               "TORCH_NCCL_DEBUG_INFO_PIPE_FILE fifo (last sample; waits up to 5 s)");
   app.add_option("--log", args->log_globs,
                  "Extra log files (glob); lines are given to ranks by their \"pid=N\" prefix");
   app.footer(

@@ -34,6 +34,7 @@ struct DiagnoseArguments {
   std::vector<int> pids;
   std::string select;
   std::string rules_dir;
+  bool trigger_fr_dump = false;
 };
 
 std::string utc_stamp() {
@@ -127,6 +128,7 @@ analysis::Bundle from_local_node(const DiagnoseArguments& args, std::chrono::mil
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < args.samples; ++i) {
     std::this_thread::sleep_until(start + i * interval);
+    options.trigger_flight_dumps = args.trigger_fr_dump && i == args.samples - 1;
     bundle.snapshots.push_back(capture::capture_node(options));
     bundle.snapshots.back().sample_index = i;
     progress.say("local sample " + std::to_string(i + 1) + "/" + std::to_string(args.samples));
@@ -184,6 +186,9 @@ CommandRunner register_diagnose_command(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--pid", args->pids,
                  "Local capture: these processes instead of discovering ranks");
+  app.add_flag("--trigger-fr-dump", args->trigger_fr_dump,
+               "Local capture: ask each rank for a fresh flight-recorder dump through its "
+               "TORCH_NCCL_DEBUG_INFO_PIPE_FILE fifo (agents: `collect --trigger-fr-dump`)");
   app.add_option("--select", args->select,
                  "Local capture: only processes whose command line matches this regex");
   app.footer(

@@ -82,6 +82,15 @@ json rank_json(const RankEntry& r) {
     out["title"] = id.title;
     out["log_lines"] = log_lines(p);
     out["facts"] = p->facts;
+    out["collectives"] = r.collectives;
+    if (p->flight_record) {
+      const auto& fr = *p->flight_record;
+      out["flight_recorder"] = {{"path", fr.path},       {"format", fr.format},
+                                {"version", fr.version}, {"fresh", fr.fresh},
+                                {"error", fr.error},     {"written_unix_ns", fr.written_unix_ns}};
+    } else {
+      out["flight_recorder"] = nullptr;
+    }
     out["error"] = p->error.empty() ? json(nullptr) : json(p->error);
   } else {
     for (const char* key : {"local_rank", "world_size", "tp", "pp", "dp"}) out[key] = nullptr;
@@ -90,6 +99,8 @@ json rank_json(const RankEntry& r) {
     out["title"] = "";
     out["log_lines"] = json::array();
     out["facts"] = json::object();
+    out["collectives"] = json::array();
+    out["flight_recorder"] = nullptr;
     out["error"] = nullptr;
   }
   return out;

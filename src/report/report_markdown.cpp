@@ -112,6 +112,23 @@ std::string rank_row(const RankEntry& r) {
          (r.class_id ? std::to_string(r.class_id) : "-") + " |\n";
 }
 
+// Each rank's collectives per process group, from its flight recorder (when it left a dump).
+std::string collectives_lines(const analysis::Job& job) {
+  std::ostringstream md;
+  std::size_t shown = 0;
+  for (const auto& r : job.ranks) {
+    for (const auto& line : r.collectives) {
+      if (shown++ == kRankRowsShown) {
+        md << "- … more in report.json\n";
+        return "Collectives (flight recorder):\n\n" + md.str() + "\n";
+      }
+      md << "- rank " << *r.rank << ": " << cell(line) << "\n";
+    }
+  }
+  const std::string lines = md.str();
+  return lines.empty() ? "" : "Collectives (flight recorder):\n\n" + lines + "\n";
+}
+
 std::string ranks_section(const analysis::Analysis& a) {
   std::ostringstream md;
   for (const auto& job : a.jobs) {
@@ -130,6 +147,7 @@ std::string ranks_section(const analysis::Analysis& a) {
       md << rank_row(r);
     }
     md << "\n";
+    md << collectives_lines(job);
     if (!job.classes.empty()) {
       md << "Classes (ranks waiting at the same place):\n\n";
       for (const auto& c : job.classes) {

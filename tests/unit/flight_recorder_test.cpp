@@ -17,6 +17,7 @@
 #include "hangscope/collectives/torch_pickle.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
+#include "hangscope/report/report.h"
 #include "target_process.h"
 
 namespace hangscope::collectives {
@@ -188,6 +189,20 @@ TEST(Correlation, TheRankOneCollectiveBehindIsNamed) {
               "process group 0 (default_pg): issued #5, started #5, completed #5; last "
               "nccl:all_reduce #5 [[3,4]] [\"Float\"] completed");
   }
+}
+
+TEST(Correlation, TheReportShowsEachRanksCollectives) {
+  const auto bundle = job_with_dumps("behind", "pickle");
+  const auto a = analysis::analyze(bundle);
+  const auto md = report::report_markdown(bundle, a);
+  EXPECT_NE(md.find("Collectives (flight recorder):"), std::string::npos);
+  EXPECT_NE(md.find("- rank 2: process group 0 (default_pg): issued #5"), std::string::npos);
+  EXPECT_EQ(md.find("# hangscope: Rank 2 is behind in process group 0"), 0u) << md.substr(0, 200);
+  const auto json = report::report_json(bundle, a);
+  const auto& rank2 = json["ranks"][2];
+  EXPECT_EQ(rank2["rank"], 2);
+  EXPECT_EQ(rank2["flight_recorder"]["format"], "pickle");
+  EXPECT_NE(rank2["collectives"][0].get<std::string>().find("completed #5"), std::string::npos);
 }
 
 TEST(Correlation, TypeAndSizeMismatchesNameTheOddRank) {
