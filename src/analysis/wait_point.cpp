@@ -309,6 +309,35 @@ std::string WaitPoint::describe() const {
   return out;
 }
 
+std::string WaitPoint::arguments() const {
+  std::vector<std::string> parts;
+  const auto add = [&](const std::string& label, const std::optional<std::string>& value) {
+    if (value && !value->empty() && *value != "None") parts.push_back(label + ": " + *value);
+  };
+  if (kind == WaitKind::kCollective || kind == WaitKind::kRendezvous) {
+    // The group a collective runs on: its ranks where a caller names them, else the object.
+    const auto group = local("group");
+    if (const auto ranks = local("group_ranks") ? local("group_ranks") : local("ranks")) {
+      parts.push_back("group ranks: " + *ranks);
+    } else if (group && *group == "None") {
+      parts.push_back("group: the default group (world)");
+    } else {
+      add("group", group);
+    }
+    add("group_name", local("group_name"));
+    add("src", local("src"));
+    add("dst", local("dst"));
+    add("tensor", local("tensor"));
+  }
+  if (kind == WaitKind::kStore) {
+    add("key", local("key"));
+    add("keys", local("keys"));
+  }
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : "; ") + p;
+  return out;
+}
+
 std::optional<std::string> WaitPoint::local(std::string_view name) const {
   for (const auto& frame : frame_locals) {
     for (const auto& [key, value] : frame) {

@@ -37,6 +37,7 @@ json wait_point_json(const analysis::WaitPoint& w, bool captured) {
     for (const auto& [name, value] : w.frame_locals.front()) arguments[name] = value;
   }
   out["arguments"] = std::move(arguments);
+  out["call"] = w.arguments();
   out["text"] = w.describe();
   return out;
 }

@@ -95,6 +95,12 @@ std::string verdict_section(const analysis::Analysis& a) {
   return md.str();
 }
 
+// "barrier in … <- main (x.py:9); group: the default group (world)".
+std::string wait_with_arguments(const analysis::WaitPoint& w) {
+  const std::string arguments = w.arguments();
+  return w.describe() + (arguments.empty() ? "" : "; " + arguments);
+}
+
 std::string rank_row(const RankEntry& r) {
   const auto* p = r.latest();
   std::string layout = "-";
@@ -108,7 +114,7 @@ std::string rank_row(const RankEntry& r) {
          std::string(to_string(r.state)) + " | " + progressing + " | " +
          (r.stuck_since_ns ? utc_time(*r.stuck_since_ns) + " (" + r.stuck_since_source + ")"
                            : "-") +
-         " | " + (p && p->dump ? cell(r.wait.describe()) : "-") + " | " +
+         " | " + (p && p->dump ? cell(wait_with_arguments(r.wait)) : "-") + " | " +
          (r.class_id ? std::to_string(r.class_id) : "-") + " |\n";
 }
 

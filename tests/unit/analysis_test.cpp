@@ -284,6 +284,24 @@ TEST(Verdicts, TwoJobsAreAnalysedApart) {
   EXPECT_EQ(a.verdicts[0].job, "10.0.0.1:29500");
 }
 
+TEST(WaitPoints, TheArgumentsOfTheWaitingCallComeFromItsLocals) {
+  const auto bundle =
+      JobBuilder(3)
+          .rank(0, store_wait_stack(0))
+          .rank(1, {native("c10d::ProcessGroupGloo::AsyncWork::wait"),
+                    py("barrier", kC10d, 3152, {{"group", "None"}, {"async_op", "False"}}),
+                    py("run_rank", kUser, 70)})
+          .rank(2, {native("c10d::ProcessGroupGloo::AsyncWork::wait"),
+                    py("all_reduce", kC10d, 1536,
+                       {{"group", "<torch._C._distributed_c10d.ProcessGroupGloo>"}}),
+                    py("sync_step", kUser, 80, {{"group_ranks", "[0, 2]"}})})
+          .bundle();
+  const auto a = analyze(bundle);
+  EXPECT_EQ(a.jobs[0].find(0)->wait.arguments(), "key: 'weights/0/ready'");
+  EXPECT_EQ(a.jobs[0].find(1)->wait.arguments(), "group: the default group (world)");
+  EXPECT_EQ(a.jobs[0].find(2)->wait.arguments(), "group ranks: [0, 2]");
+}
+
 // Gloo's full mesh between 4 ranks on 2 nodes (ranks 0,1 on 198.51.100.1, 2,3 on .2), each
 // connection recorded by both ends, without the pairs listed in `cut`; plus every rank's
 // connection to the store (port 29500 on rank 0), which does not count as a peer.

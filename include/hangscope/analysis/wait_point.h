@@ -58,6 +58,9 @@ struct WaitPoint {
   std::string class_key() const;
   // One line for people: "barrier (torch/distributed/distributed_c10d.py:3145) <- main (x.py:9)".
   std::string describe() const;
+  // What the waiting call was given, from the locals (for people): "group: the default group
+  // (world); keys: 'weights/1/ready'", or "" when the locals say nothing.
+  std::string arguments() const;
   // The value of a local of the primitive frame or its callers (innermost first).
   std::optional<std::string> local(std::string_view name) const;
 };
