@@ -312,7 +312,10 @@ FlightRecord flight_record_from_json(const json& j) {
   r.fresh = j.value("fresh", true);
   r.error = j.value("error", "");
   if (j.contains("rank") && j["rank"].is_number_integer()) r.rank = j["rank"].get<int>();
-  for (const auto& [id, g] : j.value("groups", json::object()).items()) {
+  // Named copies: iterating items() of a temporary would read freed memory.
+  const json groups = j.value("groups", json::object());
+  const json entries = j.value("entries", json::array());
+  for (const auto& [id, g] : groups.items()) {
     FlightGroup group;
     group.id = id;
     group.name = g.value("name", "");
@@ -324,7 +327,7 @@ FlightRecord flight_record_from_json(const json& j) {
       group.last_completed = g["last_completed"].get<std::int64_t>();
     r.groups[id] = group;
   }
-  for (const auto& e : j.value("entries", json::array())) {
+  for (const auto& e : entries) {
     FlightEntry entry;
     entry.pg = e.value("pg", "");
     entry.collective_seq_id = e.value("seq", std::int64_t{0});

@@ -219,8 +219,8 @@ capture::NodeSnapshot decode(const v1::NodeSnapshot& in) {
         r.flight_record =
             collectives::flight_record_from_json(nlohmann::json::parse(p.flight_record()));
       } catch (const nlohmann::json::exception& e) {
-        r.error +=
-            std::string(r.error.empty() ? "" : "; ") + "flight record unreadable: " + e.what();
+        r.flight_record = collectives::FlightRecord{};
+        r.flight_record->error = std::string("unreadable in the snapshot: ") + e.what();
       }
     }
     r.environment_source = p.environment_source();

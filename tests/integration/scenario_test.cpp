@@ -176,5 +176,36 @@ TEST(Scenarios, PipelineGraphNamesTheStuckEarlyStageRank) {
   EXPECT_EQ((*rank_entry(s.report(), 2))["pp"], 1);  // from the VLLM::Worker_PP1_TP0 title
 }
 
+TEST(Scenarios, FlightRecorderNamesTheRankOneCollectiveBehind) {
+  if (skip_without_root()) GTEST_SKIP() << "namespaces need root";
+  // Every rank loops on the same all_reduce; rank 3 stopped after #5, ranks 0-2 wait in #6.
+  // The agents (--trigger-fr-dump) ask each rank's fifo for a dump; none exists before.
+  Scenario s("collective-behind");
+  ASSERT_TRUE(s.cluster.up());
+  for (int node = 0; node < 2; ++node) {
+    for (int rank = node * 2; rank < node * 2 + 2; ++rank) {
+      EXPECT_NE(::access((s.cluster.dir() + "/node" + std::to_string(node) +
+                          "/flight-recorder/nccl_trace_rank_" + std::to_string(rank))
+                             .c_str(),
+                         F_OK),
+                0)
+          << "a dump before anyone asked";
+    }
+  }
+  ASSERT_TRUE(s.run());
+  s.expect_verdict("collective-behind", json::array({3}));
+  const auto& top = s.report()["verdicts"][0];
+  EXPECT_EQ(top["waiting_ranks"], json::array({0, 1, 2}));
+  EXPECT_NE(top["summary"].get<std::string>().find("wait in collective nccl:all_reduce #6"),
+            std::string::npos)
+      << top["summary"];
+  const auto* r3 = rank_entry(s.report(), 3);
+  ASSERT_NE(r3, nullptr);
+  EXPECT_EQ((*r3)["facts"]["flight_recorder.trigger"], "requested");
+  EXPECT_EQ((*r3)["flight_recorder"]["format"], "pickle");
+  EXPECT_NE((*r3)["collectives"][0].get<std::string>().find("issued #5"), std::string::npos);
+  EXPECT_EQ((*rank_entry(s.report(), 0))["waits_for"], json::array({3}));
+}
+
 }  // namespace
 }  // namespace hangscope

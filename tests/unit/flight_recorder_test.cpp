@@ -18,6 +18,7 @@
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
 #include "hangscope/report/report.h"
+#include "hangscope/snapshot/codec.h"
 #include "target_process.h"
 
 namespace hangscope::collectives {
@@ -91,6 +92,30 @@ TEST(TorchPickle, AnythingElseIsRefusedWithTheReason) {
     refused += error_of(bad) != "accepted";
   }
   EXPECT_GT(refused, 0);
+}
+
+TEST(FlightRecorder, TheRecordSurvivesASnapshotFile) {
+  // What an agent sends and a bundle keeps: written, read back, the same record.
+  capture::NodeSnapshot node;
+  node.node_name = "node0";
+  capture::ProcessRecord p;
+  p.pid = 42;
+  p.identity.role = "rank";
+  p.identity.rank = 2;
+  p.flight_record = fixture_record("behind", "pickle", 2);
+  p.flight_record->path = "/tmp/nccl_trace_rank_2";
+  node.processes.push_back(p);
+  const auto file = testing::temp_path("fr-snapshot") + ".json";
+  snapshot::write_file(file, {node});
+  const auto back = snapshot::read_file(file);
+  ::unlink(file.c_str());
+  ASSERT_EQ(back.size(), 1u);
+  ASSERT_TRUE(back[0].processes.at(0).flight_record);
+  const auto& fr = *back[0].processes[0].flight_record;
+  EXPECT_EQ(fr.error, "");
+  EXPECT_EQ(fr.path, "/tmp/nccl_trace_rank_2");
+  EXPECT_EQ(to_json(fr), to_json(*p.flight_record));
+  EXPECT_EQ(fr.groups.at("0").last_enqueued, 5);
 }
 
 TEST(FlightRecorder, TheNewestDumpOfTheRanksPrefixesIsRead) {

@@ -17,6 +17,16 @@ Scenarios (``--scenario``; the diverged rank is ``--diverged-rank``):
   pipeline              two pipeline stages (even world size >= 4, titles VLLM::Worker_PP<s>_TP<t>):
                         the diverged stage-0 rank blocks on a lock and never sends; its stage-0
                         peers sent and wait in the stage barrier; stage 1 waits in dist.recv.
+  collective-behind     a simulated flight recorder on every rank (world size >= 2;
+                        tools/repro/flight_recorder_sim.py): every rank runs a decode loop of
+                        all-reduces on the world group, each recorded (pg "0" / "default_pg");
+                        the diverged rank does 5 steps, then blocks in prepare_batch (its last
+                        collective: #5 completed); the others wait in all-reduce #6 (started).
+                        Each rank's dump thread makes the fifo
+                        ${TORCH_NCCL_DEBUG_INFO_PIPE_FILE}<rank>.pipe and, each time something
+                        is written into it (hangscope --trigger-fr-dump), writes the dump,
+                        torch's pickle, to ${TORCH_NCCL_DEBUG_INFO_TEMP_FILE}<rank>; never
+                        before. The ranks need both variables; the launcher sets them (below).
 
 Seed scenarios, with the simulated vLLM / FlashInfer / Ray / torch symmetric-memory modules of
 tools/repro/sim (real module paths and function names; see its README.md):
@@ -79,7 +89,10 @@ More vLLM hangs on the same simulated modules (one node, the local launcher):
                         the diverged rank took the wave for finished and waits in
                         _process_input_queue (input_queue.get()).
 The launcher gives autotune-cache, gpu-p2p-spin and warmup-timeout a temporary VLLM_CACHE_ROOT
-(removed when it ends, also on SIGTERM) unless VLLM_CACHE_ROOT is set.
+(removed when it ends, also on SIGTERM) unless VLLM_CACHE_ROOT is set. For collective-behind it
+sets TORCH_NCCL_DEBUG_INFO_PIPE_FILE and TORCH_NCCL_DEBUG_INFO_TEMP_FILE to <dir>/nccl_trace_rank_
+in a temporary directory (removed when it ends, also on SIGTERM), each unless already set (then
+as set: the dumps go there and stay; the fifos are removed when the ranks have ended).
 
 Launcher mode (default) starts ``--world-size`` rank processes with torchrun-style environment
 variables (RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; one node);
@@ -100,6 +113,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -109,7 +123,7 @@ import time
 SCENARIOS = ("store-wait", "collective-mismatch", "busy", "stopped", "store-exit",
              "uninterruptible", "allreduce-loop", "pipeline", "symmetric-memory",
              "autotune-cache", "compiled-dag", "gpu-p2p-spin", "shm-broadcast-skip",
-             "warmup-timeout", "dp-dummy-desync")
+             "warmup-timeout", "dp-dummy-desync", "collective-behind")
 # The scenarios that run on the simulated vLLM / FlashInfer / Ray modules.
 SIM_SCENARIOS = ("symmetric-memory", "autotune-cache", "compiled-dag", "gpu-p2p-spin",
                  "shm-broadcast-skip", "warmup-timeout", "dp-dummy-desync")
@@ -129,6 +143,11 @@ CUSTOM_ALLREDUCE_WORLD_SIZES = (2, 4, 6, 8, 16)
 COMPILE_CACHE_HASH = "3c9e1f07ab"
 # shm-broadcast-skip: the size of the tmpfs mounted (and filled) on /dev/shm.
 FULL_SHM_SIZE = "64k"
+# collective-behind: the decode steps (all-reduces) every rank completes before the diverged
+# rank stalls; the others then wait in all-reduce #COLLECTIVE_BEHIND_STEPS + 1.
+COLLECTIVE_BEHIND_STEPS = 5
+# collective-behind: the flight recorder's variables (fifo and dump prefixes; rank appended).
+FLIGHT_RECORDER_VARIABLES = ("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
 
 
 def die_with_parent():
@@ -213,6 +232,43 @@ def decode_step():
     while True:
         dist.all_reduce(torch.ones(8))
         step += 1
+
+
+def decode_loop(recorder, rank, diverged):
+    """collective-behind: the decode loop, one recorded all-reduce on the world group per step.
+    After COLLECTIVE_BEHIND_STEPS steps the diverged rank prepares a batch that never comes
+    (its last collective is #COLLECTIVE_BEHIND_STEPS, completed); the others go on into the next
+    step's all-reduce and wait there (started)."""
+    step = 0
+    while True:
+        if step == COLLECTIVE_BEHIND_STEPS:
+            announce(f"rank {rank} pid {os.getpid()} {'diverged' if diverged else 'waiting'}")
+            if diverged:
+                prepare_batch()
+        decode_token(recorder)
+        step += 1
+
+
+def decode_token(recorder):
+    """One decode step: the logits' all-reduce across the world group, through the recorder."""
+    import torch
+    recorder.all_reduce(torch.ones(4, 8))
+
+
+def prepare_batch():
+    """The diverged rank waits forever for a batch that never comes (no collective issued)."""
+    threading.Event().wait()
+
+
+def run_collective_behind(rank, world_size, diverged_rank, timeout):
+    """collective-behind: the simulated flight recorder and its dump thread (the fifo exists
+    before the first step), then the decode loop."""
+    sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+    import flight_recorder_sim
+    recorder = flight_recorder_sim.FlightRecorder(
+        rank, world_size, timeout_ms=int(timeout.total_seconds() * 1000))
+    flight_recorder_sim.start_dump_thread(recorder)
+    decode_loop(recorder, rank, rank == diverged_rank)
 
 
 def send_activations(dst):
@@ -571,6 +627,13 @@ def scenario_error(scenario, world_size, diverged_rank):
         if not 0 <= diverged_rank < world_size // 2:
             return (f"--scenario compiled-dag: --diverged-rank must be in pipeline stage 0 "
                     f"(0..{world_size // 2 - 1}), got {diverged_rank}")
+    if scenario == "collective-behind":
+        if world_size < 2:
+            return (f"--scenario collective-behind needs a world size >= 2 (a rank behind and "
+                    f"ranks waiting for it), got {world_size}")
+        if not 0 <= diverged_rank < world_size:
+            return (f"--scenario collective-behind: --diverged-rank must be a rank "
+                    f"(0..{world_size - 1}), got {diverged_rank}")
     if scenario == "store-exit" and diverged_rank == 0:
         return "--scenario store-exit: --diverged-rank must not be 0 (rank 0 hosts the TCPStore)"
     if scenario == "pipeline":
@@ -597,6 +660,12 @@ def run_rank(args, parser):
             and not os.environ.get("VLLM_CACHE_ROOT")):
         error = (f"--scenario {args.scenario}: the ranks need the node's VLLM_CACHE_ROOT "
                  f"(the launcher sets it)")
+    if not error and args.scenario == "collective-behind":
+        missing = [name for name in FLIGHT_RECORDER_VARIABLES if not os.environ.get(name)]
+        if missing:
+            error = (f"--scenario collective-behind: the ranks need {' and '.join(missing)} "
+                     f"(the flight recorder's fifo and dump prefixes; the launcher and "
+                     f"tools/testbed/node.sh set them)")
     if error:
         parser.error(error)
     import torch.distributed as dist
@@ -656,6 +725,8 @@ def run_rank(args, parser):
     elif args.scenario == "dp-dummy-desync":
         run_dp_dummy_desync(rank, int(os.environ.get("LOCAL_RANK", "0")), world_size,
                             args.diverged_rank)
+    elif args.scenario == "collective-behind":
+        run_collective_behind(rank, world_size, args.diverged_rank, timeout)
     elif args.scenario == "allreduce-loop":
         announce(f"rank {rank} pid {os.getpid()} progressing")
         decode_step()
@@ -692,6 +763,18 @@ def run_rank(args, parser):
         announce(f"rank {rank} left the barrier")
 
 
+def remove_dump_fifos(pipe_prefix, world_size):
+    """collective-behind, the ranks ended: their dump fifos (${pipe_prefix}<rank>.pipe), which a
+    killed rank leaves behind; the dumps stay."""
+    for rank in range(world_size):
+        path = f"{pipe_prefix}{rank}.pipe"
+        try:
+            if stat.S_ISFIFO(os.lstat(path).st_mode):
+                os.unlink(path)
+        except OSError:
+            pass
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -708,6 +791,17 @@ def launch(args):
         # The ranks' (one node's) vLLM cache, removed when the launcher ends, also on SIGTERM.
         cache_root = vllm_cache_root = tempfile.mkdtemp(prefix="gloo_barrier_hang-vllm-cache-")
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    flight_dir = None
+    flight_env = {}
+    if args.scenario == "collective-behind":
+        # The ranks' flight-recorder fifos and dumps, in a temporary directory removed when the
+        # launcher ends, also on SIGTERM; a variable already set is used as it is (the dumps
+        # stay there, the fifos are removed when the ranks have ended).
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+        unset = [name for name in FLIGHT_RECORDER_VARIABLES if not os.environ.get(name)]
+        if unset:
+            flight_dir = tempfile.mkdtemp(prefix="gloo_barrier_hang-flight-recorder-")
+            flight_env = {name: os.path.join(flight_dir, "nccl_trace_rank_") for name in unset}
     try:
         if args.scenario == "gpu-p2p-spin":
             leave_gpu_p2p_cache(vllm_cache_root, args.world_size)
@@ -720,6 +814,7 @@ def launch(args):
                        MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
             if cache_root:
                 env["VLLM_CACHE_ROOT"] = cache_root
+            env.update(flight_env)
             ranks.append(subprocess.Popen(
                 [sys.executable, os.path.abspath(__file__), "--rank-worker",
                  "--scenario", args.scenario, "--diverged-rank", str(args.diverged_rank),
@@ -746,10 +841,17 @@ def launch(args):
                 process.kill()
         if driver:
             driver.wait()
-        if cache_root:
+        if cache_root or args.scenario == "collective-behind":
             for process in ranks:
                 process.wait()
+        if cache_root:
             shutil.rmtree(cache_root, ignore_errors=True)
+        if args.scenario == "collective-behind":
+            remove_dump_fifos(flight_env.get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE",
+                                             os.environ.get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE")),
+                              args.world_size)
+        if flight_dir:
+            shutil.rmtree(flight_dir, ignore_errors=True)
 
 
 def main():

@@ -13,7 +13,10 @@
 # 0 with a helper child, a second 2-rank job ("job-b", port 29600) and a Python process that is
 # no rank. --scenario compiled-dag adds the compiled graph's driver on node 0 (vLLM's EngineCore,
 # title VLLM::EngineCore, no rank variables; gloo_barrier_hang.py --driver), waited for like
-# the ranks. DIR receives: agents (one HOST:PORT per line), token, node logs. Needs root.
+# the ranks. --scenario collective-behind gives each node's ranks their flight-recorder fifos and
+# dumps under DIR/node<n>/flight-recorder/ (TORCH_NCCL_DEBUG_INFO_PIPE_FILE/_TEMP_FILE) and starts
+# the agents with --trigger-fr-dump. DIR receives: agents (one HOST:PORT per line), token, node
+# logs. Needs root.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)

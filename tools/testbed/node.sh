@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # One node of the virtual cluster (pid 1 of its PID namespace): sets its hostname, starts the
 # agent and this node's gloo ranks (with --scenario compiled-dag, node 0 also the compiled
-# graph's driver, vLLM's EngineCore process), and waits. Started by cluster.sh.
+# graph's driver, vLLM's EngineCore process), and waits. Started by cluster.sh. With --scenario
+# collective-behind the ranks' flight-recorder fifos and dumps go to DIR/NAME/flight-recorder/
+# and the agent asks for fresh dumps (collect --trigger-fr-dump).
 set -u
 name=$1 index=$2 addr=$3 port=$4 dir=$5 hangscope=$6 nodes=$7 ranks=$8 diverged=$9 master=${10}
 scenario=${11:-store-wait} variety=${12:-0}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 hostname "$name"
-"$hangscope" collect --listen "$addr:$port" --token-file "$dir/token" --node-name "$name" &
+agent_flags=()
+if [ "$scenario" = collective-behind ]; then agent_flags=(--trigger-fr-dump); fi
+"$hangscope" collect --listen "$addr:$port" --token-file "$dir/token" --node-name "$name" \
+  "${agent_flags[@]}" &
 world=$((nodes * ranks))
 script="$repo/tools/repro/gloo_barrier_hang.py"
 if [ "$scenario" = autotune-cache ]; then
@@ -15,6 +20,15 @@ if [ "$scenario" = autotune-cache ]; then
   export VLLM_CACHE_ROOT="$dir/$name/vllm-cache"
   rm -rf "$VLLM_CACHE_ROOT"
   mkdir -p "$VLLM_CACHE_ROOT"
+fi
+if [ "$scenario" = collective-behind ]; then
+  # This node's flight-recorder fifos (<prefix><rank>.pipe) and dumps (<prefix><rank>), fresh
+  # for every cluster; exported for this job's ranks only (unset after them).
+  fr_dir="$dir/$name/flight-recorder"
+  rm -rf "$fr_dir"
+  mkdir -p "$fr_dir"
+  export TORCH_NCCL_DEBUG_INFO_PIPE_FILE="$fr_dir/nccl_trace_rank_"
+  export TORCH_NCCL_DEBUG_INFO_TEMP_FILE="$fr_dir/nccl_trace_rank_"
 fi
 for ((local = 0; local < ranks; local++)); do
   rank=$((index * ranks + local))
@@ -29,6 +43,9 @@ for ((local = 0; local < ranks; local++)); do
     MASTER_PORT=29500 GLOO_SOCKET_IFNAME=eth0 /usr/bin/python3 "$script" --rank-worker --scenario "$scenario" \
     --diverged-rank "$diverged" "${extra[@]}" &
 done
+if [ "$scenario" = collective-behind ]; then
+  unset TORCH_NCCL_DEBUG_INFO_PIPE_FILE TORCH_NCCL_DEBUG_INFO_TEMP_FILE
+fi
 if [ "$scenario" = compiled-dag ] && [ "$index" = 0 ]; then
   # The compiled graph's driver, vLLM's EngineCore process (title VLLM::EngineCore): no rank, so
   # none of the rank variables (whatever this node inherited); killed with the node.
