@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "hangscope/analysis/rank_set.h"
 
@@ -42,6 +43,23 @@ void add_tcp_evidence(const std::vector<Job>& jobs, Verdict& v) {
           compress_ranks(r->missing_tcp_peers) +
           ", while the job's other ranks are connected to each other (check its network "
           "interface, GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME and firewalls)");
+    }
+  }
+}
+
+// What NCCL's RAS service reported on the job's nodes goes into its verdicts' evidence: one
+// signal among several (RAS is known to say OK during some hangs).
+void add_ras_evidence(const std::vector<Job>& jobs, Verdict& v) {
+  for (const auto& job : jobs) {
+    if (job.key != v.job) continue;
+    std::set<std::string> seen;
+    for (const auto& r : job.ranks) {
+      const auto* p = r.latest();
+      if (p == nullptr) continue;
+      const auto it = p->facts.find("nccl_ras");
+      if (it == p->facts.end() || it->second.rfind("problems:", 0) != 0) continue;
+      if (seen.insert(r.node).second)
+        v.evidence.push_back("NCCL RAS (" + r.node + "): " + it->second);
     }
   }
 }
@@ -111,7 +129,10 @@ Analysis analyze(const Bundle& bundle) {
     auto verdicts = generic_verdicts(job);
     analysis.verdicts.insert(analysis.verdicts.end(), verdicts.begin(), verdicts.end());
   }
-  for (auto& v : analysis.verdicts) add_tcp_evidence(analysis.jobs, v);
+  for (auto& v : analysis.verdicts) {
+    add_tcp_evidence(analysis.jobs, v);
+    add_ras_evidence(analysis.jobs, v);
+  }
   order_verdicts(analysis.verdicts);
   std::map<std::string, std::vector<std::int64_t>> times;
   for (const auto& s : bundle.snapshots) times[s.node_name].push_back(s.capture_unix_ns);

@@ -8,6 +8,7 @@
 #include <set>
 #include <thread>
 
+#include "hangscope/collectives/nccl_ras.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
 #include "hangscope/common/redaction.h"
@@ -276,6 +277,39 @@ void collect_flight_records(NodeSnapshot& node,
   }
 }
 
+// NCCL's RAS service, once per network namespace whose ranks map NCCL >= 2.24 (RAS exists from
+// 2.24): the findings on each of those ranks, the report itself on the first one.
+void collect_nccl_ras(NodeSnapshot& node,
+                      const std::vector<std::map<std::string, std::string>>& env) {
+  std::map<std::string, std::vector<std::size_t>> by_netns;
+  for (std::size_t i = 0; i < node.processes.size(); ++i) {
+    const auto& r = node.processes[i];
+    const auto nccl = r.facts.find("version.nccl");
+    if (r.identity.role != "rank" || nccl == r.facts.end() ||
+        facts::compare_versions(nccl->second, "2.24") < 0) {
+      continue;
+    }
+    char ns[64] = {};
+    const auto n =
+        ::readlink(("/proc/" + std::to_string(r.pid) + "/ns/net").c_str(), ns, sizeof ns - 1);
+    by_netns[std::string(ns, n > 0 ? static_cast<std::size_t>(n) : 0)].push_back(i);
+  }
+  constexpr std::size_t kMaxReport = 64 * 1024;
+  for (const auto& [ns, members] : by_netns) {
+    auto& first = node.processes[members.front()];
+    const auto endpoint = collectives::ras_endpoint(env[members.front()]);
+    const auto reply =
+        collectives::query_ras(endpoint, std::chrono::milliseconds(3000), 2, first.pid);
+    const std::string summary = !reply.error.empty() && reply.report.empty()
+                                    ? "unavailable at " + endpoint.text() + ": " + reply.error
+                                    : collectives::summarize_ras(reply).describe();
+    for (std::size_t i : members) node.processes[i].facts["nccl_ras"] = summary;
+    if (!reply.report.empty()) {
+      first.facts["nccl_ras.report"] = reply.report.substr(0, kMaxReport);
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<pid_t> discover_processes() {
@@ -333,6 +367,7 @@ NodeSnapshot capture_node(const NodeCaptureOptions& options) {
   }
   mark_helpers(node.processes);
   collect_flight_records(node, dump_env, options);
+  collect_nccl_ras(node, dump_env);
   if (!options.log_globs.empty()) {
     std::set<pid_t> wanted;
     for (const auto& r : node.processes) wanted.insert(r.pid);

@@ -302,6 +302,24 @@ TEST(WaitPoints, TheArgumentsOfTheWaitingCallComeFromItsLocals) {
   EXPECT_EQ(a.jobs[0].find(2)->wait.arguments(), "group ranks: [0, 2]");
 }
 
+TEST(Verdicts, NcclRasFindingsAreEvidence) {
+  JobBuilder job(4);
+  for (int r = 0; r < 4; ++r) job.rank(r, r == 3 ? store_wait_stack(3) : barrier_stack());
+  job.fact(0, "nccl_ras",
+           "problems: communicator 0xc3a: rank 3 (process 1003 on 10.0.0.2 (GPU 1)) launched "
+           "AllReduce up to 41, 3 ranks up to 42");
+  job.fact(1, "nccl_ras", "ok: 1 communicator(s), 4 ranks, nothing reported");
+  const auto bundle = job.bundle();
+  const auto a = analyze(bundle);
+  ASSERT_FALSE(a.verdicts.empty());
+  const auto& evidence = a.verdicts[0].evidence;
+  EXPECT_EQ(std::count_if(evidence.begin(), evidence.end(),
+                          [](const std::string& e) {
+                            return e.rfind("NCCL RAS (node0): problems:", 0) == 0;
+                          }),
+            1);
+}
+
 // Gloo's full mesh between 4 ranks on 2 nodes (ranks 0,1 on 198.51.100.1, 2,3 on .2), each
 // connection recorded by both ends, without the pairs listed in `cut`; plus every rank's
 // connection to the store (port 29500 on rank 0), which does not count as a peer.
