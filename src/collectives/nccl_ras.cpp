@@ -54,7 +54,12 @@ class RasConnection {
           errno_message("cannot connect to NCCL RAS at " + endpoint.text(), err) +
           (err == ECONNREFUSED ? " (no NCCL job with RAS on this node, or RAS disabled)" : ""));
     }
-    wait_for(POLLOUT, "connecting");
+    try {
+      wait_for(POLLOUT, "connecting");
+    } catch (const Error&) {
+      ::close(fd_);  // the destructor does not run for a constructor that throws
+      throw;
+    }
     int error = 0;
     socklen_t size = sizeof error;
     ::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &size);
