@@ -327,7 +327,10 @@ std::string WaitPoint::arguments() const {
     add("group_name", local("group_name"));
     add("src", local("src"));
     add("dst", local("dst"));
-    add("tensor", local("tensor"));
+    // An opaque repr ("<Tensor>") says nothing; a simple one (a list of numbers) does.
+    if (const auto tensor = local("tensor"); tensor && tensor->rfind('<', 0) != 0) {
+      add("tensor", tensor);
+    }
   }
   if (kind == WaitKind::kStore) {
     add("key", local("key"));

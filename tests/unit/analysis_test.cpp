@@ -293,7 +293,8 @@ TEST(WaitPoints, TheArgumentsOfTheWaitingCallComeFromItsLocals) {
                     py("run_rank", kUser, 70)})
           .rank(2, {native("c10d::ProcessGroupGloo::AsyncWork::wait"),
                     py("all_reduce", kC10d, 1536,
-                       {{"group", "<torch._C._distributed_c10d.ProcessGroupGloo>"}}),
+                       {{"group", "<torch._C._distributed_c10d.ProcessGroupGloo>"},
+                        {"tensor", "<Tensor>"}}),
                     py("sync_step", kUser, 80, {{"group_ranks", "[0, 2]"}})})
           .bundle();
   const auto a = analyze(bundle);
