@@ -91,6 +91,7 @@ struct NodeFacts {
   std::map<std::string, std::string> gpu;
   std::map<std::string, std::vector<facts::CacheFile>> autotune;
   std::map<std::string, std::vector<facts::P2pCacheFile>> p2p;
+  std::map<std::string, facts::NamespaceTables> networks;  // by network namespace
 };
 
 // Identity, environment and fact sources of one process (no stopping involved).
@@ -211,7 +212,16 @@ void collect_facts(ProcessRecord& record, FactSources sources, NodeFacts& memo) 
     record.facts["shm.size_bytes"] = std::to_string(shm->size_bytes);
     record.facts["shm.free_bytes"] = std::to_string(shm->free_bytes);
   }
-  for (auto& [key, value] : facts::network_facts(proc_dir).facts(record.environment)) {
+  char netns[64] = {};
+  const auto length = ::readlink((proc_dir + "/ns/net").c_str(), netns, sizeof netns - 1);
+  const std::string netns_key(netns, length > 0 ? static_cast<std::size_t>(length) : 0);
+  auto tables = memo.networks.find(netns_key);
+  if (tables == memo.networks.end() || netns_key.empty()) {
+    tables =
+        memo.networks.insert_or_assign(netns_key, facts::read_namespace_tables(proc_dir)).first;
+  }
+  for (auto& [key, value] :
+       facts::network_facts(proc_dir, tables->second).facts(record.environment)) {
     record.facts[key] = std::move(value);
   }
   collect_cache_facts(record, sources.cache_env, memo);

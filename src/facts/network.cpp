@@ -338,26 +338,40 @@ bool interface_selected(const std::string& name, const std::string& setting) {
   return exclude ? !match : match;
 }
 
-NetworkFacts network_facts(const std::string& proc_pid_dir) {
-  NetworkFacts n;
-  n.interfaces = network_interfaces(proc_pid_dir);
-  const auto inodes = socket_inodes(proc_pid_dir);
+NamespaceTables read_namespace_tables(const std::string& proc_pid_dir) {
+  NamespaceTables t;
+  t.interfaces = network_interfaces(proc_pid_dir);
   for (const char* table : {"/net/tcp", "/net/tcp6"}) {
     const auto read = read_file(proc_pid_dir + table);
     if (!read.text) {
       if (read.error != ENOENT)
-        n.notes.push_back(errno_message("cannot read " + proc_pid_dir + table, read.error));
+        t.notes.push_back(errno_message("cannot read " + proc_pid_dir + table, read.error));
       continue;
     }
     try {
-      for (auto& s : parse_proc_net_tcp(*read.text)) {
-        if (inodes.count(s.inode) && s.inode != 0) n.sockets.push_back(std::move(s));
-      }
+      auto rows = parse_proc_net_tcp(*read.text);
+      t.sockets.insert(t.sockets.end(), std::make_move_iterator(rows.begin()),
+                       std::make_move_iterator(rows.end()));
     } catch (const Error& e) {
-      n.notes.push_back(proc_pid_dir + table + ": " + e.what());
+      t.notes.push_back(proc_pid_dir + table + ": " + e.what());
     }
   }
+  return t;
+}
+
+NetworkFacts network_facts(const std::string& proc_pid_dir, const NamespaceTables& tables) {
+  NetworkFacts n;
+  n.interfaces = tables.interfaces;
+  n.notes = tables.notes;
+  const auto inodes = socket_inodes(proc_pid_dir);
+  for (const auto& s : tables.sockets) {
+    if (s.inode != 0 && inodes.count(s.inode)) n.sockets.push_back(s);
+  }
   return n;
+}
+
+NetworkFacts network_facts(const std::string& proc_pid_dir) {
+  return network_facts(proc_pid_dir, read_namespace_tables(proc_pid_dir));
 }
 
 std::map<std::string, std::string> NetworkFacts::facts(

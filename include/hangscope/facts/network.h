@@ -60,8 +60,19 @@ struct NetworkFacts {
   std::map<std::string, std::string> facts(const std::map<std::string, std::string>& env) const;
 };
 
-// The network facts of a process (PROC_PID = "/proc/PID").
+// What a network namespace holds, read through one of its processes: its interfaces and every
+// TCP socket of net/tcp and tcp6 (the processes of a namespace share these tables).
+struct NamespaceTables {
+  std::vector<NetworkInterface> interfaces;
+  std::vector<TcpSocket> sockets;
+  std::vector<std::string> notes;
+};
+NamespaceTables read_namespace_tables(const std::string& proc_pid_dir);
+
+// The network facts of a process (PROC_PID = "/proc/PID"): its namespace's tables, kept to the
+// sockets the process holds. The second form reuses tables already read for its namespace.
 NetworkFacts network_facts(const std::string& proc_pid_dir);
+NetworkFacts network_facts(const std::string& proc_pid_dir, const NamespaceTables& tables);
 
 // The connections recorded in a "net.tcp" fact: (local, remote, established).
 struct RecordedConnection {
