@@ -84,6 +84,7 @@ class AgentService final : public v1::Agent::Service {
             std::chrono::nanoseconds(std::min<std::int64_t>(wait, 60'000'000'000)));
       }
       options.trigger_flight_dumps = options_.trigger_flight_dumps && i == samples - 1;
+      options.query_store = options_.query_store && i == samples - 1;
       capture::NodeSnapshot node = capture::capture_node(options);
       node.sample_index = i;
       snapshot::encode(node, *reply->add_snapshots());

@@ -64,6 +64,25 @@ void add_ras_evidence(const std::vector<Job>& jobs, Verdict& v) {
   }
 }
 
+// What the c10d store said when asked (--query-store) about the keys ranks of the job wait for.
+void add_store_evidence(const std::vector<Job>& jobs, Verdict& v) {
+  for (const auto& job : jobs) {
+    if (job.key != v.job) continue;
+    std::map<std::string, std::vector<int>> answers;  // the store's answer → the ranks asking
+    for (const auto& r : job.ranks) {
+      const auto* p = r.latest();
+      if (p == nullptr || !r.rank) continue;
+      const auto it = p->facts.find("store.query");
+      if (it != p->facts.end()) answers[it->second].push_back(*r.rank);
+    }
+    for (const auto& [answer, ranks] : answers) {
+      v.evidence.push_back("c10d store, asked read-only for the keys " +
+                           std::string(ranks.size() == 1 ? "rank " : "ranks ") +
+                           compress_ranks(ranks) + " wait for: " + answer);
+    }
+  }
+}
+
 // Said plainly when no verdict names a rank.
 std::string no_divergence(const std::vector<Job>& jobs, int samples) {
   std::size_t captured = 0;
@@ -132,6 +151,7 @@ Analysis analyze(const Bundle& bundle) {
   for (auto& v : analysis.verdicts) {
     add_tcp_evidence(analysis.jobs, v);
     add_ras_evidence(analysis.jobs, v);
+    add_store_evidence(analysis.jobs, v);
   }
   order_verdicts(analysis.verdicts);
   std::map<std::string, std::vector<std::int64_t>> times;

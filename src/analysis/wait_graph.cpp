@@ -4,6 +4,7 @@
 // missing or in uninterruptible sleep are the graph's roots.
 #include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <unordered_map>
@@ -126,7 +127,36 @@ void link_channel_wait(RankEntry& self) {
   if (*peer != self.rank) self.waits_for.push_back(*peer);
 }
 
+// The keys the rank's agent found missing in the store (--query-store), as a repr the key
+// parser reads: "'arrive/2', 'arrive/3'"; nullopt when the store was not asked.
+std::optional<std::string> queried_missing_keys(const RankEntry& self) {
+  const auto* process = self.latest();
+  if (process == nullptr) return std::nullopt;
+  const auto it = process->facts.find("store.missing_keys");
+  if (it == process->facts.end()) return std::nullopt;
+  const auto keys = nlohmann::json::parse(it->second, nullptr, false);
+  if (!keys.is_array()) return std::nullopt;
+  std::string repr;
+  for (const auto& k : keys) {
+    if (k.is_string()) repr += (repr.empty() ? "'" : ", '") + k.get<std::string>() + "'";
+  }
+  return repr;
+}
+
 void link_store_wait(const Job& job, const Operations& ops, RankEntry& self) {
+  // Asked of the store itself: the ranks named by the keys that do not exist yet.
+  if (const auto missing = queried_missing_keys(self)) {
+    self.waits_for_reason = missing->empty()
+                                ? "every awaited key exists in the store (queried)"
+                                : "ranks named in the awaited keys the store does not have "
+                                  "(queried)";
+    for (int r : ranks_in_keys(*missing).value_or(std::set<int>{})) {
+      if (r != self.rank && (job.find(r) != nullptr || !job.world_size || r < *job.world_size)) {
+        self.waits_for.push_back(r);
+      }
+    }
+    return;
+  }
   std::optional<std::set<int>> named;
   for (const char* name : {"keys", "key", "store_key", "keys_to_wait"}) {
     if ((named = ranks_in_keys(self.wait.local(name)))) {

@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <charconv>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <thread>
 
+#include "hangscope/analysis/wait_point.h"
+#include "hangscope/collectives/c10d_store.h"
 #include "hangscope/collectives/nccl_ras.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
@@ -320,6 +323,77 @@ void collect_nccl_ras(NodeSnapshot& node,
   }
 }
 
+// The keys (and barrier counters) a rank's waiting thread waits for, from its frames' locals.
+struct AwaitedKeys {
+  std::vector<std::string> keys;
+  std::vector<std::string> counters;
+};
+AwaitedKeys awaited_store_keys(const ProcessDump& dump) {
+  AwaitedKeys out;
+  for (const auto& thread : dump.threads) {
+    const auto point = analysis::classify_thread(thread);
+    if (point.kind != analysis::WaitKind::kStore) continue;
+    for (const char* name : {"keys", "key", "keys_to_wait"}) {
+      if (const auto repr = point.local(name)) {
+        out.keys = collectives::keys_in_repr(*repr);
+        break;
+      }
+    }
+    if (const auto counter = point.local("store_key")) {
+      out.counters = collectives::keys_in_repr(*counter);
+    }
+    if (!out.keys.empty() || !out.counters.empty()) break;
+  }
+  return out;
+}
+
+// With --query-store: each rank that waits on store keys asks its store (MASTER_ADDR:PORT),
+// read-only, which of them exist; one query per store, namespace and key set.
+void collect_store_queries(NodeSnapshot& node,
+                           const std::vector<std::map<std::string, std::string>>& env) {
+  // endpoint + netns + keys → the answer (its description, the missing keys as JSON)
+  std::map<std::string, std::pair<std::string, std::string>> asked;
+  for (std::size_t i = 0; i < node.processes.size(); ++i) {
+    auto& r = node.processes[i];
+    if (r.identity.role != "rank" || !r.dump) continue;
+    const auto awaited = awaited_store_keys(*r.dump);
+    if (awaited.keys.empty() && awaited.counters.empty()) continue;
+    auto& fact = r.facts["store.query"];
+    collectives::StoreQueryRequest request;
+    try {
+      request.endpoint = collectives::store_endpoint(env[i]);
+    } catch (const Error& e) {
+      fact = std::string("not queried: ") + e.what();
+      continue;
+    }
+    const auto torch = r.facts.find("version.torch");
+    const auto protocol =
+        torch == r.facts.end() ? std::nullopt : collectives::store_protocol_for(torch->second);
+    if (!protocol) {
+      fact = "not queried: the rank's torch version is unknown, so the store's protocol is";
+      continue;
+    }
+    request.protocol = *protocol;
+    request.keys = awaited.keys;
+    request.counter_keys = awaited.counters;
+    request.netns_pid = r.pid;
+    char ns[64] = {};
+    const auto n =
+        ::readlink(("/proc/" + std::to_string(r.pid) + "/ns/net").c_str(), ns, sizeof ns - 1);
+    std::string key = request.endpoint.text() + "|" + std::string(ns, n > 0 ? n : 0);
+    for (const auto& k : request.keys) key += "|" + k;
+    for (const auto& k : request.counter_keys) key += "|#" + k;
+    auto [it, fresh] = asked.emplace(key, std::pair<std::string, std::string>{});
+    if (fresh) {
+      const auto result = collectives::query_store(request);
+      it->second.first = result.describe();
+      if (result.error.empty()) it->second.second = nlohmann::json(result.missing()).dump();
+    }
+    fact = it->second.first;
+    if (!it->second.second.empty()) r.facts["store.missing_keys"] = it->second.second;
+  }
+}
+
 }  // namespace
 
 std::vector<pid_t> discover_processes() {
@@ -378,6 +452,7 @@ NodeSnapshot capture_node(const NodeCaptureOptions& options) {
   mark_helpers(node.processes);
   collect_flight_records(node, dump_env, options);
   collect_nccl_ras(node, dump_env);
+  if (options.query_store) collect_store_queries(node, dump_env);
   if (!options.log_globs.empty()) {
     std::set<pid_t> wanted;
     for (const auto& r : node.processes) wanted.insert(r.pid);

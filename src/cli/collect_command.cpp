@@ -28,6 +28,7 @@ struct CollectArguments {
   std::string select;
   bool locals = false;
   bool trigger_fr_dump = false;
+  bool query_store = false;
   std::vector<std::string> log_globs;
 };
 
@@ -38,7 +39,7 @@ int collect_once(const CollectArguments& args) {
   capture::NodeCaptureOptions options;
   options.node_name = args.node_name;
   options.pids.assign(args.pids.begin(), args.pids.end());
-  options.process.locals = args.locals;
+  options.process.locals = args.locals || args.query_store;  // the keys are in the locals
   options.log_globs = args.log_globs;
   options.select = args.select;
   std::vector<capture::NodeSnapshot> samples;
@@ -46,6 +47,7 @@ int collect_once(const CollectArguments& args) {
   for (int i = 0; i < args.samples; ++i) {
     std::this_thread::sleep_until(start + i * *interval);
     options.trigger_flight_dumps = args.trigger_fr_dump && i == args.samples - 1;
+    options.query_store = args.query_store && i == args.samples - 1;
     samples.push_back(capture::capture_node(options));
     samples.back().sample_index = i;
     spdlog::info("sample {}: {} processes", i, samples.back().processes.size());
@@ -71,6 +73,7 @@ int run_collect(const CollectArguments& args) {
     options.pids.assign(args.pids.begin(), args.pids.end());
     options.log_globs = args.log_globs;
     options.trigger_flight_dumps = args.trigger_fr_dump;
+    options.query_store = args.query_store;
     return agent::serve(options);
   } catch (const Error& e) {
     std::cerr << "hangscope: error: " << e.what() << "\n";
@@ -108,6 +111,10 @@ CommandRunner register_collect_command(CLI::App& app) {
   app.add_flag("--trigger-fr-dump", args->trigger_fr_dump,
                "Ask each rank for a fresh flight-recorder dump through its "
                "TORCH_NCCL_DEBUG_INFO_PIPE_FILE fifo (last sample; waits up to 5 s)");
+  app.add_flag("--query-store", args->query_store,
+               "Ask each waiting rank's c10d store (MASTER_ADDR:MASTER_PORT) which of the keys it "
+               "awaits exist: read-only CHECKs (last sample; --once: implies --locals; agent: "
+               "when the client asks for locals, as diagnose does by default)");
   app.add_option("--log", args->log_globs,
                  "Extra log files (glob); lines are given to ranks by their \"pid=N\" prefix");
   app.footer(

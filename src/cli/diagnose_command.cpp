@@ -35,6 +35,7 @@ struct DiagnoseArguments {
   std::string select;
   std::string rules_dir;
   bool trigger_fr_dump = false;
+  bool query_store = false;
 };
 
 std::string utc_stamp() {
@@ -129,6 +130,7 @@ analysis::Bundle from_local_node(const DiagnoseArguments& args, std::chrono::mil
   for (int i = 0; i < args.samples; ++i) {
     std::this_thread::sleep_until(start + i * interval);
     options.trigger_flight_dumps = args.trigger_fr_dump && i == args.samples - 1;
+    options.query_store = args.query_store && i == args.samples - 1;
     bundle.snapshots.push_back(capture::capture_node(options));
     bundle.snapshots.back().sample_index = i;
     progress.say("local sample " + std::to_string(i + 1) + "/" + std::to_string(args.samples));
@@ -189,6 +191,9 @@ CommandRunner register_diagnose_command(CLI::App& app) {
   app.add_flag("--trigger-fr-dump", args->trigger_fr_dump,
                "Local capture: ask each rank for a fresh flight-recorder dump through its "
                "TORCH_NCCL_DEBUG_INFO_PIPE_FILE fifo (agents: `collect --trigger-fr-dump`)");
+  app.add_flag("--query-store", args->query_store,
+               "Local capture: ask each waiting rank's c10d store which of the keys it awaits "
+               "exist (read-only; needs --locals; agents: `collect --query-store`)");
   app.add_option("--select", args->select,
                  "Local capture: only processes whose command line matches this regex");
   app.footer(

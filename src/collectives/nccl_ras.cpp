@@ -1,19 +1,9 @@
 #include "hangscope/collectives/nccl_ras.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sched.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <map>
-#include <thread>
 
 #include "hangscope/common/error.h"
+#include "hangscope/common/tcp_connection.h"
 
 namespace hangscope::collectives {
 namespace {
@@ -25,65 +15,20 @@ constexpr std::size_t kMaxLine = 4096;
 
 using Clock = std::chrono::steady_clock;
 
-// A connected socket with a deadline for every operation; closes itself.
+// NCCL RAS's line protocol over a connection bounded by one deadline.
 class RasConnection {
  public:
-  RasConnection(const RasEndpoint& endpoint, Clock::time_point deadline) : deadline_(deadline) {
-    sockaddr_storage address{};
-    socklen_t length = 0;
-    auto* v4 = reinterpret_cast<sockaddr_in*>(&address);
-    auto* v6 = reinterpret_cast<sockaddr_in6*>(&address);
-    if (::inet_pton(AF_INET, endpoint.host.c_str(), &v4->sin_addr) == 1) {
-      v4->sin_family = AF_INET;
-      v4->sin_port = htons(static_cast<std::uint16_t>(endpoint.port));
-      length = sizeof *v4;
-    } else if (::inet_pton(AF_INET6, endpoint.host.c_str(), &v6->sin6_addr) == 1) {
-      v6->sin6_family = AF_INET6;
-      v6->sin6_port = htons(static_cast<std::uint16_t>(endpoint.port));
-      length = sizeof *v6;
-    } else {
-      throw Error("NCCL_RAS_ADDR host " + endpoint.host + " is not an IP address");
-    }
-    fd_ = ::socket(address.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) throw_errno("socket", errno);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&address), length) != 0 &&
-        errno != EINPROGRESS) {
-      const int err = errno;
-      ::close(fd_);
-      throw Error(
-          errno_message("cannot connect to NCCL RAS at " + endpoint.text(), err) +
-          (err == ECONNREFUSED ? " (no NCCL job with RAS on this node, or RAS disabled)" : ""));
-    }
-    try {
-      wait_for(POLLOUT, "connecting");
-    } catch (const Error&) {
-      ::close(fd_);  // the destructor does not run for a constructor that throws
-      throw;
-    }
-    int error = 0;
-    socklen_t size = sizeof error;
-    ::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &size);
-    if (error != 0) {
-      ::close(fd_);
-      throw Error(
-          errno_message("cannot connect to NCCL RAS at " + endpoint.text(), error) +
-          (error == ECONNREFUSED ? " (no NCCL job with RAS on this node, or RAS disabled)" : ""));
-    }
+  RasConnection(const RasEndpoint& endpoint, Clock::time_point deadline) try
+      : connection_(endpoint.host, endpoint.port, deadline, "NCCL RAS") {
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    throw Error(message + (message.find("Connection refused") != std::string::npos
+                               ? " (no NCCL job with RAS on this node, or RAS disabled)"
+                               : ""));
   }
-  RasConnection(const RasConnection&) = delete;
-  RasConnection& operator=(const RasConnection&) = delete;
-  ~RasConnection() { ::close(fd_); }
 
   void send(const std::string& message) {
-    std::size_t done = 0;
-    while (done < message.size()) {
-      wait_for(POLLOUT, "sending " + first_word(message));
-      const ssize_t n = ::send(fd_, message.data() + done, message.size() - done, MSG_NOSIGNAL);
-      if (n < 0 && errno != EINTR && errno != EAGAIN) {
-        throw_errno("NCCL RAS: sending " + first_word(message), errno);
-      }
-      if (n > 0) done += static_cast<std::size_t>(n);
-    }
+    connection_.send(message, "sending " + message.substr(0, message.find_first_of(" \n")));
   }
 
   // One reply line (without its newline); throws when the server closes first.
@@ -95,7 +40,7 @@ class RasConnection {
         return out;
       }
       if (buffer_.size() > kMaxLine) throw Error("NCCL RAS: a reply line longer than 4 KiB");
-      if (!fill(waiting_for)) {
+      if (!connection_.receive_some(buffer_, waiting_for)) {
         throw Error("NCCL RAS closed the connection while " + waiting_for +
                     (buffer_.empty() ? "" : " (partial reply: " + buffer_ + ")"));
       }
@@ -105,7 +50,8 @@ class RasConnection {
   // Everything until the server closes (the STATUS report), capped.
   std::string rest(std::string& error) {
     try {
-      while (buffer_.size() < kMaxReport && fill("reading the STATUS report")) {
+      while (buffer_.size() < kMaxReport &&
+             connection_.receive_some(buffer_, "reading the STATUS report")) {
       }
     } catch (const Error& e) {
       error = e.what();
@@ -115,37 +61,7 @@ class RasConnection {
   }
 
  private:
-  static std::string first_word(const std::string& message) {
-    return message.substr(0, message.find_first_of(" \n"));
-  }
-
-  void wait_for(short events, const std::string& what) {
-    for (;;) {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now()).count();
-      if (left <= 0) throw Error("NCCL RAS did not answer in time (" + what + ")");
-      pollfd p{fd_, events, 0};
-      const int n = ::poll(&p, 1, static_cast<int>(left));
-      if (n > 0) return;
-      if (n < 0 && errno != EINTR) throw_errno("NCCL RAS: poll", errno);
-    }
-  }
-
-  bool fill(const std::string& what) {
-    wait_for(POLLIN, what);
-    char chunk[8192];
-    const ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
-    if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN) return true;
-      throw_errno("NCCL RAS: receiving while " + what, errno);
-    }
-    if (n == 0) return false;
-    buffer_.append(chunk, static_cast<std::size_t>(n));
-    return true;
-  }
-
-  int fd_ = -1;
-  Clock::time_point deadline_;
+  TcpConnection connection_;
   std::string buffer_;
 };
 
@@ -310,25 +226,10 @@ RasEndpoint ras_endpoint(const std::map<std::string, std::string>& env) {
 
 RasReply query_ras(const RasEndpoint& endpoint, std::chrono::milliseconds timeout,
                    int nccl_timeout_seconds, int netns_pid) {
-  if (netns_pid == 0) return exchange(endpoint, timeout, nccl_timeout_seconds);
-  // The rank's localhost is in its network namespace: talk from a thread that joined it.
   RasReply reply;
-  const std::string ns = "/proc/" + std::to_string(netns_pid) + "/ns/net";
-  const int fd = ::open(ns.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    reply.error = errno_message("cannot open " + ns, errno);
-    return reply;
-  }
-  std::thread worker([&] {
-    if (::setns(fd, CLONE_NEWNET) != 0) {
-      reply.error = errno_message(
-          "cannot enter the network namespace of pid " + std::to_string(netns_pid), errno);
-      return;
-    }
-    reply = exchange(endpoint, timeout, nccl_timeout_seconds);
-  });
-  worker.join();
-  ::close(fd);
+  const std::string error = run_in_network_namespace(
+      netns_pid, [&] { reply = exchange(endpoint, timeout, nccl_timeout_seconds); });
+  if (!error.empty()) reply.error = error;
   return reply;
 }
 

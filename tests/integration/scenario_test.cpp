@@ -134,7 +134,14 @@ TEST(Scenarios, ExitedRankIsMissingWhileTheOthersWaitInAStoreBarrier) {
     const auto& entry = *rank_entry(s.report(), r);
     EXPECT_EQ(entry["wait_point"]["kind"], "store") << r;
     EXPECT_EQ(entry["waits_for"], json::array({3})) << r;
+    // The agents asked the store (on node 0, across the nodes' network) which keys exist.
+    EXPECT_EQ(entry["facts"]["store.missing_keys"], "[\"arrive/3\"]") << r;
+    EXPECT_NE(entry["waits_for_reason"].get<std::string>().find("(queried)"), std::string::npos);
   }
+  const auto evidence = s.report()["verdicts"][0]["evidence"].dump();
+  EXPECT_NE(evidence.find("3 of 4 awaited keys exist (prefix default_pg/); missing: arrive/3"),
+            std::string::npos)
+      << evidence;
 }
 
 TEST(Scenarios, UninterruptibleRank) {

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "hangscope/common/files.h"
+#include "loopback_peer.h"
 
 namespace hangscope::collectives {
 namespace {
@@ -25,48 +26,13 @@ std::string fixture(const std::string& name) {
   return read.text.value_or("");
 }
 
-// A one-connection RAS peer on 127.0.0.1: `serve` gets the connected socket.
-class RasPeer {
+using testing::LoopbackPeer;
+
+// A RAS peer: a loopback peer and the endpoint the client is given.
+class RasPeer : public LoopbackPeer {
  public:
-  explicit RasPeer(std::function<void(int)> serve) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof address;
-    ::bind(listener_, reinterpret_cast<sockaddr*>(&address), length);
-    ::listen(listener_, 1);
-    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
-    port_ = ntohs(address.sin_port);
-    thread_ = std::thread([this, serve] {
-      const int fd = ::accept(listener_, nullptr, nullptr);
-      if (fd < 0) return;
-      serve(fd);
-      ::close(fd);
-    });
-  }
-  ~RasPeer() {
-    ::shutdown(listener_, SHUT_RDWR);
-    ::close(listener_);
-    thread_.join();
-  }
-  RasEndpoint endpoint() const { return {"127.0.0.1", port_}; }
-
-  // Reads one line sent by the client (without its newline).
-  static std::string read_line(int fd) {
-    std::string line;
-    char c = 0;
-    while (::recv(fd, &c, 1, 0) == 1 && c != '\n') line += c;
-    return line;
-  }
-  static void write(int fd, const std::string& text) {
-    ::send(fd, text.data(), text.size(), MSG_NOSIGNAL);
-  }
-
- private:
-  int listener_ = -1;
-  int port_ = 0;
-  std::thread thread_;
+  using LoopbackPeer::LoopbackPeer;
+  RasEndpoint endpoint() const { return {"127.0.0.1", port()}; }
 };
 
 // Replays the transcribed handshake (C:/S: lines), then `report` after STATUS, then closes.

@@ -3,7 +3,8 @@
 # agent and this node's gloo ranks (with --scenario compiled-dag, node 0 also the compiled
 # graph's driver, vLLM's EngineCore process), and waits. Started by cluster.sh. With --scenario
 # collective-behind the ranks' flight-recorder fifos and dumps go to DIR/NAME/flight-recorder/
-# and the agent asks for fresh dumps (collect --trigger-fr-dump).
+# and the agent asks for fresh dumps (collect --trigger-fr-dump); with store-exit and store-wait
+# the agent asks the store which awaited keys exist (collect --query-store).
 set -u
 name=$1 index=$2 addr=$3 port=$4 dir=$5 hangscope=$6 nodes=$7 ranks=$8 diverged=$9 master=${10}
 scenario=${11:-store-wait} variety=${12:-0}
@@ -11,6 +12,8 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 hostname "$name"
 agent_flags=()
 if [ "$scenario" = collective-behind ]; then agent_flags=(--trigger-fr-dump); fi
+# Store waits: the agent asks the job's store (read-only) which awaited keys exist.
+if [ "$scenario" = store-exit ] || [ "$scenario" = store-wait ]; then agent_flags=(--query-store); fi
 "$hangscope" collect --listen "$addr:$port" --token-file "$dir/token" --node-name "$name" \
   "${agent_flags[@]}" &
 world=$((nodes * ranks))

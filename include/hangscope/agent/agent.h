@@ -24,8 +24,8 @@ struct AgentOptions {
   std::vector<pid_t> pids;             // capture only these (default: discover the node's ranks)
   std::vector<std::string> log_globs;  // --log: extra log files
   capture::CaptureOptions capture;
-  bool trigger_flight_dumps =
-      false;  // --trigger-fr-dump: fresh flight-recorder dumps (last sample)
+  bool trigger_flight_dumps = false;  // --trigger-fr-dump: fresh dumps (last sample)
+  bool query_store = false;           // --query-store: read-only store key checks (last sample)
 };
 
 // True when host:port names a loopback address (127.0.0.0/8, ::1, localhost).

@@ -60,6 +60,9 @@ struct NodeCaptureOptions {
   bool trigger_flight_dumps = false;
   std::chrono::milliseconds flight_dump_timeout{5000};
   std::chrono::seconds flight_dump_stale_after{600};  // older dumps are marked not fresh
+  // Ask each rank's c10d store (MASTER_ADDR:MASTER_PORT), read-only, which of the keys its
+  // waiting frame awaits exist (needs the locals: process.locals).
+  bool query_store = false;
 };
 
 // Which processes of this node are worth capturing: recognised titles (vLLM, Ray, SGLang),
