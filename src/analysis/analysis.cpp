@@ -64,21 +64,33 @@ void add_ras_evidence(const std::vector<Job>& jobs, Verdict& v) {
   }
 }
 
-// What the c10d store said when asked (--query-store) about the keys ranks of the job wait for.
-void add_store_evidence(const std::vector<Job>& jobs, Verdict& v) {
+// State read outside the stacks, once per distinct value of a fact among the job's ranks:
+// what the c10d store said about the keys ranks wait for (--query-store), and the state of
+// vLLM's broadcast rings in /dev/shm.
+void add_state_evidence(const std::vector<Job>& jobs, Verdict& v) {
+  struct Source {
+    const char* fact;
+    const char* label;  // before "<ranks>: <value>"
+  };
+  static const Source sources[] = {
+      {"store.query", "c10d store, asked read-only for the keys these ranks wait for"},
+      {"shm_ring", "vLLM broadcast ring in /dev/shm, mapped by"},
+  };
   for (const auto& job : jobs) {
     if (job.key != v.job) continue;
-    std::map<std::string, std::vector<int>> answers;  // the store's answer → the ranks asking
-    for (const auto& r : job.ranks) {
-      const auto* p = r.latest();
-      if (p == nullptr || !r.rank) continue;
-      const auto it = p->facts.find("store.query");
-      if (it != p->facts.end()) answers[it->second].push_back(*r.rank);
-    }
-    for (const auto& [answer, ranks] : answers) {
-      v.evidence.push_back("c10d store, asked read-only for the keys " +
-                           std::string(ranks.size() == 1 ? "rank " : "ranks ") +
-                           compress_ranks(ranks) + " wait for: " + answer);
+    for (const auto& source : sources) {
+      std::map<std::string, std::vector<int>> values;  // the value → the ranks that have it
+      for (const auto& r : job.ranks) {
+        const auto* p = r.latest();
+        if (p == nullptr || !r.rank) continue;
+        const auto it = p->facts.find(source.fact);
+        if (it != p->facts.end()) values[it->second].push_back(*r.rank);
+      }
+      for (const auto& [value, ranks] : values) {
+        v.evidence.push_back(std::string(source.label) + " " +
+                             (ranks.size() == 1 ? "rank " : "ranks ") + compress_ranks(ranks) +
+                             ": " + value);
+      }
     }
   }
 }
@@ -151,7 +163,7 @@ Analysis analyze(const Bundle& bundle) {
   for (auto& v : analysis.verdicts) {
     add_tcp_evidence(analysis.jobs, v);
     add_ras_evidence(analysis.jobs, v);
-    add_store_evidence(analysis.jobs, v);
+    add_state_evidence(analysis.jobs, v);
   }
   order_verdicts(analysis.verdicts);
   std::map<std::string, std::vector<std::int64_t>> times;

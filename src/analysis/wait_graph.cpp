@@ -177,6 +177,29 @@ void link_store_wait(const Job& job, const Operations& ops, RankEntry& self) {
   }
 }
 
+// A vLLM broadcast ring whose state was read (fact shm_ring.*): the writer waits for the readers
+// that have not read its blocks; a reader waits for the writer. False: no state to go by.
+bool link_ring_wait(RankEntry& self) {
+  const auto* process = self.latest();
+  if (process == nullptr || !self.rank) return false;
+  const auto writer = process->facts.find("shm_ring.writer_rank");
+  const auto lagging = process->facts.find("shm_ring.lagging_ranks");
+  if (writer == process->facts.end() || lagging == process->facts.end()) return false;
+  const auto writer_rank = parse_int(writer->second);
+  const auto behind = nlohmann::json::parse(lagging->second, nullptr, false);
+  if (!writer_rank || !behind.is_array()) return false;
+  self.waits_for_reason = "the broadcast ring's block flags in /dev/shm";
+  if (*writer_rank == *self.rank) {
+    for (const auto& r : behind) {
+      if (r.is_number_integer() && r.get<int>() != *self.rank)
+        self.waits_for.push_back(r.get<int>());
+    }
+  } else {
+    self.waits_for.push_back(*writer_rank);
+  }
+  return true;
+}
+
 }  // namespace
 
 void link_wait_graph(Job& job) {
@@ -191,6 +214,9 @@ void link_wait_graph(Job& job) {
         break;
       case WaitKind::kStore:
         link_store_wait(job, ops, self);
+        break;
+      case WaitKind::kRing:
+        if (!link_ring_wait(self)) link_group_wait(job, ops, self);
         break;
       default:
         link_group_wait(job, ops, self);

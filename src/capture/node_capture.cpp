@@ -12,6 +12,7 @@
 #include "hangscope/analysis/wait_point.h"
 #include "hangscope/collectives/c10d_store.h"
 #include "hangscope/collectives/nccl_ras.h"
+#include "hangscope/collectives/shm_ring.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
 #include "hangscope/common/redaction.h"
@@ -394,6 +395,108 @@ void collect_store_queries(NodeSnapshot& node,
   }
 }
 
+// vLLM's broadcast rings (/dev/shm/psm_* segments mapped by several captured processes): each
+// read once, its state told to every process that maps it, with the readers in rank order
+// after the writer (the process waiting in acquire_write, else the lowest rank), as vLLM
+// numbers its local readers.
+bool waits_to_write(const ProcessRecord& r) {
+  if (!r.dump) return false;
+  for (const auto& thread : r.dump->threads) {
+    for (const auto& f : thread.frames) {
+      if (f.kind == Frame::Kind::kPython && f.file.find("shm_broadcast.py") != std::string::npos &&
+          (f.function == "acquire_write" || f.function == "enqueue")) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+std::string ring_member(const ProcessRecord& r) {
+  return r.identity.rank ? "rank " + std::to_string(*r.identity.rank)
+                         : "pid " + std::to_string(r.pid);
+}
+
+void describe_ring(NodeSnapshot& node, std::vector<std::size_t> members,
+                   const collectives::RingState& ring) {
+  auto by_rank = [&](std::size_t a, std::size_t b) {
+    const auto& x = node.processes[a].identity.rank;
+    const auto& y = node.processes[b].identity.rank;
+    return std::make_pair(x.value_or(1 << 30), node.processes[a].pid) <
+           std::make_pair(y.value_or(1 << 30), node.processes[b].pid);
+  };
+  std::sort(members.begin(), members.end(), by_rank);
+  std::size_t writer = members.front();
+  for (std::size_t m : members) {
+    if (waits_to_write(node.processes[m])) writer = m;
+  }
+  std::vector<std::size_t> readers;
+  for (std::size_t m : members) {
+    if (m != writer) readers.push_back(m);
+  }
+  const auto unread = ring.unread_by_reader();
+  std::string text = ring.name + " (" + ring.layout.describe() + "; writer " +
+                     ring_member(node.processes[writer]) + ", readers numbered in rank order): ";
+  nlohmann::json lagging = nlohmann::json::array();
+  std::string behind;
+  for (std::size_t r = 0; r < unread.size(); ++r) {
+    if (unread[r].empty()) continue;
+    const std::string list = collectives::block_list(unread[r]);
+    const std::string who =
+        r < readers.size() ? ring_member(node.processes[readers[r]]) : "a process not captured";
+    behind += (behind.empty() ? "" : "; ") + std::string("reader ") + std::to_string(r) + " (" +
+              who + ") has not read block" + (unread[r].size() == 1 ? " " : "s ") + list;
+    if (r < readers.size() && node.processes[readers[r]].identity.rank) {
+      lagging.push_back(*node.processes[readers[r]].identity.rank);
+    }
+  }
+  text += behind.empty() ? "every written block was read by every reader (the readers wait for "
+                           "the writer)"
+                         : behind + " (the writer waits for it when the ring is full)";
+  for (std::size_t m : members) {
+    auto& facts = node.processes[m].facts;
+    facts["shm_ring"] = text;
+    facts["shm_ring.lagging_ranks"] = lagging.dump();
+    if (node.processes[writer].identity.rank) {
+      facts["shm_ring.writer_rank"] = std::to_string(*node.processes[writer].identity.rank);
+    }
+  }
+}
+
+void collect_shm_rings(NodeSnapshot& node) {
+  struct Segment {
+    std::vector<std::size_t> members;
+    proc::Mapping mapping;  // the first member's
+  };
+  std::map<std::pair<std::string, std::uint64_t>, Segment> segments;  // (device, inode)
+  for (std::size_t i = 0; i < node.processes.size(); ++i) {
+    int error = 0;
+    const auto map = proc::read_memory_map(node.processes[i].pid, &error);
+    if (!map) continue;
+    std::set<std::uint64_t> seen;
+    for (const auto& m : map->mappings()) {
+      if (m.path.rfind("/dev/shm/psm_", 0) != 0 || !seen.insert(m.inode).second) continue;
+      auto& segment = segments[{m.device, m.inode}];
+      if (segment.members.empty()) segment.mapping = m;
+      segment.members.push_back(i);
+    }
+  }
+  for (auto& [id, segment] : segments) {
+    if (segment.members.size() < 2) continue;  // a ring has a writer and readers
+    const auto& first = node.processes[segment.members.front()];
+    try {
+      const auto ring = collectives::read_ring(first.pid, segment.mapping.start,
+                                               segment.mapping.end, segment.mapping.path,
+                                               static_cast<int>(segment.members.size()) - 1);
+      describe_ring(node, segment.members, ring);
+    } catch (const Error& e) {
+      for (std::size_t m : segment.members) {
+        node.processes[m].facts["shm_ring"] = std::string("not recognised: ") + e.what();
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<pid_t> discover_processes() {
@@ -453,6 +556,7 @@ NodeSnapshot capture_node(const NodeCaptureOptions& options) {
   collect_flight_records(node, dump_env, options);
   collect_nccl_ras(node, dump_env);
   if (options.query_store) collect_store_queries(node, dump_env);
+  collect_shm_rings(node);
   if (!options.log_globs.empty()) {
     std::set<pid_t> wanted;
     for (const auto& r : node.processes) wanted.insert(r.pid);

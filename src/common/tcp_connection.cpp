@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -132,7 +133,16 @@ std::string run_in_network_namespace(pid_t pid, const std::function<void()>& fn)
       error = e.what();
     }
   };
-  if (pid == 0) {
+  // Already there (the process shares this namespace): no setns, which needs CAP_SYS_ADMIN.
+  const auto namespace_of = [](const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0
+               ? std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino)
+               : std::string();
+  };
+  if (pid == 0 || (!namespace_of("/proc/self/ns/net").empty() &&
+                   namespace_of("/proc/self/ns/net") ==
+                       namespace_of("/proc/" + std::to_string(pid) + "/ns/net"))) {
     guarded();
     return error;
   }
