@@ -12,6 +12,9 @@ packages=(
   # real targets and peers for tests and benchmarks
   python3 python3-torch python3-setproctitle python3.11-dbg elfutils gdb graphviz
   procps iproute2 util-linux psmisc openssl libssl-dev
+  # deployment paths (tests/deploy): systemd-analyze, a single-machine Slurm, the manifest's
+  # YAML, zsh completions, the man page
+  systemd slurm-wlm python3-yaml zsh man-db groff-base
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -9,7 +9,7 @@ jobs=$(nproc)
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j "$jobs"
-(cd build && ctest --output-on-failure -j "$jobs" -L 'unit|integration|torch|cluster|slow')
+(cd build && ctest --output-on-failure -j "$jobs" -L 'unit|integration|torch|cluster|slow|deploy')
 
 if [ "${HANGSCOPE_SKIP_SANITIZE:-0}" != 1 ]; then
   cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Debug -DHANGSCOPE_SANITIZE=ON >/dev/null
