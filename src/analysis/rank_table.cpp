@@ -49,13 +49,29 @@ const capture::ThreadDump* find_thread(const capture::ProcessRecord& process, pi
   return nullptr;
 }
 
+// Waits that spin instead of blocking (vLLM's broadcast ring polls its flags with
+// sched_yield): the thread runs and its line and locals change inside the loop, which is not
+// progress; only leaving the loop (other functions on the stack) is.
+bool spins(const WaitPoint& wait) {
+  return wait.kind == WaitKind::kRing;
+}
+
 // What identifies "the same place" for the progress check: Python frames with lines and
 // locals (a loop counter or a fresh Work object is progress), else native function names.
-std::string stack_signature(const capture::ThreadDump* thread) {
+// For a spin wait (`spin_primitive`): the function names from the spinning function outward,
+// since inside the loop the thread is anywhere (a yield, a timer, the flag check).
+std::string stack_signature(const capture::ThreadDump* thread, const std::string& spin_primitive) {
   if (thread == nullptr) return "<gone>";
   std::string out;
   if (!thread->python_frames.empty()) {
-    for (const auto& f : thread->python_frames) {
+    const auto& frames = thread->python_frames;
+    if (!spin_primitive.empty()) {
+      const auto from = std::find_if(frames.begin(), frames.end(),
+                                     [&](const auto& f) { return f.function == spin_primitive; });
+      for (auto f = from; f != frames.end(); ++f) out += f->file + ":" + f->function + ";";
+      if (from != frames.end()) return out;
+    }
+    for (const auto& f : frames) {
       out += f.file + ":" + f.function + ":" + std::to_string(f.line);
       for (const auto& [name, value] : f.locals) out += "," + name + "=" + value;
       out += ";";
@@ -97,13 +113,16 @@ Progress measure_progress(const RankEntry& entry) {
   }
   const std::uint64_t capture_switches = 4 * (h.size() - 1);
   progress.woke_up = progress.wakeups > capture_switches + 4;
-  const std::string reference = stack_signature(first_thread);
+  const bool spin = spins(entry.wait);
+  const std::string spin_primitive = spin ? entry.wait.primitive : "";
+  const std::string reference = stack_signature(first_thread, spin_primitive);
   for (std::size_t i = 1; i < h.size(); ++i) {
-    if (stack_signature(find_thread(*h[i], entry.wait.tid)) != reference)
+    if (stack_signature(find_thread(*h[i], entry.wait.tid), spin_primitive) != reference)
       progress.stack_moved = true;
     if (h[i]->state != first.state) progress.state_changed = true;
   }
-  progress.progressing = progress.cpu_grew || progress.stack_moved || progress.woke_up;
+  progress.progressing =
+      spin ? progress.stack_moved : progress.cpu_grew || progress.stack_moved || progress.woke_up;
   char share_text[32];
   std::snprintf(share_text, sizeof share_text, "%.0f%%", share * 100);
   progress.detail =
@@ -180,6 +199,7 @@ void settle_state(RankEntry& entry) {
   }
   const auto* thread = find_thread(*latest, entry.wait.tid);
   entry.state = thread ? state_from_letter(thread->state) : process_state;
+  if (entry.state == RankState::kRunning && spins(entry.wait)) entry.state = RankState::kWaiting;
   if (entry.state == RankState::kWaiting && entry.progress.progressing.value_or(false)) {
     entry.state = RankState::kRunning;  // it waits only between pieces of work
   }

@@ -66,7 +66,7 @@ std::string waiting_text(const Job& job, const std::set<int>& waiting) {
   std::string out;
   for (const auto& [place, ranks] : by_place) {
     if (!out.empty()) out += "; ";
-    out += ranks_text(ranks) + " wait for it in " + place;
+    out += ranks_text(ranks) + (ranks.size() == 1 ? " waits" : " wait") + " for it in " + place;
   }
   return out;
 }
@@ -142,7 +142,8 @@ Verdict root_verdict(const Job& job, const RootKind& kind, const std::vector<int
     if (const auto* e = job.find(w)) reasons[e->waits_for_reason].insert(w);
   }
   for (const auto& [reason, ranks] : reasons) {
-    v.evidence.push_back(ranks_text(ranks) + " wait for it (" + reason + ")");
+    v.evidence.push_back(ranks_text(ranks) + (ranks.size() == 1 ? " waits" : " wait") +
+                         " for it (" + reason + ")");
   }
   if (job.world_size) {
     v.evidence.push_back("world size " + std::to_string(*job.world_size) + " (job " + job.key +

@@ -524,6 +524,8 @@ NodeSnapshot capture_node(const NodeCaptureOptions& options) {
   node.node_name = options.node_name.empty() ? node.hostname : options.node_name;
   node.capture_unix_ns = unix_now_ns();
   std::vector<pid_t> pids = options.pids.empty() ? discover_processes() : options.pids;
+  std::sort(pids.begin(), pids.end());  // a process named twice is captured once
+  pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
   if (!options.select.empty()) {
     std::regex pattern;
     try {

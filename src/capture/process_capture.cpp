@@ -9,6 +9,7 @@
 #include "hangscope/elf/process_image.h"
 #include "hangscope/memory/process_memory.h"
 #include "hangscope/native/symbolizer.h"
+#include "hangscope/native/thread_stop.h"
 #include "hangscope/native/unwinder.h"
 #include "hangscope/proc/process_fs.h"
 #include "hangscope/python/merge.h"
@@ -114,6 +115,44 @@ class ThreadMatcher {
   std::map<pid_t, pid_t> ns_to_host_;
   std::map<std::uint64_t, pid_t> by_thread_pointer_;
 };
+
+bool torn(const python::PyThread& thread) {
+  return !thread.error.empty() && thread.error.rfind("stopped after", 0) != 0;
+}
+
+// A thread that runs through Python calls faster than its frames can be read (a spin loop
+// calling a small function) tears every live read: such a thread is stopped once more, alone,
+// for a read of its frames. Returns the longest of these pauses.
+std::chrono::nanoseconds reread_torn_threads(std::vector<python::PyThread>& threads,
+                                             PythonSession& python, ThreadMatcher& matcher,
+                                             const CaptureOptions& options) {
+  std::chrono::nanoseconds longest{0};
+  for (auto& thread : threads) {
+    if (!torn(thread)) continue;
+    const auto tid = matcher.host_tid(thread);
+    if (!tid) continue;
+    native::ThreadStop stop(*tid);
+    if (stop.seize_and_interrupt() != 0 ||
+        stop.wait(options.freeze.stop_timeout) != native::StopState::kStopped) {
+      continue;
+    }
+    std::vector<python::PyThread> again;
+    try {
+      again = python.read_threads(options.locals, 1);
+    } catch (const Error&) {
+    }
+    longest = std::max(longest, stop.paused_for());
+    stop.release();
+    for (auto& t : again) {
+      if (t.tstate == thread.tstate && !torn(t)) {
+        thread = std::move(t);
+        thread.error = "";
+        break;
+      }
+    }
+  }
+  return longest;
+}
 
 void mask_locals(std::vector<Frame>& frames) {
   for (auto& frame : frames) {
@@ -239,6 +278,10 @@ ProcessDump capture_process(pid_t pid, const CaptureOptions& options) {
   }
   if (python && !py_threads.empty()) {
     ThreadMatcher matcher(fs, copies, live);
+    if (options.stacks != StackKinds::kPythonOnly) {
+      dump.max_paused =
+          std::max(dump.max_paused, reread_torn_threads(py_threads, *python, matcher, options));
+    }
     attach_python(dump, py_threads, matcher, python->interpreter().module_path, options.stacks);
   }
   for (auto& note : image.notes()) dump.notes.push_back(std::move(note));

@@ -37,18 +37,50 @@ std::unique_ptr<PythonSession> PythonSession::open(elf::ProcessImage& image,
       new PythonSession(interpreter, std::move(*layout), memory, image.maps()));
 }
 
+namespace {
+
+bool has_errors(const std::vector<python::PyThread>& threads) {
+  for (const auto& t : threads) {
+    if (!t.error.empty() && t.error.rfind("stopped after", 0) != 0) return true;
+  }
+  return false;
+}
+
+// Two reads of running threads agree when every thread's outermost frame is the same: a
+// thread that runs changes its innermost frames between reads, but a read that caught a frame
+// being pushed or popped ends its chain early (a one-frame stack of a helper function).
+bool same_outer_frames(const std::vector<python::PyThread>& a,
+                       const std::vector<python::PyThread>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i].tstate != b[i].tstate || a[i].frames.empty() != b[i].frames.empty()) return false;
+    if (a[i].frames.empty()) continue;
+    const auto& x = a[i].frames.back();
+    const auto& y = b[i].frames.back();
+    if (x.function != y.function || x.file != y.file) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 std::vector<python::PyThread> PythonSession::read_threads(bool locals, int attempts) {
   python::StackReaderOptions options;
   options.locals = locals;
-  std::vector<python::PyThread> threads;
-  for (int attempt = 0; attempt < attempts; ++attempt) {
+  const auto read = [&] {
     python::ObjectReader objects(memory_, maps_, layout_);
     python::StackReader reader(objects, interpreter_.runtime_address, options);
-    threads = reader.read_threads();
-    bool torn = false;
-    for (const auto& t : threads)
-      torn = torn || (!t.error.empty() && t.error.rfind("stopped after", 0) != 0);
-    if (!torn) break;
+    return reader.read_threads();
+  };
+  std::vector<python::PyThread> threads = read();
+  // One attempt: the threads are stopped (one consistent instant), the read is taken as is.
+  // Otherwise they run: a read is taken when it has no torn frame and a second read agrees
+  // on every thread's outermost frame.
+  for (int attempt = 1; attempt < attempts; ++attempt) {
+    auto again = read();
+    const bool settled = !has_errors(again) && same_outer_frames(threads, again);
+    threads = std::move(again);
+    if (settled) break;
   }
   return threads;
 }

@@ -44,7 +44,6 @@ StopState ThreadStop::take_wait_status(int status) {
 StopState ThreadStop::wait(std::chrono::nanoseconds budget) {
   if (state_ != StopState::kPending) return state_;
   const auto deadline = std::chrono::steady_clock::now() + budget;
-  auto pause = std::chrono::microseconds(0);
   for (;;) {
     int status = 0;
     const pid_t r = ::waitpid(tid_, &status, __WALL | WNOHANG);
@@ -52,13 +51,14 @@ StopState ThreadStop::wait(std::chrono::nanoseconds budget) {
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return state_ = StopState::kGone;  // ECHILD: no longer our tracee
     if (std::chrono::steady_clock::now() >= deadline) return state_;
-    // Most threads stop within tens of microseconds: spin briefly, then back off.
-    if (pause.count() == 0) {
+    // Most threads stop within tens of microseconds: spin (yielding) for the first 100 µs,
+    // then poll every 20 µs. Every microsecond slept past the stop is time the thread stays
+    // stopped, so the poll interval stays short; a thread that does not stop soon (state D)
+    // is given up at the budget.
+    if (std::chrono::steady_clock::now() - interrupted_at_ < std::chrono::microseconds(100)) {
       std::this_thread::yield();
-      pause = std::chrono::microseconds(5);
     } else {
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
 }

@@ -53,6 +53,11 @@ TEST_P(GenericScenarios, DiagnoseNamesTheRuleAndTheRanks) {
       {kPython, kScript, "--scenario", s.scenario, "--world-size", std::to_string(s.world_size),
        "--diverged-rank", std::to_string(s.diverged_rank), "--timeout", "600"},
       {{"VLLM_CACHE_ROOT", cache_root}});
+  // The ring's writer names its /dev/shm segment first; the test removes it after the kill.
+  std::string ring;
+  if (s.scenario == "shm-ring-stall") {
+    ring = job.wait_for_line("ring /dev/shm/psm_", std::chrono::seconds(180)).substr(5);
+  }
   std::string pids;
   for (int r = 0; r < s.world_size; ++r) {
     std::istringstream line(
@@ -70,7 +75,7 @@ TEST_P(GenericScenarios, DiagnoseNamesTheRuleAndTheRanks) {
                                            " --samples 3 --interval 700ms --quiet -o " + dir);
   job.kill_all();
   const auto text = read_file(dir + "/report.json");
-  testing::run_command("rm -rf " + dir + " " + cache_root);
+  testing::run_command("rm -rf " + dir + " " + cache_root + " " + ring);
   ASSERT_TRUE(text.text) << result.err;
   const auto report = nlohmann::json::parse(*text.text);
   ASSERT_FALSE(report["verdicts"].empty()) << report["conclusion"];
@@ -115,7 +120,17 @@ INSTANTIATE_TEST_SUITE_P(
                         "cache.torch_compile.state",
                         "cold"},
         // DP engine 2 idles in its input queue; the others run dummy batches.
-        GenericScenario{"dp-dummy-desync", 4, 2, "dp-dummy-batch-desync", {2}, {0, 1, 3}, "", ""}),
+        GenericScenario{"dp-dummy-desync", 4, 2, "dp-dummy-batch-desync", {2}, {0, 1, 3}, "", ""},
+        // vLLM's broadcast ring: reader rank 2 stopped reading; the writer (rank 0, spinning in
+        // acquire_write) waits for it, readers 1 and 3 (spinning in acquire_read) for the writer.
+        GenericScenario{"shm-ring-stall",
+                        4,
+                        2,
+                        "rank-diverged",
+                        {2},
+                        {0, 1, 3},
+                        "shm_ring",
+                        "reader 1 (rank 2) has not read blocks 0-9"}),
     [](const auto& param_info) {
       std::string name = param_info.param.scenario;
       std::replace(name.begin(), name.end(), '-', '_');

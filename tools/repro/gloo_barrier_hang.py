@@ -88,11 +88,31 @@ More vLLM hangs on the same simulated modules (one node, the local launcher):
                         batch that waits in coordinate_batch_across_dp's all-reduce (_run_ar);
                         the diverged rank took the wave for finished and waits in
                         _process_input_queue (input_queue.get()).
+  shm-ring-stall        a reader stalls on vLLM's shared-memory broadcast ring (world size >= 3,
+                        --diverged-rank a reader, 1..N-1): rank 0 writes one scheduler output
+                        per step into a MessageQueue, a real ShmRingBuffer in one SharedMemory
+                        segment /dev/shm/psm_<random> of vLLM's layout and size (10 blocks of
+                        10 MiB, N-1 readers: (10 MiB + N) x 10 bytes), which every rank maps;
+                        ranks 1..N-1 are its readers 0..N-2 (the name comes with
+                        broadcast_object_list on the world group). The diverged rank reads 3
+                        blocks and blocks in the third's execute_model ->
+                        _compile_graph_for_batch (threading.Event.wait); the writer fills the
+                        ring and spins in MessageQueue.acquire_write (enqueue; state R, as
+                        vLLM's writer) for a block it never reads, logging the shm_broadcast
+                        warning "No available shared memory broadcast block found in 60
+                        seconds ..." to stderr once; the other readers read every block and
+                        wait in acquire_read (dequeue; sched_yield, after 10 s idle
+                        time.sleep(0.1)). At the hang every block is written, read by every
+                        reader but the diverged one. Each rank announces when it starts its
+                        final wait; rank 0 first prints "ring /dev/shm/psm_<name>".
 The launcher gives autotune-cache, gpu-p2p-spin and warmup-timeout a temporary VLLM_CACHE_ROOT
 (removed when it ends, also on SIGTERM) unless VLLM_CACHE_ROOT is set. For collective-behind it
 sets TORCH_NCCL_DEBUG_INFO_PIPE_FILE and TORCH_NCCL_DEBUG_INFO_TEMP_FILE to <dir>/nccl_trace_rank_
 in a temporary directory (removed when it ends, also on SIGTERM), each unless already set (then
-as set: the dumps go there and stay; the fifos are removed when the ranks have ended).
+as set: the dumps go there and stay; the fifos are removed when the ranks have ended). For
+shm-ring-stall the writer records its segment in a temporary directory of the launcher, which
+removes both when it ends (also on SIGTERM and SIGINT); a SIGKILLed launcher leaves the segment
+(the "ring" line names it).
 
 Launcher mode (default) starts ``--world-size`` rank processes with torchrun-style environment
 variables (RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; one node);
@@ -102,7 +122,8 @@ every rank prints one line
 launcher also starts the driver (``--driver``, the same script; the rank variables removed from
 its environment), which announces ``driver pid <pid> waiting``; the launcher runs until every
 rank has ended, then kills the driver and reaps it. Ranks and driver die with the launcher
-(PR_SET_PDEATHSIG), so killing the launcher's process group cleans everything up.
+(PR_SET_PDEATHSIG), so killing the launcher's process group cleans everything up (with SIGKILL,
+all but shm-ring-stall's segment, above).
 """
 import argparse
 import ctypes
@@ -123,10 +144,10 @@ import time
 SCENARIOS = ("store-wait", "collective-mismatch", "busy", "stopped", "store-exit",
              "uninterruptible", "allreduce-loop", "pipeline", "symmetric-memory",
              "autotune-cache", "compiled-dag", "gpu-p2p-spin", "shm-broadcast-skip",
-             "warmup-timeout", "dp-dummy-desync", "collective-behind")
+             "warmup-timeout", "dp-dummy-desync", "collective-behind", "shm-ring-stall")
 # The scenarios that run on the simulated vLLM / FlashInfer / Ray modules.
 SIM_SCENARIOS = ("symmetric-memory", "autotune-cache", "compiled-dag", "gpu-p2p-spin",
-                 "shm-broadcast-skip", "warmup-timeout", "dp-dummy-desync")
+                 "shm-broadcast-skip", "warmup-timeout", "dp-dummy-desync", "shm-ring-stall")
 # The scenarios whose ranks share a vLLM cache directory (VLLM_CACHE_ROOT) the launcher provides.
 CACHE_SCENARIOS = ("autotune-cache", "gpu-p2p-spin", "warmup-timeout")
 SIM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sim")
@@ -148,6 +169,12 @@ FULL_SHM_SIZE = "64k"
 COLLECTIVE_BEHIND_STEPS = 5
 # collective-behind: the flight recorder's variables (fifo and dump prefixes; rank appended).
 FLIGHT_RECORDER_VARIABLES = ("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+# shm-ring-stall: the blocks (scheduler outputs) the diverged reader reads; it stalls in the last
+# one's execute_model. The writer then fills the ring (vLLM's default 10 blocks of 10 MiB) and
+# waits for it: every rank's final wait is the step SHM_RING_READ_STEPS + SHM_RING_MAX_CHUNKS.
+SHM_RING_READ_STEPS = 3
+SHM_RING_MAX_CHUNK_BYTES = 1024 * 1024 * 10
+SHM_RING_MAX_CHUNKS = 10
 
 
 def die_with_parent():
@@ -569,6 +596,86 @@ def run_dp_dummy_desync(rank, local_rank, world_size, diverged_rank):
     engine.run_busy_loop()
 
 
+def run_shm_ring_stall(rank, world_size, diverged_rank, record):
+    """A reader stalls on vLLM's shared-memory broadcast ring (all ranks on one node): rank 0
+    writes the scheduler outputs into a MessageQueue (a real ShmRingBuffer, /dev/shm/psm_*),
+    ranks 1..N-1 read them (readers 0..N-2); the segment's name goes to the readers with
+    broadcast_object_list on the world group. record: a file the launcher reads to remove the
+    segment (appended: its path)."""
+    import torch.distributed as dist
+    from vllm.distributed.device_communicators.shm_broadcast import MessageQueue
+    if rank == 0:
+        queue = MessageQueue(n_reader=world_size - 1, n_local_reader=world_size - 1,
+                             local_reader_ranks=list(range(1, world_size)),
+                             max_chunk_bytes=SHM_RING_MAX_CHUNK_BYTES,
+                             max_chunks=SHM_RING_MAX_CHUNKS)
+        segment = f"/dev/shm/{queue.buffer.shared_memory.name}"
+        if record:
+            with open(record, "a") as f:
+                f.write(segment + "\n")
+        os.write(1, f"ring {segment}\n".encode())
+        dist.broadcast_object_list([queue.export_handle()], src=0)
+    else:
+        received = [None]
+        dist.broadcast_object_list(received, src=0)
+        queue = MessageQueue.create_from_handle(received[0], rank)
+    # Every reader has the segment mapped before the first block (vLLM: wait_until_ready).
+    dist.barrier(group=dist.group.WORLD)
+    if rank == 0:
+        broadcast_scheduler_outputs(queue, rank)
+    else:
+        worker_busy_loop(queue, rank, rank == diverged_rank)
+
+
+def broadcast_scheduler_outputs(queue, rank):
+    """shm-ring-stall, the writer (rank 0): one scheduler output per step into the ring, until
+    a block the stalled reader never reads is due again (the ring is full): it waits in
+    acquire_write, announces and logs vLLM's ring-buffer warning when it starts waiting."""
+    from vllm.distributed.device_communicators import shm_broadcast
+    from vllm.v1.core.sched.output import SchedulerOutput
+
+    def blocked():
+        announce(f"rank {rank} pid {os.getpid()} waiting")
+        shm_broadcast._simulate_ring_buffer_wait_warning()
+
+    step = 0
+    while True:
+        if step == SHM_RING_READ_STEPS + SHM_RING_MAX_CHUNKS:
+            queue._simulate_on_wait = blocked
+        queue.enqueue((step, SchedulerOutput(total_num_scheduled_tokens=8)))
+        step += 1
+
+
+def worker_busy_loop(queue, rank, diverged):
+    """shm-ring-stall, a reader: takes the next scheduler output off the ring, runs the step.
+    The diverged reader stalls in the execute_model of its SHM_RING_READ_STEPS-th block (never
+    reads again); the others read every block written and wait in acquire_read for the next,
+    announcing when they start waiting."""
+    step = 0
+    while True:
+        if step == SHM_RING_READ_STEPS + SHM_RING_MAX_CHUNKS:
+            queue._simulate_on_wait = lambda: announce(f"rank {rank} pid {os.getpid()} waiting")
+        _, scheduler_output = queue.dequeue()
+        step += 1
+        stall = diverged and step == SHM_RING_READ_STEPS
+        if stall:
+            announce(f"rank {rank} pid {os.getpid()} diverged")
+        execute_model(scheduler_output, stall)
+
+
+def execute_model(scheduler_output, new_shape):
+    """Runs one model step for the batch; a batch shape not seen yet is compiled first."""
+    if new_shape:
+        _compile_graph_for_batch(scheduler_output)
+    return scheduler_output.total_num_scheduled_tokens
+
+
+def _compile_graph_for_batch(scheduler_output):
+    """The diverged reader waits forever for a compilation that never finishes (no block
+    acknowledged meanwhile)."""
+    threading.Event().wait()
+
+
 def full_shm_error():
     """Why this process cannot give shm-broadcast-skip its full /dev/shm (None if it can)."""
     why = ("it mounts a full tmpfs on /dev/shm in a private mount namespace "
@@ -634,6 +741,13 @@ def scenario_error(scenario, world_size, diverged_rank):
         if not 0 <= diverged_rank < world_size:
             return (f"--scenario collective-behind: --diverged-rank must be a rank "
                     f"(0..{world_size - 1}), got {diverged_rank}")
+    if scenario == "shm-ring-stall":
+        if world_size < 3:
+            return (f"--scenario shm-ring-stall needs a world size >= 3 (a writer, a reader that "
+                    f"stalls and readers waiting), got {world_size}")
+        if not 1 <= diverged_rank < world_size:
+            return (f"--scenario shm-ring-stall: --diverged-rank must be a reader "
+                    f"(1..{world_size - 1}; rank 0 writes the ring), got {diverged_rank}")
     if scenario == "store-exit" and diverged_rank == 0:
         return "--scenario store-exit: --diverged-rank must not be 0 (rank 0 hosts the TCPStore)"
     if scenario == "pipeline":
@@ -727,6 +841,8 @@ def run_rank(args, parser):
                             args.diverged_rank)
     elif args.scenario == "collective-behind":
         run_collective_behind(rank, world_size, args.diverged_rank, timeout)
+    elif args.scenario == "shm-ring-stall":
+        run_shm_ring_stall(rank, world_size, args.diverged_rank, args.shm_ring_record)
     elif args.scenario == "allreduce-loop":
         announce(f"rank {rank} pid {os.getpid()} progressing")
         decode_step()
@@ -781,6 +897,22 @@ def free_port():
         return s.getsockname()[1]
 
 
+def remove_shm_rings(record):
+    """shm-ring-stall, the ranks ended: the ring segments the writer recorded (/dev/shm/psm_*),
+    which a killed writer leaves behind."""
+    try:
+        with open(record) as f:
+            segments = f.read().split()
+    except OSError:
+        return
+    for path in segments:
+        if os.path.dirname(path) == "/dev/shm" and os.path.basename(path).startswith("psm_"):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
 def launch(args):
     port = free_port()
     ranks = []
@@ -802,6 +934,12 @@ def launch(args):
         if unset:
             flight_dir = tempfile.mkdtemp(prefix="gloo_barrier_hang-flight-recorder-")
             flight_env = {name: os.path.join(flight_dir, "nccl_trace_rank_") for name in unset}
+    ring_dir = None
+    if args.scenario == "shm-ring-stall":
+        # The writer records its ring's segment (/dev/shm/psm_*) in a temporary directory; the
+        # launcher removes both when it ends, also on SIGTERM and SIGINT.
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+        ring_dir = tempfile.mkdtemp(prefix="gloo_barrier_hang-shm-ring-")
     try:
         if args.scenario == "gpu-p2p-spin":
             leave_gpu_p2p_cache(vllm_cache_root, args.world_size)
@@ -815,11 +953,12 @@ def launch(args):
             if cache_root:
                 env["VLLM_CACHE_ROOT"] = cache_root
             env.update(flight_env)
-            ranks.append(subprocess.Popen(
-                [sys.executable, os.path.abspath(__file__), "--rank-worker",
-                 "--scenario", args.scenario, "--diverged-rank", str(args.diverged_rank),
-                 "--timeout", str(args.timeout)],
-                env=env))
+            command = [sys.executable, os.path.abspath(__file__), "--rank-worker",
+                       "--scenario", args.scenario, "--diverged-rank", str(args.diverged_rank),
+                       "--timeout", str(args.timeout)]
+            if ring_dir:
+                command += ["--shm-ring-record", os.path.join(ring_dir, "segments")]
+            ranks.append(subprocess.Popen(command, env=env))
         if args.scenario == "compiled-dag":
             # The graph's driver (vLLM's EngineCore): the same script, no rank variables.
             env = {name: value for name, value in os.environ.items()
@@ -836,12 +975,16 @@ def launch(args):
                 driver.poll()
             time.sleep(0.2)
     finally:
+        if ring_dir:
+            # A second signal must not cut the clean-up short.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         for process in ranks + ([driver] if driver else []):
             if process.poll() is None:
                 process.kill()
         if driver:
             driver.wait()
-        if cache_root or args.scenario == "collective-behind":
+        if cache_root or args.scenario == "collective-behind" or ring_dir:
             for process in ranks:
                 process.wait()
         if cache_root:
@@ -852,6 +995,9 @@ def launch(args):
                               args.world_size)
         if flight_dir:
             shutil.rmtree(flight_dir, ignore_errors=True)
+        if ring_dir:
+            remove_shm_rings(os.path.join(ring_dir, "segments"))
+            shutil.rmtree(ring_dir, ignore_errors=True)
 
 
 def main():
@@ -868,6 +1014,9 @@ def main():
     # shm-broadcast-skip: the launcher re-executed under unshare (value: the mount namespace it
     # left, so that the tmpfs never goes on the host's /dev/shm).
     parser.add_argument("--full-shm-from-ns", help=argparse.SUPPRESS)
+    # shm-ring-stall: the file in the launcher's temporary directory where the writer records
+    # its ring's segment, for the launcher to remove.
+    parser.add_argument("--shm-ring-record", help=argparse.SUPPRESS)
     parser.add_argument("--title", help="retitle the rank with setproctitle (e.g. VLLM::Worker_TP2)")
     parser.add_argument("--helper", action="store_true", help="start a helper child process")
     args = parser.parse_args()
