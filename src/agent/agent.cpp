@@ -37,9 +37,58 @@ std::string host_of(const std::string& address) {
   return address.substr(0, address.rfind(':'));
 }
 
+// Compares a presented credential with the expected one in a time that depends on the
+// expected one's length only (no early exit at the first differing byte).
+bool same_secret(std::string_view presented, std::string_view expected) {
+  unsigned char diff = presented.size() == expected.size() ? 0 : 1;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    const char p = i < presented.size() ? presented[i] : '\0';
+    diff |= static_cast<unsigned char>(p ^ expected[i]);
+  }
+  return diff == 0;
+}
+
+// Recorded snapshots served by --replay: one simulated node per file, found by the port the
+// client dialed (the call's authority).
+class ReplayNodes {
+ public:
+  ReplayNodes(const std::vector<std::string>& files, int base_port) : base_port_(base_port) {
+    for (const auto& file : files) {
+      Node node;
+      for (const auto& snapshot : snapshot::read_file(file)) {
+        if (node.name.empty()) node.name = snapshot.node_name;
+        snapshot::encode(snapshot, node.samples.emplace_back());
+      }
+      if (node.samples.empty()) throw Error(file + ": no snapshot to replay");
+      nodes_.push_back(std::move(node));
+    }
+  }
+  bool empty() const { return nodes_.empty(); }
+  std::size_t size() const { return nodes_.size(); }
+
+  struct Node {
+    std::string name;
+    std::vector<v1::NodeSnapshot> samples;
+  };
+  // The node behind the port in "host:port" (the authority), or nullptr.
+  const Node* find(grpc::string_ref authority) const {
+    const std::string text(authority.data(), authority.size());
+    const auto colon = text.rfind(':');
+    if (colon == std::string::npos) return nullptr;
+    const long index = std::strtol(text.c_str() + colon + 1, nullptr, 10) - base_port_;
+    if (index < 0 || static_cast<std::size_t>(index) >= nodes_.size()) return nullptr;
+    return &nodes_[static_cast<std::size_t>(index)];
+  }
+
+ private:
+  int base_port_;
+  std::vector<Node> nodes_;
+};
+
 class AgentService final : public v1::Agent::Service {
  public:
-  explicit AgentService(const AgentOptions& options) : options_(options) {}
+  AgentService(const AgentOptions& options, int base_port)
+      : options_(options), replay_(options.replay_files, base_port) {}
 
   grpc::Status Info(grpc::ServerContext* context, const v1::InfoRequest*,
                     v1::InfoReply* reply) override {
@@ -47,6 +96,11 @@ class AgentService final : public v1::Agent::Service {
     char host[256] = {};
     ::gethostname(host, sizeof host - 1);
     reply->set_node_name(options_.node_name.empty() ? host : options_.node_name);
+    if (!replay_.empty()) {
+      const auto* node = replay_.find(context->ExperimentalGetAuthority());
+      if (node == nullptr) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no replayed node");
+      reply->set_node_name(node->name);
+    }
     reply->set_hostname(host);
     reply->set_agent_version(kVersion);
     reply->set_clock_unix_ns(unix_now_ns());
@@ -64,10 +118,12 @@ class AgentService final : public v1::Agent::Service {
                        v1::CaptureReply* reply) override {
     if (auto denied = authenticate(*context, "Capture")) return *denied;
     const int samples = std::clamp<int>(static_cast<int>(request->samples()), 1, 100);
+    if (!replay_.empty()) return replay(*context, samples, reply);
     const auto interval = std::chrono::nanoseconds(request->interval_ns());
     capture::NodeCaptureOptions options;
     options.process = options_.capture;
     options.process.locals = request->locals();
+    options.process.modules = modules_;  // parsed libraries stay parsed between requests
     options.node_name = options_.node_name;
     options.pids.assign(request->pids().begin(), request->pids().end());
     if (options.pids.empty()) options.pids = options_.pids;
@@ -94,12 +150,22 @@ class AgentService final : public v1::Agent::Service {
   }
 
  private:
+  grpc::Status replay(const grpc::ServerContext& context, int samples, v1::CaptureReply* reply) {
+    const auto* node = replay_.find(context.ExperimentalGetAuthority());
+    if (node == nullptr) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no replayed node");
+    for (int i = 0; i < samples && i < static_cast<int>(node->samples.size()); ++i) {
+      *reply->add_snapshots() = node->samples[static_cast<std::size_t>(i)];
+    }
+    return grpc::Status::OK;
+  }
+
   std::optional<grpc::Status> authenticate(const grpc::ServerContext& context, const char* method) {
     if (options_.token.empty()) return std::nullopt;
     const auto& metadata = context.client_metadata();
     const auto it = metadata.find("authorization");
     const std::string expected = "Bearer " + options_.token;
-    if (it != metadata.end() && std::string(it->second.data(), it->second.size()) == expected) {
+    if (it != metadata.end() &&
+        same_secret(std::string_view(it->second.data(), it->second.size()), expected)) {
       return std::nullopt;
     }
     spdlog::warn("{}: refused {} (missing or wrong token)", method, context.peer());
@@ -107,6 +173,8 @@ class AgentService final : public v1::Agent::Service {
   }
 
   const AgentOptions& options_;
+  ReplayNodes replay_;
+  std::shared_ptr<elf::ModuleCache> modules_ = std::make_shared<elf::ModuleCache>();
   std::mutex capture_mutex_;
 };
 
@@ -188,13 +256,33 @@ int serve(const AgentOptions& options, const std::function<void(int port)>& read
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  AgentService service(options);
+  // Replay: one port per recorded node, from the listen port up.
+  const int base_port = std::atoi(options.listen.substr(options.listen.rfind(':') + 1).c_str());
+  if (!options.replay_files.empty() && base_port == 0) {
+    throw Error("--replay needs an explicit --listen port (file i is served on port + i)");
+  }
+  AgentService service(options, base_port);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options.listen, server_credentials(options), &port);
+  const auto credentials = server_credentials(options);
+  std::vector<int> replay_ports(options.replay_files.size(), 0);
+  for (std::size_t i = 1; i < options.replay_files.size(); ++i) {
+    builder.AddListeningPort(host_of(options.listen) + ":" + std::to_string(base_port + i),
+                             credentials, &replay_ports[i]);
+  }
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) throw Error("cannot listen on " + options.listen);
+  for (std::size_t i = 1; i < replay_ports.size(); ++i) {
+    if (replay_ports[i] == 0) {
+      throw Error("cannot listen on port " + std::to_string(base_port + i) + " for --replay");
+    }
+  }
+  if (!options.replay_files.empty()) {
+    spdlog::info("replaying {} recorded node(s) on ports {}-{}", options.replay_files.size(),
+                 base_port, base_port + options.replay_files.size() - 1);
+  }
   spdlog::info("agent listening on {} (port {}){}", options.listen, port,
                options.token.empty() ? "" : ", token required");
   std::printf("listening on %s\n", (host_of(options.listen) + ":" + std::to_string(port)).c_str());

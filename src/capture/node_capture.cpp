@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -75,6 +76,8 @@ void identify_from_logs(ProcessRecord& record) {
 
 // Where a process's facts come from, learned while describing it (read once per process).
 struct FactSources {
+  std::optional<proc::MemoryMap> maps;           // read once, for the capture too
+  std::vector<proc::Mapping> shm_mappings;       // its /dev/shm/psm_* segments (vLLM rings)
   std::vector<std::string> package_paths;        // mapped site-packages libraries, libnccl
   std::map<std::string, std::string> cache_env;  // the variables that place its caches
 };
@@ -99,7 +102,8 @@ struct NodeFacts {
 };
 
 // Identity, environment and fact sources of one process (no stopping involved).
-ProcessRecord describe_process(pid_t pid, FactSources& sources) {
+ProcessRecord describe_process(pid_t pid, FactSources& sources,
+                               const std::shared_ptr<elf::ModuleCache>& modules) {
   ProcessRecord record;
   record.pid = pid;
   proc::ProcessFs fs(pid);
@@ -123,7 +127,8 @@ ProcessRecord describe_process(pid_t pid, FactSources& sources) {
         sources.package_paths.push_back(m.path);
       }
     }
-    elf::ProcessImage image(fs, std::move(*maps));
+    sources.maps = *maps;
+    elf::ProcessImage image(fs, std::move(*maps), modules);
     memory::ProcessMemory memory(pid);
     env = identity::read_environment(fs, image, memory);
   }
@@ -463,19 +468,17 @@ void describe_ring(NodeSnapshot& node, std::vector<std::size_t> members,
   }
 }
 
-void collect_shm_rings(NodeSnapshot& node) {
+void collect_shm_rings(NodeSnapshot& node,
+                       const std::map<std::size_t, std::vector<proc::Mapping>>& shm_maps) {
   struct Segment {
     std::vector<std::size_t> members;
     proc::Mapping mapping;  // the first member's
   };
   std::map<std::pair<std::string, std::uint64_t>, Segment> segments;  // (device, inode)
-  for (std::size_t i = 0; i < node.processes.size(); ++i) {
-    int error = 0;
-    const auto map = proc::read_memory_map(node.processes[i].pid, &error);
-    if (!map) continue;
+  for (const auto& [i, mappings] : shm_maps) {
     std::set<std::uint64_t> seen;
-    for (const auto& m : map->mappings()) {
-      if (m.path.rfind("/dev/shm/psm_", 0) != 0 || !seen.insert(m.inode).second) continue;
+    for (const auto& m : mappings) {
+      if (!seen.insert(m.inode).second) continue;
       auto& segment = segments[{m.device, m.inode}];
       if (segment.members.empty()) segment.mapping = m;
       segment.members.push_back(i);
@@ -538,27 +541,50 @@ NodeSnapshot capture_node(const NodeCaptureOptions& options) {
   }
   NodeFacts node_facts;
   node_facts.gpu = facts::gpu_topology().facts();
-  std::vector<std::map<std::string, std::string>> dump_env;  // per process, for its dumps
-  for (pid_t pid : pids) {
-    FactSources sources;
-    ProcessRecord record = describe_process(pid, sources);
-    dump_env.push_back(record.environment);
-    if (auto home = sources.cache_env.find("HOME"); home != sources.cache_env.end()) {
+  // One module cache for the node's processes (the agent keeps its own across requests).
+  CaptureOptions process_options = options.process;
+  if (!process_options.modules) process_options.modules = std::make_shared<elf::ModuleCache>();
+  std::vector<std::map<std::string, std::string>> dump_env;    // per process, for its dumps
+  std::map<std::size_t, std::vector<proc::Mapping>> shm_maps;  // per process: its psm_* segments
+  // Processes are described and captured in parallel (each one wholly on one worker thread,
+  // which is its tracer), then their facts are gathered in pid order.
+  std::vector<ProcessRecord> records(pids.size());
+  std::vector<FactSources> sources(pids.size());
+  std::atomic<std::size_t> next{0};
+  const auto work = [&] {
+    for (std::size_t i = next++; i < pids.size(); i = next++) {
+      records[i] = describe_process(pids[i], sources[i], process_options.modules);
+      for (const auto& m :
+           sources[i].maps ? sources[i].maps->mappings() : std::vector<proc::Mapping>{}) {
+        if (m.path.rfind("/dev/shm/psm_", 0) == 0) sources[i].shm_mappings.push_back(m);
+      }
+      try {
+        records[i].dump = capture_process(pids[i], process_options, std::move(sources[i].maps));
+      } catch (const Error& e) {
+        records[i].error = e.what();  // reported, and the rest of the node still comes out
+      }
+    }
+  };
+  const std::size_t workers = std::min<std::size_t>(
+      pids.size(), std::max(1u, std::min(4u, std::thread::hardware_concurrency())));
+  std::vector<std::thread> threads;
+  for (std::size_t w = 1; w < workers; ++w) threads.emplace_back(work);
+  work();
+  for (auto& t : threads) t.join();
+  for (std::size_t i = 0; i < pids.size(); ++i) {
+    dump_env.push_back(records[i].environment);
+    if (auto home = sources[i].cache_env.find("HOME"); home != sources[i].cache_env.end()) {
       dump_env.back()["HOME"] = home->second;
     }
-    try {
-      record.dump = capture_process(pid, options.process);
-    } catch (const Error& e) {
-      record.error = e.what();  // reported, and the rest of the node still comes out
-    }
-    collect_facts(record, std::move(sources), node_facts);
-    node.processes.push_back(std::move(record));
+    if (!sources[i].shm_mappings.empty()) shm_maps[i] = std::move(sources[i].shm_mappings);
+    collect_facts(records[i], std::move(sources[i]), node_facts);
+    node.processes.push_back(std::move(records[i]));
   }
   mark_helpers(node.processes);
   collect_flight_records(node, dump_env, options);
   collect_nccl_ras(node, dump_env);
   if (options.query_store) collect_store_queries(node, dump_env);
-  collect_shm_rings(node);
+  collect_shm_rings(node, shm_maps);
   if (!options.log_globs.empty()) {
     std::set<pid_t> wanted;
     for (const auto& r : node.processes) wanted.insert(r.pid);

@@ -206,13 +206,14 @@ void attach_python(ProcessDump& dump, const std::vector<python::PyThread>& py_th
 
 }  // namespace
 
-ProcessDump capture_process(pid_t pid, const CaptureOptions& options) {
+ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
+                            std::optional<proc::MemoryMap> maps) {
   const auto begin = std::chrono::steady_clock::now();
   proc::ProcessFs fs(pid);
   const proc::TaskStat leader = check_capturable(fs);
 
   int error = 0;
-  auto maps = proc::read_memory_map(pid, &error);
+  if (!maps) maps = proc::read_memory_map(pid, &error);
   if (!maps) throw_errno("cannot read the memory map of " + pid_label(pid, leader.comm), error);
 
   ProcessDump dump;
@@ -220,7 +221,7 @@ ProcessDump capture_process(pid_t pid, const CaptureOptions& options) {
   dump.command = leader.comm;
   if (leader.state == 'Z') dump.notes.push_back("the main thread has exited (zombie leader)");
 
-  elf::ProcessImage image(fs, std::move(*maps));
+  elf::ProcessImage image(fs, std::move(*maps), options.modules);
   memory::ProcessMemory live(pid);
 
   // Find the interpreter before stopping anything: it opens files, which can wait.

@@ -1,6 +1,7 @@
 #include "capture/python_session.h"
 
 #include "hangscope/common/error.h"
+#include "hangscope/memory/page_cache.h"
 
 namespace hangscope::capture {
 
@@ -68,7 +69,8 @@ std::vector<python::PyThread> PythonSession::read_threads(bool locals, int attem
   python::StackReaderOptions options;
   options.locals = locals;
   const auto read = [&] {
-    python::ObjectReader objects(memory_, maps_, layout_);
+    memory::PageCache pages(memory_);  // one instant's pages per read
+    python::ObjectReader objects(pages, maps_, layout_);
     python::StackReader reader(objects, interpreter_.runtime_address, options);
     return reader.read_threads();
   };

@@ -29,6 +29,7 @@ struct CollectArguments {
   bool locals = false;
   bool trigger_fr_dump = false;
   bool query_store = false;
+  std::vector<std::string> replay;
   std::vector<std::string> log_globs;
 };
 
@@ -39,7 +40,8 @@ int collect_once(const CollectArguments& args) {
   capture::NodeCaptureOptions options;
   options.node_name = args.node_name;
   options.pids.assign(args.pids.begin(), args.pids.end());
-  options.process.locals = args.locals || args.query_store;  // the keys are in the locals
+  options.process.locals = args.locals || args.query_store;        // the keys are in the locals
+  options.process.modules = std::make_shared<elf::ModuleCache>();  // shared by the samples
   options.log_globs = args.log_globs;
   options.select = args.select;
   std::vector<capture::NodeSnapshot> samples;
@@ -74,6 +76,7 @@ int run_collect(const CollectArguments& args) {
     options.log_globs = args.log_globs;
     options.trigger_flight_dumps = args.trigger_fr_dump;
     options.query_store = args.query_store;
+    options.replay_files = args.replay;
     return agent::serve(options);
   } catch (const Error& e) {
     std::cerr << "hangscope: error: " << e.what() << "\n";
@@ -115,6 +118,9 @@ CommandRunner register_collect_command(CLI::App& app) {
                "Ask each waiting rank's c10d store (MASTER_ADDR:MASTER_PORT) which of the keys it "
                "awaits exist: read-only CHECKs (last sample; --once: implies --locals; agent: "
                "when the client asks for locals, as diagnose does by default)");
+  app.add_option("--replay", args->replay,
+                 "Serve these recorded snapshot files instead of capturing: file i on the --listen "
+                 "port + i, one simulated node each (benchmarks, tests)");
   app.add_option("--log", args->log_globs,
                  "Extra log files (glob); lines are given to ranks by their \"pid=N\" prefix");
   app.footer(

@@ -1,10 +1,11 @@
 #include <sys/stat.h>
 
+#include <atomic>
 #include <ctime>
 #include <fstream>
-#include <future>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "hangscope/agent/agent.h"
@@ -96,25 +97,36 @@ analysis::Bundle from_agents(const std::vector<std::string>& addresses,
   request.deadline = std::chrono::milliseconds(30000) + interval * args.samples;
   progress.say("asking " + std::to_string(addresses.size()) + " agent(s) for " +
                std::to_string(args.samples) + " sample(s)");
-  // Bounded fan-out: at most kInFlight agents are asked at once.
-  constexpr std::size_t kInFlight = 64;
+  // A fixed pool of workers takes the agents one by one: at most kWorkers are asked at once,
+  // and a slow agent holds up only its own worker.
+  constexpr std::size_t kWorkers = 128;
+  std::vector<agent::AgentAnswer> answers(addresses.size());
+  std::atomic<std::size_t> next{0};
+  std::atomic<std::size_t> done{0};
+  std::mutex say;
+  const auto work = [&] {
+    for (std::size_t i = next++; i < addresses.size(); i = next++) {
+      answers[i] = agent::collect_from(addresses[i], request);
+      const auto& answer = answers[i];
+      const auto finished = ++done;
+      if (answer.status != "ok" || addresses.size() <= 16 || finished % 256 == 0 ||
+          finished == addresses.size()) {
+        std::lock_guard<std::mutex> lock(say);
+        progress.say(answer.address + ": " + answer.status +
+                     (answer.error.empty() ? "" : " (" + answer.error + ")") + " [" +
+                     std::to_string(finished) + "/" + std::to_string(addresses.size()) + "]");
+      }
+    }
+  };
+  std::vector<std::thread> workers;
+  for (std::size_t w = 0; w < std::min(kWorkers, addresses.size()); ++w) workers.emplace_back(work);
+  for (auto& w : workers) w.join();
   analysis::Bundle bundle;
-  for (std::size_t first = 0; first < addresses.size(); first += kInFlight) {
-    std::vector<std::future<agent::AgentAnswer>> answers;
-    for (std::size_t i = first; i < std::min(addresses.size(), first + kInFlight); ++i) {
-      answers.push_back(std::async(std::launch::async, [address = addresses[i], request] {
-        return agent::collect_from(address, request);
-      }));
-    }
-    for (auto& future : answers) {
-      auto answer = future.get();
-      const std::string name = answer.node_name.empty() ? answer.address : answer.node_name;
-      bundle.nodes.push_back(
-          {name, answer.address, answer.status, answer.error, answer.clock_offset_ns});
-      progress.say(answer.address + ": " + answer.status +
-                   (answer.error.empty() ? "" : " (" + answer.error + ")"));
-      for (auto& s : answer.snapshots) bundle.snapshots.push_back(std::move(s));
-    }
+  for (auto& answer : answers) {
+    const std::string name = answer.node_name.empty() ? answer.address : answer.node_name;
+    bundle.nodes.push_back(
+        {name, answer.address, answer.status, answer.error, answer.clock_offset_ns});
+    for (auto& s : answer.snapshots) bundle.snapshots.push_back(std::move(s));
   }
   return bundle;
 }
@@ -124,6 +136,7 @@ analysis::Bundle from_local_node(const DiagnoseArguments& args, std::chrono::mil
   analysis::Bundle bundle;
   capture::NodeCaptureOptions options;
   options.process.locals = args.locals;
+  options.process.modules = std::make_shared<elf::ModuleCache>();  // shared by the samples
   options.pids.assign(args.pids.begin(), args.pids.end());
   options.select = args.select;
   const auto start = std::chrono::steady_clock::now();

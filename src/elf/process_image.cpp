@@ -9,26 +9,34 @@
 
 namespace hangscope::elf {
 
-ProcessImage::ProcessImage(const proc::ProcessFs& fs, proc::MemoryMap maps)
-    : fs_(fs), maps_(std::move(maps)), debug_roots_{fs.dir() + "/root", ""} {}
+ProcessImage::ProcessImage(const proc::ProcessFs& fs, proc::MemoryMap maps,
+                           std::shared_ptr<ModuleCache> cache)
+    : fs_(fs),
+      maps_(std::move(maps)),
+      debug_roots_{fs.dir() + "/root", ""},
+      cache_(std::move(cache)) {}
 
 const Module* ProcessImage::module_for(const proc::Mapping& mapping) {
   if (!mapping.is_file()) return nullptr;
   auto key = std::make_tuple(mapping.device, mapping.inode, mapping.path);
   auto it = modules_.find(key);
   if (it != modules_.end()) return it->second.get();
-  std::unique_ptr<Module> module;
   // map_files opens exactly the mapped inode (even deleted or replaced files); the path through
   // the target's root is the fallback for kernels or permissions that refuse map_files.
   std::string first_error;
-  for (const auto& candidate : {fs_.map_files_path(mapping), fs_.path_in_root(mapping.path)}) {
-    try {
-      module = Module::open(mapping.path, candidate, debug_roots_);
-      break;
-    } catch (const Error& e) {
-      if (first_error.empty()) first_error = e.what();
+  const auto open = [&]() -> std::shared_ptr<const Module> {
+    for (const auto& candidate : {fs_.map_files_path(mapping), fs_.path_in_root(mapping.path)}) {
+      try {
+        return Module::open(mapping.path, candidate, debug_roots_);
+      } catch (const Error& e) {
+        if (first_error.empty()) first_error = e.what();
+      }
     }
-  }
+    return nullptr;
+  };
+  // A deleted file is never shared: its inode may be reused by another file.
+  std::shared_ptr<const Module> module =
+      cache_ && !mapping.deleted ? cache_->get(key, open) : open();
   if (!module) {
     failures_.push_back({&mapping, "cannot read " + mapping.path +
                                        (mapping.deleted ? " (deleted)" : "") +

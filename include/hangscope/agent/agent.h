@@ -26,6 +26,9 @@ struct AgentOptions {
   capture::CaptureOptions capture;
   bool trigger_flight_dumps = false;  // --trigger-fr-dump: fresh dumps (last sample)
   bool query_store = false;           // --query-store: read-only store key checks (last sample)
+  // --replay: serve these recorded snapshot files instead of capturing, file i on the listen
+  // port + i (each a simulated node with its own endpoint; for benchmarks and tests).
+  std::vector<std::string> replay_files;
 };
 
 // True when host:port names a loopback address (127.0.0.0/8, ::1, localhost).

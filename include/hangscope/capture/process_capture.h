@@ -4,8 +4,13 @@
 
 #include <sys/types.h>
 
+#include <memory>
+#include <optional>
+
 #include "hangscope/capture/process_dump.h"
+#include "hangscope/elf/module_cache.h"
 #include "hangscope/native/freezer.h"
+#include "hangscope/proc/maps.h"
 
 namespace hangscope::capture {
 
@@ -20,11 +25,16 @@ struct CaptureOptions {
   std::size_t max_native_frames = 2048;
   StackKinds stacks = StackKinds::kMerged;
   bool locals = false;  // Python locals of every frame (simple values, masked)
+  // Parsed ELF modules shared across the processes and samples of a node (optional).
+  std::shared_ptr<elf::ModuleCache> modules;
 };
 
 // Throws hangscope::Error with a one-line message naming the pid and the reason when the
 // process cannot be captured at all (does not exist, zombie, kernel thread, /proc unreadable).
 // Problems with single threads, files or the interpreter become notes in the dump instead.
-ProcessDump capture_process(pid_t pid, const CaptureOptions& options);
+// `maps`: the process's memory map when the caller has just read it (it is read otherwise;
+// /proc/PID/maps of a torch process takes milliseconds to read).
+ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
+                            std::optional<proc::MemoryMap> maps = std::nullopt);
 
 }  // namespace hangscope::capture

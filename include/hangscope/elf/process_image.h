@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hangscope/elf/module.h"
+#include "hangscope/elf/module_cache.h"
 #include "hangscope/proc/maps.h"
 #include "hangscope/proc/process_fs.h"
 
@@ -25,7 +26,9 @@ struct Location {
 
 class ProcessImage {
  public:
-  ProcessImage(const proc::ProcessFs& fs, proc::MemoryMap maps);
+  // `cache` (optional) shares parsed modules with other processes and samples of the node.
+  ProcessImage(const proc::ProcessFs& fs, proc::MemoryMap maps,
+               std::shared_ptr<ModuleCache> cache = nullptr);
 
   const proc::MemoryMap& maps() const { return maps_; }
 
@@ -51,7 +54,8 @@ class ProcessImage {
   proc::MemoryMap maps_;
   std::vector<std::string> debug_roots_;
   // Keyed by (device, inode, path): one Module per file, null after a failed open.
-  std::map<std::tuple<std::string, std::uint64_t, std::string>, std::unique_ptr<Module>> modules_;
+  std::shared_ptr<ModuleCache> cache_;
+  std::map<ModuleCache::Key, std::shared_ptr<const Module>> modules_;
   struct OpenFailure {
     const proc::Mapping* mapping;
     std::string message;
