@@ -37,7 +37,7 @@ void encode_frame(const capture::Frame& f, v1::InternedFrame& out, StringTable& 
   out.set_python(f.kind == capture::Frame::Kind::kPython);
   out.set_function(strings.intern(f.function));
   out.set_module(strings.intern(f.module));
-  out.set_address(f.address);
+  if (f.module.empty()) out.set_address(f.address);
   out.set_offset(f.offset);
   out.set_module_offset(f.module_offset);
   out.set_qualname(strings.intern(f.qualname));
@@ -50,7 +50,28 @@ void encode_frame(const capture::Frame& f, v1::InternedFrame& out, StringTable& 
   }
 }
 
-void encode_thread(const capture::ThreadDump& t, v1::ThreadSnapshot& out, StringTable& strings) {
+// Distinct stacks of a snapshot, each sent once (index + 1 in the threads).
+class StackTable {
+ public:
+  StackTable(v1::NodeSnapshot& out, StringTable& strings) : out_(out), strings_(strings) {}
+  std::uint32_t intern(const std::vector<capture::Frame>& frames) {
+    v1::Stack stack;
+    for (const auto& f : frames) encode_frame(f, *stack.add_frames(), strings_);
+    std::string key;
+    stack.SerializeToString(&key);
+    const auto [it, added] =
+        index_.emplace(std::move(key), static_cast<std::uint32_t>(index_.size() + 1));
+    if (added) *out_.add_stacks() = std::move(stack);
+    return it->second;
+  }
+
+ private:
+  v1::NodeSnapshot& out_;
+  StringTable& strings_;
+  std::unordered_map<std::string, std::uint32_t> index_;
+};
+
+void encode_thread(const capture::ThreadDump& t, v1::ThreadSnapshot& out, StackTable& stacks) {
   out.set_tid(t.tid);
   out.set_name(t.name);
   out.set_state(std::string(1, t.state));
@@ -59,9 +80,15 @@ void encode_thread(const capture::ThreadDump& t, v1::ThreadSnapshot& out, String
   if (t.py_thread_name) out.set_py_thread_name(*t.py_thread_name);
   out.set_holds_gil(t.holds_gil);
   out.set_merge(t.merge);
-  for (const auto& f : t.frames) encode_frame(f, *out.add_frames(), strings);
-  for (const auto& f : t.native_frames) encode_frame(f, *out.add_native_frames(), strings);
-  for (const auto& f : t.python_frames) encode_frame(f, *out.add_python_frames(), strings);
+  if (!t.frames.empty() && t.frames == t.native_frames) {
+    out.set_merged_from(v1::ThreadSnapshot::MERGED_NATIVE);
+  } else if (!t.frames.empty() && t.frames == t.python_frames) {
+    out.set_merged_from(v1::ThreadSnapshot::MERGED_PYTHON);
+  } else if (!t.frames.empty()) {
+    out.set_merged_stack(stacks.intern(t.frames));
+  }
+  if (!t.native_frames.empty()) out.set_native_stack(stacks.intern(t.native_frames));
+  if (!t.python_frames.empty()) out.set_python_stack(stacks.intern(t.python_frames));
   for (const auto& n : t.notes) out.add_notes(n);
   for (const auto& k : t.kernel_stack) out.add_kernel_stack(k);
   out.set_paused_ns(static_cast<std::uint64_t>(t.paused.count()));
@@ -142,6 +169,19 @@ void encode(const capture::NodeSnapshot& node, v1::NodeSnapshot& out) {
   out.set_capture_ns(static_cast<std::uint64_t>(node.capture_time.count()));
   for (const auto& n : node.notes) out.add_notes(n);
   StringTable strings(out);
+  StackTable stacks(out, strings);
+  // Facts all processes share (node-wide ones: GPU, /dev/shm, versions, interfaces) go once.
+  std::map<std::string, std::string> common;
+  if (node.processes.size() > 1) {
+    common = node.processes.front().facts;
+    for (const auto& r : node.processes) {
+      std::erase_if(common, [&](const auto& kv) {
+        const auto it = r.facts.find(kv.first);
+        return it == r.facts.end() || it->second != kv.second;
+      });
+    }
+  }
+  for (const auto& [k, v] : common) (*out.mutable_common_facts())[k] = v;
   for (const auto& r : node.processes) {
     auto* p = out.add_processes();
     p->set_pid(r.pid);
@@ -155,20 +195,22 @@ void encode(const capture::NodeSnapshot& node, v1::NodeSnapshot& out) {
     p->set_start_time_ticks(r.start_time_ticks);
     encode_identity(r, *p->mutable_identity());
     for (const auto& [k, v] : r.environment) (*p->mutable_environment())[k] = v;
-    for (const auto& [k, v] : r.facts) (*p->mutable_facts())[k] = v;
+    for (const auto& [k, v] : r.facts) {
+      if (!common.count(k)) (*p->mutable_facts())[k] = v;
+    }
     if (r.flight_record) p->set_flight_record(collectives::to_json(*r.flight_record).dump());
     p->set_environment_source(r.environment_source);
     p->set_error(r.error);
     for (const auto& log : r.logs) {
       auto* out_log = p->add_logs();
       out_log->set_path(log.path);
-      for (const auto& line : log.lines) out_log->add_lines(line);
+      for (const auto& line : log.lines) out_log->add_line_ids(strings.intern(line));
     }
     if (r.dump) {
       if (r.dump->python) p->set_python(*r.dump->python);
       for (const auto& n : r.dump->notes) p->add_notes(n);
       p->set_max_paused_ns(static_cast<std::uint64_t>(r.dump->max_paused.count()));
-      for (const auto& t : r.dump->threads) encode_thread(t, *p->add_threads(), strings);
+      for (const auto& t : r.dump->threads) encode_thread(t, *p->add_threads(), stacks);
     }
   }
 }
@@ -181,6 +223,16 @@ capture::NodeSnapshot decode(const v1::NodeSnapshot& in) {
   }
   if (in.schema_major() == 0) throw Error("not a hangscope node snapshot (no schema version)");
   const StringLookup s(in);
+  // A stack by its index + 1; an index past the table is an error of the file.
+  std::vector<std::vector<capture::Frame>> stacks;
+  for (const auto& st : in.stacks()) stacks.push_back(decode_frames(st.frames(), s));
+  const auto stack = [&](std::uint32_t id) {
+    if (id == 0 || id > stacks.size()) {
+      throw Error("snapshot of " + in.node_name() + ": stack " + std::to_string(id) +
+                  " is not in its stack table (" + std::to_string(stacks.size()) + " stacks)");
+    }
+    return stacks[id - 1];
+  };
   capture::NodeSnapshot node;
   node.node_name = in.node_name();
   node.hostname = in.hostname();
@@ -214,6 +266,7 @@ capture::NodeSnapshot decode(const v1::NodeSnapshot& in) {
     r.identity.sources.insert(id.sources().begin(), id.sources().end());
     r.environment.insert(p.environment().begin(), p.environment().end());
     r.facts.insert(p.facts().begin(), p.facts().end());
+    r.facts.insert(in.common_facts().begin(), in.common_facts().end());
     if (!p.flight_record().empty()) {
       try {
         r.flight_record =
@@ -226,8 +279,9 @@ capture::NodeSnapshot decode(const v1::NodeSnapshot& in) {
     r.environment_source = p.environment_source();
     r.error = p.error();
     for (const auto& log : p.logs()) {
-      r.logs.push_back(
-          {log.path(), std::vector<std::string>(log.lines().begin(), log.lines().end())});
+      std::vector<std::string> lines(log.lines().begin(), log.lines().end());
+      for (const auto line_id : log.line_ids()) lines.push_back(s(line_id));
+      r.logs.push_back({log.path(), std::move(lines)});
     }
     if (r.error.empty() || p.threads_size() > 0) {
       capture::ProcessDump dump;
@@ -246,9 +300,21 @@ capture::NodeSnapshot decode(const v1::NodeSnapshot& in) {
         if (t.has_py_thread_name()) thread.py_thread_name = t.py_thread_name();
         thread.holds_gil = t.holds_gil();
         thread.merge = t.merge();
-        thread.frames = decode_frames(t.frames(), s);
-        thread.native_frames = decode_frames(t.native_frames(), s);
-        thread.python_frames = decode_frames(t.python_frames(), s);
+        thread.native_frames =
+            t.native_stack() ? stack(t.native_stack()) : decode_frames(t.native_frames(), s);
+        thread.python_frames =
+            t.python_stack() ? stack(t.python_stack()) : decode_frames(t.python_frames(), s);
+        switch (t.merged_from()) {
+          case v1::ThreadSnapshot::MERGED_NATIVE:
+            thread.frames = thread.native_frames;
+            break;
+          case v1::ThreadSnapshot::MERGED_PYTHON:
+            thread.frames = thread.python_frames;
+            break;
+          default:
+            thread.frames =
+                t.merged_stack() ? stack(t.merged_stack()) : decode_frames(t.frames(), s);
+        }
         thread.notes.assign(t.notes().begin(), t.notes().end());
         thread.kernel_stack.assign(t.kernel_stack().begin(), t.kernel_stack().end());
         thread.paused = std::chrono::nanoseconds(t.paused_ns());

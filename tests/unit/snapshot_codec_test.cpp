@@ -67,8 +67,55 @@ TEST(SnapshotCodec, RefusesNewerMajorAndBadIndices) {
     EXPECT_NE(std::string(e.what()).find("is newer than this hangscope reads"), std::string::npos);
   }
   wire.set_schema_major(snapshot::kSchemaMajor);
-  wire.mutable_processes(0)->mutable_threads(0)->mutable_frames(0)->set_function(9999);
-  EXPECT_THROW(snapshot::decode(wire), Error);
+  ASSERT_GT(wire.stacks_size(), 0);
+  auto bad_string = wire;
+  bad_string.mutable_stacks(0)->mutable_frames(0)->set_function(9999);
+  EXPECT_THROW(snapshot::decode(bad_string), Error);
+  auto bad_stack = wire;
+  bad_stack.mutable_processes(0)->mutable_threads(0)->set_native_stack(
+      static_cast<std::uint32_t>(wire.stacks_size()) + 1);
+  try {
+    snapshot::decode(bad_stack);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is not in its stack table"), std::string::npos);
+  }
+}
+
+// Ranks of a node share stacks, node-wide facts and log lines: each goes over the wire once,
+// and every process gets them back.
+TEST(SnapshotCodec, SharedStacksFactsAndLogLinesAreSentOnceAndRestored) {
+  auto node = sample_node(1);
+  ASSERT_FALSE(node.processes.empty());
+  auto copy = node.processes.front();
+  copy.pid += 1;
+  node.processes.push_back(copy);
+  for (auto& p : node.processes) {
+    p.facts["gpu.count"] = "0";
+    p.logs.push_back({"/var/log/job.log", {"shared line", "another"}});
+  }
+  node.processes.back().facts["only.here"] = "x";
+  v1::NodeSnapshot wire;
+  snapshot::encode(node, wire);
+  EXPECT_EQ(wire.common_facts().at("gpu.count"), "0");
+  EXPECT_EQ(wire.processes(0).facts().count("gpu.count"), 0u);
+  EXPECT_EQ(wire.processes(1).facts().at("only.here"), "x");
+  const auto& t0 = wire.processes(0).threads(0);
+  const auto& t1 = wire.processes(1).threads(0);
+  EXPECT_NE(t0.merged_stack(), 0u);
+  EXPECT_EQ(t0.merged_stack(), t1.merged_stack());
+  EXPECT_EQ(wire.stacks_size(), 1);
+  const auto back = snapshot::decode(wire);
+  ASSERT_EQ(back.processes.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(back.processes[i].facts, node.processes[i].facts);
+    EXPECT_EQ(back.processes[i].logs.back().lines, node.processes[i].logs.back().lines);
+    ASSERT_TRUE(back.processes[i].dump);
+    EXPECT_EQ(back.processes[i].dump->threads.front().frames,
+              node.processes[i].dump->threads.front().frames);
+    EXPECT_EQ(back.processes[i].dump->threads.front().native_frames,
+              node.processes[i].dump->threads.front().native_frames);
+  }
 }
 
 TEST(CliOptions, Durations) {

@@ -26,6 +26,8 @@ struct Frame {
   std::string file;
   int line = 0;
   std::vector<std::pair<std::string, std::string>> locals;  // name, repr (--locals)
+
+  bool operator==(const Frame&) const = default;
 };
 
 struct ThreadDump {

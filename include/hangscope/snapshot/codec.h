@@ -13,7 +13,7 @@ class NodeSnapshot;
 
 namespace hangscope::snapshot {
 
-inline constexpr unsigned kSchemaMajor = 1;
+inline constexpr unsigned kSchemaMajor = 2;  // 2: shared stacks, facts and log lines
 inline constexpr unsigned kSchemaMinor = 0;
 
 void encode(const capture::NodeSnapshot& node, v1::NodeSnapshot& out);
