@@ -90,7 +90,14 @@ void link_tcp_peers(Job& job) {
   // Gloo connects every pair of a process group's ranks when the group is made (vLLM makes a
   // gloo CPU group over the whole world), so in a job that uses gloo every rank is an expected
   // peer of every other; NCCL's bootstrap is a ring, where a missing pair says nothing.
-  job.tcp_meshed = known.size() >= 2 &&
+  // The mesh must also be seen: most ranks connected to most others. Otherwise the tables are
+  // cut short (4,096 connections are kept per rank) or the job's groups are small, and a
+  // missing pair says nothing.
+  std::vector<std::size_t> degrees;
+  for (const auto& rc : known) degrees.push_back(peers[*job.ranks[rc.index].rank].size());
+  std::nth_element(degrees.begin(), degrees.begin() + degrees.size() / 2, degrees.end());
+  const bool mesh_seen = !degrees.empty() && 2 * degrees[degrees.size() / 2] >= known.size() - 1;
+  job.tcp_meshed = known.size() >= 2 && mesh_seen &&
                    std::any_of(known.begin(), known.end(),
                                [&](const auto& rc) { return uses_gloo(job.ranks[rc.index]); });
   for (const auto& rc : known) {

@@ -1,3 +1,4 @@
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
 #include <atomic>
@@ -60,11 +61,37 @@ class Progress {
 };
 
 analysis::Bundle from_files(const DiagnoseArguments& args, const Progress& progress) {
+  // Files are parsed in parallel, then taken in the order given.
+  struct Read {
+    std::vector<capture::NodeSnapshot> nodes;
+    std::string error;
+  };
+  std::vector<Read> reads(args.files.size());
+  std::atomic<std::size_t> next{0};
+  const auto work = [&] {
+    for (std::size_t i = next++; i < args.files.size(); i = next++) {
+      try {
+        reads[i].nodes = snapshot::read_file(args.files[i]);
+      } catch (const Error& e) {
+        reads[i].error = e.what();
+      }
+    }
+  };
+  std::vector<std::thread> workers;
+  const std::size_t parallel =
+      std::min<std::size_t>(args.files.size(), std::max(1u, std::thread::hardware_concurrency()));
+  for (std::size_t w = 1; w < parallel; ++w) workers.emplace_back(work);
+  work();
+  for (auto& w : workers) w.join();
   analysis::Bundle bundle;
-  for (const auto& file : args.files) {
+  for (std::size_t i = 0; i < args.files.size(); ++i) {
+    const auto& file = args.files[i];
     try {
-      auto nodes = snapshot::read_file(file);
-      progress.say("read " + std::to_string(nodes.size()) + " snapshot(s) from " + file);
+      if (!reads[i].error.empty()) throw Error(reads[i].error);
+      auto& nodes = reads[i].nodes;
+      if (args.files.size() <= 16) {
+        progress.say("read " + std::to_string(nodes.size()) + " snapshot(s) from " + file);
+      }
       for (auto& node : nodes) {
         if (std::none_of(bundle.nodes.begin(), bundle.nodes.end(),
                          [&](const auto& n) { return n.name == node.node_name; })) {
@@ -162,14 +189,40 @@ int run_diagnose(const DiagnoseArguments& args) {
     if (!args.files.empty() && !addresses.empty()) {
       throw Error("give snapshot files or agents, not both");
     }
+    const auto start = std::chrono::steady_clock::now();
     analysis::Bundle bundle = !args.files.empty() ? from_files(args, progress)
                               : !addresses.empty()
                                   ? from_agents(addresses, args, *interval, progress)
                                   : from_local_node(args, *interval, progress);
     const std::string dir = args.output.empty() ? "hangscope-" + utc_stamp() : args.output;
-    report::write_bundle_data(dir, bundle);
-    return analyse_and_report(dir, bundle, args.rules_dir, args.json,
-                              [&](const std::string& s) { progress.say(s); });
+    const auto gathered = std::chrono::steady_clock::now();
+    spdlog::debug("gathering: {} ms",
+                  std::chrono::duration_cast<std::chrono::milliseconds>(gathered - start).count());
+    // The snapshots are written while the analysis runs (both only read the bundle).
+    report::make_bundle_dirs(dir);
+    std::string bundle_failure;
+    std::thread bundle_writer([&] {
+      try {
+        report::write_bundle_data(dir, bundle);
+      } catch (const Error& e) {
+        bundle_failure = e.what();
+      }
+      spdlog::debug("bundle snapshots: {} ms",
+                    std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now() - gathered)
+                        .count());
+    });
+    int code = kExitFailed;
+    try {
+      code = analyse_and_report(dir, bundle, args.rules_dir, args.json,
+                                [&](const std::string& s) { progress.say(s); });
+    } catch (...) {
+      bundle_writer.join();
+      throw;
+    }
+    bundle_writer.join();
+    if (!bundle_failure.empty()) throw Error(bundle_failure);
+    return code;
   } catch (const Error& e) {
     std::cerr << "hangscope: error: " << e.what() << "\n";
     return kExitFailed;

@@ -1,4 +1,5 @@
 // `hangscope report BUNDLE_DIR`: re-runs the analysis of a saved bundle and re-renders it.
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <iostream>
@@ -38,8 +39,17 @@ int run_report(const ReportArguments& args) {
 int analyse_and_report(const std::string& dir, const analysis::Bundle& bundle,
                        const std::string& rules_dir, bool json,
                        const std::function<void(const std::string&)>& say) {
+  auto phase = std::chrono::steady_clock::now();
+  const auto took = [&phase](const char* what) {
+    const auto now = std::chrono::steady_clock::now();
+    spdlog::debug("{}: {} ms", what,
+                  std::chrono::duration_cast<std::chrono::milliseconds>(now - phase).count());
+    phase = now;
+  };
   const auto analysis = analyze_with_rules(bundle, rules_dir, say);
+  took("analysis and rules");
   for (const auto& note : report::write_reports(dir, bundle, analysis)) say(note);
+  took("report files");
   say("report written to " + dir + "/report.md");
   print_result(bundle, analysis, json);
   return analysis.verdicts.empty() ? kExitOk : kExitHangFound;

@@ -339,8 +339,14 @@ bool is_binary(const std::string& path) {
 }  // namespace
 
 void write_file(const std::string& path, const std::vector<capture::NodeSnapshot>& nodes) {
+  std::vector<const capture::NodeSnapshot*> pointers;
+  for (const auto& node : nodes) pointers.push_back(&node);
+  write_file(path, pointers);
+}
+
+void write_file(const std::string& path, const std::vector<const capture::NodeSnapshot*>& nodes) {
   v1::SnapshotFile file;
-  for (const auto& node : nodes) encode(node, *file.add_snapshots());
+  for (const auto* node : nodes) encode(*node, *file.add_snapshots());
   std::string bytes;
   if (is_binary(path)) {
     if (!file.SerializeToString(&bytes)) throw Error("cannot encode snapshots for " + path);

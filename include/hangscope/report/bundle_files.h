@@ -12,6 +12,9 @@
 namespace hangscope::report {
 
 // Writes the snapshots and nodes.json; throws hangscope::Error naming the file and reason.
+// Creates DIR and DIR/snapshots (existing ones are fine).
+void make_bundle_dirs(const std::string& dir);
+
 void write_bundle_data(const std::string& dir, const analysis::Bundle& bundle);
 
 // Writes the renderings of an analysis; returns notes (e.g. tree.svg skipped: no `dot`).

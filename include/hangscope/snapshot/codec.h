@@ -24,6 +24,8 @@ capture::NodeSnapshot decode(const v1::NodeSnapshot& in);
 
 // Writes every snapshot to path; throws hangscope::Error naming the path and the reason.
 void write_file(const std::string& path, const std::vector<capture::NodeSnapshot>& nodes);
+// The same, for snapshots held elsewhere (no copies).
+void write_file(const std::string& path, const std::vector<const capture::NodeSnapshot*>& nodes);
 
 // Reads a snapshot file; throws hangscope::Error naming the path and the reason.
 std::vector<capture::NodeSnapshot> read_file(const std::string& path);
