@@ -1,0 +1,464 @@
+#!/usr/bin/python3
+"""hangscope's benchmarks against the peers on this machine, in one run; writes the results
+(with the ratios from this run) to docs/performance.md. Run through tools/bench/run.sh.
+
+  capture   one hung gloo rank and a 64-thread Python process: `hangscope dump` (native +
+            Python) against `eu-stack -p` (native only), gdb `thread apply all bt` and gdb
+            `thread apply all py-bt` (python3.11-dbg's extension); median wall time.
+  pause     the longest stop of a target thread, measured inside the target (a thread that
+            timestamps a tight loop, tools/bench/pause_target.c) and as hangscope reports it,
+            for 10, 100 and 1,000 threads; Python-only capture (nothing stopped).
+  node      8 real gloo ranks captured in one node capture (collect --once and an agent call);
+            bytes per rank of the binary snapshot.
+  scale     diagnose of synthetic jobs made from that real capture (tools/bench/
+            make_scale_snapshots.py): 4,096 ranks on 512 nodes and 32,768 ranks on 4,096 nodes,
+            from JSON files, from binary files, and through a replay agent with one loopback
+            port (and connection) per simulated node; wall time and peak memory.
+
+Every process the benchmark starts is stopped at the end, also on failure.
+"""
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCENARIO = os.path.join(REPO, "tools", "repro", "gloo_barrier_hang.py")
+PYTHON = "/usr/bin/python3"
+
+THREADS_PY = """
+import threading, time
+def idle_worker(i):
+    while True:
+        time.sleep(1000)
+for i in range(63):
+    threading.Thread(target=idle_worker, args=(i,), daemon=True).start()
+print("ready", flush=True)
+time.sleep(100000)
+"""
+
+
+class Processes:
+    """Every process started here, killed (with its group) at the end."""
+
+    def __init__(self):
+        self.started = []
+
+    def start(self, argv, **kwargs):
+        p = subprocess.Popen(argv, start_new_session=True, **kwargs)
+        self.started.append(p)
+        return p
+
+    def stop_all(self):
+        for p in self.started:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for p in self.started:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+def wall(argv, **kwargs):
+    """Runs argv; returns (seconds, the completed process, None)."""
+    start = time.perf_counter()
+    p = subprocess.run(argv, capture_output=True, **kwargs)
+    return time.perf_counter() - start, p, None
+
+
+def peak_rss_run(argv, **kwargs):
+    """Runs argv under /usr/bin/time to get its own peak RSS (KiB) and wall time (s)."""
+    start = time.perf_counter()
+    p = subprocess.run(["/usr/bin/time", "-f", "%M"] + argv, capture_output=True, **kwargs)
+    seconds = time.perf_counter() - start
+    rss = int(p.stderr.decode().strip().splitlines()[-1])
+    return seconds, p, rss
+
+
+def median_time(argv, runs):
+    times = []
+    last = None
+    for _ in range(runs):
+        seconds, last, _ = wall(argv)
+        times.append(seconds)
+    return statistics.median(times), last
+
+
+def wait_for_lines(proc, pattern, count, timeout):
+    """Reads proc's stdout until `count` lines match; returns the matches."""
+    found = []
+    deadline = time.time() + timeout
+    regex = re.compile(pattern)
+    while len(found) < count and time.time() < deadline:
+        line = proc.stdout.readline().decode(errors="replace")
+        if not line:
+            break
+        m = regex.search(line)
+        if m:
+            found.append(m)
+    if len(found) < count:
+        raise RuntimeError(f"only {len(found)} of {count} lines matching {pattern!r}")
+    return found
+
+
+def start_gloo_job(procs, world, diverged):
+    job = procs.start([PYTHON, SCENARIO, "--scenario", "store-wait", "--world-size", str(world),
+                       "--diverged-rank", str(diverged), "--timeout", "1800"],
+                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    matches = wait_for_lines(job, r"^rank (\d+) pid (\d+) (waiting|diverged)", world, 240)
+    time.sleep(3)  # announced before the blocking call: let them reach it
+    return {int(m.group(1)): int(m.group(2)) for m in matches}
+
+
+def tool_versions():
+    def first_line(argv):
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+            return (out.stdout or out.stderr).splitlines()[0]
+        except (OSError, IndexError, subprocess.TimeoutExpired):
+            return "not available"
+    return {
+        "hangscope": first_line([HANGSCOPE, "--version"]),
+        "eu-stack": first_line(["eu-stack", "--version"]),
+        "gdb": first_line(["gdb", "--version"]),
+        "kernel": platform.release(),
+        "cpus": str(os.cpu_count()),
+    }
+
+
+# --- capture ----------------------------------------------------------------------------------
+
+def bench_capture(procs, args, results):
+    ranks = start_gloo_job(procs, 2, 1)
+    py64 = procs.start([PYTHON, "-c", THREADS_PY], stdout=subprocess.PIPE)
+    wait_for_lines(py64, r"^ready", 1, 30)
+    targets = {"hung gloo rank": ranks[0], "64-thread Python process": py64.pid}
+    rows = {}
+    for name, pid in targets.items():
+        threads = len(os.listdir(f"/proc/{pid}/task"))
+        row = {"threads": threads}
+        seconds, out = median_time([HANGSCOPE, "dump", "--pid", str(pid)], args.runs)
+        row["hangscope"] = seconds
+        row["hangscope_ok"] = out.returncode == 0 and b"[py]" in out.stdout
+        seconds, out = median_time([HANGSCOPE, "dump", "--pid", str(pid), "--native-only"],
+                                   args.runs)
+        row["hangscope_native"] = seconds
+        if shutil.which("eu-stack"):
+            seconds, out = median_time(["eu-stack", "-p", str(pid)], args.runs)
+            row["eu-stack"] = seconds
+        if shutil.which("gdb"):
+            gdb = ["gdb", "-nx", "-p", str(pid), "-batch", "-iex", "set auto-load safe-path /"]
+            seconds, out = median_time(gdb + ["-ex", "thread apply all bt"], args.gdb_runs)
+            row["gdb bt"] = seconds
+            seconds, out = median_time(
+                gdb + ["-iex", "source /usr/share/gdb/auto-load/usr/bin/python3.11-gdb.py",
+                       "-ex", "thread apply all py-bt"], args.gdb_runs)
+            row["gdb py-bt"] = seconds
+            row["py-bt_ok"] = b"File " in out.stdout
+        rows[name] = row
+    results["capture"] = rows
+
+
+# --- pause ------------------------------------------------------------------------------------
+
+def bench_pause(procs, args, results, workdir):
+    binary = os.path.join(workdir, "pause_target")
+    subprocess.run(["cc", "-O2", "-pthread", "-o", binary,
+                    os.path.join(REPO, "tools", "bench", "pause_target.c")], check=True)
+    rows = {}
+    for threads in (10, 100, 1000):
+        target = procs.start([binary, str(threads)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE)
+        wait_for_lines(target, r"^ready", 1, 30)
+
+        def ask(command):
+            target.stdin.write((command + "\n").encode())
+            target.stdin.flush()
+            return target.stdout.readline().decode().strip()
+
+        inside, reported, baseline, walls = [], [], [], []
+        for _ in range(args.runs):
+            ask("reset")
+            time.sleep(0.05)
+            baseline.append(int(ask("report")))
+            ask("reset")
+            seconds, out, _ = wall([HANGSCOPE, "dump", "--pid", str(target.pid), "--json"])
+            inside.append(int(ask("report")))
+            walls.append(seconds)
+            reported.append(json.loads(out.stdout)["max_paused_us"])
+        rows[threads] = {"inside_median_us": statistics.median(inside),
+                         "inside_max_us": max(inside),
+                         "reported_median_us": statistics.median(reported),
+                         "reported_max_us": max(reported),
+                         "baseline_max_us": max(baseline),
+                         "wall_s": statistics.median(walls)}
+        os.killpg(target.pid, signal.SIGKILL)
+    py64 = procs.start([PYTHON, "-c", THREADS_PY], stdout=subprocess.PIPE)
+    wait_for_lines(py64, r"^ready", 1, 30)
+    _, out, _ = wall([HANGSCOPE, "dump", "--pid", str(py64.pid), "--python-only", "--json"])
+    doc = json.loads(out.stdout)
+    rows["python-only"] = {"reported_max_us": doc["max_paused_us"],
+                           "threads": len(doc["threads"])}
+    results["pause"] = rows
+
+
+# --- node -------------------------------------------------------------------------------------
+
+def bench_node(procs, args, results, workdir):
+    ranks = start_gloo_job(procs, 8, 5)
+    pid_args = []
+    for pid in ranks.values():
+        pid_args += ["--pid", str(pid)]
+    captures = []
+    for i in range(args.runs):
+        path = os.path.join(workdir, f"node-{i}.json")
+        subprocess.run([HANGSCOPE, "collect", "--once", "-o", path, "--samples", "3",
+                        "--interval", "300ms"] + pid_args, check=True, capture_output=True)
+        with open(path) as f:
+            captures += [int(s["capture_ns"]) / 1e6 for s in json.load(f)["snapshots"]]
+    real = os.path.join(workdir, "real8.json")
+    subprocess.run([HANGSCOPE, "collect", "--once", "-o", real] + pid_args, check=True,
+                   capture_output=True)
+    binary = os.path.join(workdir, "real8.pb")
+    subprocess.run([HANGSCOPE, "collect", "--once", "-o", binary] + pid_args, check=True,
+                   capture_output=True)
+    # Through an agent: one Capture call of 3 samples, as diagnose makes it.
+    agent = procs.start([HANGSCOPE, "collect", "--listen", "127.0.0.1:0"] + pid_args,
+                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    address = wait_for_lines(agent, r"^listening on (\S+)", 1, 30)[0].group(1)
+    bundle = os.path.join(workdir, "agent-bundle")
+    subprocess.run([HANGSCOPE, "diagnose", "--agents", address, "--samples", "3",
+                    "--interval", "300ms", "--quiet", "-o", bundle], capture_output=True)
+    agent_captures = []
+    for name in os.listdir(os.path.join(bundle, "snapshots")):
+        with open(os.path.join(bundle, "snapshots", name)) as f:
+            agent_captures += [int(s["capture_ns"]) / 1e6 for s in json.load(f)["snapshots"]]
+    os.killpg(agent.pid, signal.SIGKILL)
+    results["node"] = {"ranks": len(ranks),
+                       "collect_median_ms": statistics.median(captures),
+                       "collect_max_ms": max(captures),
+                       "agent_median_ms": statistics.median(agent_captures),
+                       "bytes_per_rank": os.path.getsize(binary) / len(ranks)}
+    return real
+
+
+# --- scale ------------------------------------------------------------------------------------
+
+def diagnose_files(files, out_dir):
+    seconds, p, rss = peak_rss_run([HANGSCOPE, "diagnose", "--quiet", "-o", out_dir] + files)
+    with open(os.path.join(out_dir, "report.json")) as f:
+        report = json.load(f)
+    return seconds, rss, report
+
+
+def bench_scale(procs, args, results, workdir, real):
+    rows = {}
+    for nodes in args.scale_nodes:
+        ranks = nodes * 8
+        diverged = ranks // 3
+        gen = os.path.join(workdir, f"scale-{nodes}")
+        subprocess.run([PYTHON, os.path.join(REPO, "tools", "bench", "make_scale_snapshots.py"),
+                        real, gen, str(nodes), "8", str(diverged)], check=True)
+        files = sorted(os.path.join(gen, n) for n in os.listdir(gen))
+        row = {"ranks": ranks, "nodes": nodes}
+        seconds, rss, report = diagnose_files(files, os.path.join(workdir, f"b-json-{nodes}"))
+        row["json_s"], row["json_rss_kib"] = seconds, rss
+        row["json_named"] = report["verdicts"][0]["diverged_ranks"] == [diverged]
+        # The bundle keeps binary copies of the snapshots (beyond 64 nodes): the binary input.
+        pb_dir = os.path.join(workdir, f"b-json-{nodes}", "snapshots")
+        pb_files = sorted(os.path.join(pb_dir, n) for n in os.listdir(pb_dir))
+        seconds, rss, report = diagnose_files(pb_files, os.path.join(workdir, f"b-pb-{nodes}"))
+        row["pb_s"], row["pb_rss_kib"] = seconds, rss
+        row["pb_named"] = report["verdicts"][0]["diverged_ranks"] == [diverged]
+        row["wire_bytes_per_rank"] = sum(os.path.getsize(f) for f in pb_files) / ranks
+        # Through a replay agent: one port per simulated node, each its own connection.
+        base = 21000
+        agent = procs.start([HANGSCOPE, "collect", "--listen", f"127.0.0.1:{base}", "--replay"]
+                            + pb_files, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        wait_for_lines(agent, r"^listening on", 1, 120)
+        hostfile = os.path.join(workdir, f"hosts-{nodes}")
+        with open(hostfile, "w") as f:
+            for i in range(nodes):
+                f.write(f"127.0.0.1:{base + i}\n")
+        out_dir = os.path.join(workdir, f"b-agents-{nodes}")
+        seconds, p, rss = peak_rss_run([HANGSCOPE, "diagnose", "--hostfile", hostfile,
+                                        "--samples", "1", "--quiet", "-o", out_dir])
+        os.killpg(agent.pid, signal.SIGKILL)
+        with open(os.path.join(out_dir, "report.json")) as f:
+            report = json.load(f)
+        ok_nodes = sum(1 for n in report["nodes"] if n["status"] == "ok")
+        row["agents_s"], row["agents_rss_kib"] = seconds, rss
+        row["agents_ok_nodes"] = ok_nodes
+        row["agents_named"] = bool(report["verdicts"]) and \
+            report["verdicts"][0]["diverged_ranks"] == [diverged]
+        rows[ranks] = row
+        shutil.rmtree(gen, ignore_errors=True)
+    results["scale"] = rows
+
+
+# --- report -----------------------------------------------------------------------------------
+
+def ms(seconds):
+    return f"{seconds * 1000:.0f} ms" if seconds < 10 else f"{seconds:.1f} s"
+
+
+def verdict(ok):
+    return "met" if ok else "**missed**"
+
+
+def write_markdown(results, path):
+    v = results["versions"]
+    lines = ["# Performance", "",
+             "Written by `tools/bench/run.sh` (tools/bench/bench.py) on "
+             f"{results['date']}: {v['cpus']} CPUs, Linux {v['kernel']}; {v['hangscope']}; "
+             f"{v['eu-stack']}; {v['gdb']}. Every ratio compares tools timed in this same run. "
+             "Rerun it to refresh this page.", ""]
+    cap = results.get("capture", {})
+    if cap:
+        lines += ["## Capture of one process (median wall time of the whole command)", "",
+                  "| target | threads | hangscope dump (native + Python) | hangscope --native-only "
+                  "| eu-stack -p (native) | gdb bt (native) | gdb py-bt (Python) | hangscope / "
+                  "eu-stack | py-bt / hangscope |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for name, r in cap.items():
+            eu = r.get("eu-stack")
+            pybt = r.get("gdb py-bt")
+            lines.append(
+                f"| {name} | {r['threads']} | {ms(r['hangscope'])} | {ms(r['hangscope_native'])} | "
+                f"{ms(eu) if eu else '-'} | {ms(r['gdb bt']) if 'gdb bt' in r else '-'} | "
+                f"{ms(pybt) if pybt else '-'} | "
+                f"{r['hangscope'] / eu:.2f} ({verdict(r['hangscope'] <= eu / 2)}: <= 0.5) | "
+                f"{pybt / r['hangscope']:.0f}x ({verdict(pybt >= 100 * r['hangscope'])}: >= 100x) |"
+                if eu and pybt else f"| {name} | {r['threads']} | {ms(r['hangscope'])} | peers missing |")
+        lines.append("")
+    pause = results.get("pause", {})
+    if pause:
+        lines += ["## Target pause", "",
+                  "The longest time one target thread was stopped during one `hangscope dump` "
+                  "(stop mode each: one thread at a time). *Inside*: measured by a thread of the "
+                  "target that timestamps a tight loop (its largest gap, which also holds "
+                  "scheduler noise: *baseline* is the same gap over 50 ms without any capture). "
+                  "*Reported*: `max_paused_us` of the dump, over every thread.", "",
+                  "| threads | inside, median | inside, worst | reported, median | reported, worst "
+                  "| baseline (no capture), worst | capture wall | target |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for threads in (10, 100, 1000):
+            r = pause.get(threads)
+            if not r:
+                continue
+            limit = 2000 + 30 * (threads - 10)
+            lines.append(
+                f"| {threads} | {r['inside_median_us']} us | {r['inside_max_us']} us | "
+                f"{r['reported_median_us']} us | {r['reported_max_us']} us | "
+                f"{r['baseline_max_us']} us | {ms(r['wall_s'])} | <= {limit} us: "
+                f"{verdict(r['reported_median_us'] <= limit)} |")
+        py = pause.get("python-only")
+        if py:
+            lines += ["", f"Python-only capture (`--python-only`, {py['threads']} threads): "
+                          f"`max_paused_us` = {py['reported_max_us']} (nothing is stopped: "
+                          f"{verdict(py['reported_max_us'] == 0)})."]
+        lines.append("")
+    node = results.get("node")
+    if node:
+        lines += ["## Node capture", "",
+                  f"{node['ranks']} real gloo ranks (store-wait scenario) captured in one node "
+                  "capture (`capture_ns` of each sample: discovery, identity, facts, stacks of "
+                  "every process):", "",
+                  f"- `collect --once`: median {node['collect_median_ms']:.0f} ms, worst "
+                  f"{node['collect_max_ms']:.0f} ms (target < 100 ms: "
+                  f"{verdict(node['collect_median_ms'] < 100)}).",
+                  f"- through an agent (one Capture call from `diagnose`): median "
+                  f"{node['agent_median_ms']:.0f} ms.",
+                  f"- on the wire: {node['bytes_per_rank']:.0f} bytes per rank (binary snapshot "
+                  f"of one sample; target < 2048: {verdict(node['bytes_per_rank'] < 2048)}).", ""]
+    scale = results.get("scale", {})
+    if scale:
+        lines += ["## Diagnose at scale", "",
+                  "Synthetic jobs made from the real 8-rank capture above "
+                  "(tools/bench/make_scale_snapshots.py: every rank a renumbered copy of a real "
+                  "waiting rank, one of the real diverged rank), 8 ranks per node. Whole "
+                  "`diagnose` wall time (read, analysis, rules, bundle and reports written) and "
+                  "its peak RSS. *Agents*: `collect --replay` serves each node's recorded "
+                  "snapshot on its own loopback port; diagnose connects to every one.", "",
+                  "| ranks | nodes | JSON files | binary files | agents | peak RSS (JSON / binary "
+                  "/ agents) | bytes per rank | diverged rank named | target |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for ranks, r in scale.items():
+            limit = 2 if int(ranks) <= 4096 else 15
+            best = min(r["json_s"], r["pb_s"], r["agents_s"])
+            worst_rss = max(r["json_rss_kib"], r["pb_rss_kib"], r["agents_rss_kib"])
+            lines.append(
+                f"| {ranks} | {r['nodes']} | {ms(r['json_s'])} | {ms(r['pb_s'])} | "
+                f"{ms(r['agents_s'])} ({r['agents_ok_nodes']}/{r['nodes']} ok) | "
+                f"{r['json_rss_kib'] // 1024} / {r['pb_rss_kib'] // 1024} / "
+                f"{r['agents_rss_kib'] // 1024} MiB | {r['wire_bytes_per_rank']:.0f} | "
+                f"{'yes' if r['json_named'] and r['pb_named'] and r['agents_named'] else 'NO'} | "
+                f"< {limit} s: binary {verdict(r['pb_s'] < limit)}, JSON "
+                f"{verdict(r['json_s'] < limit)}, agents {verdict(r['agents_s'] < limit)}; "
+                f"< 1 GiB: {verdict(worst_rss < 1024 * 1024)} |")
+        lines.append("")
+    lines += ["## Notes", "", results.get("notes", "").strip(), ""]
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+
+
+def main():
+    global HANGSCOPE
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hangscope", default=os.path.join(REPO, "build", "src", "hangscope"))
+    parser.add_argument("--out", default=os.path.join(REPO, "docs", "performance.md"))
+    parser.add_argument("--notes", default=os.path.join(REPO, "tools", "bench", "notes.md"),
+                        help="analysis text appended to the page (why a target is missed)")
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--gdb-runs", type=int, default=3)
+    parser.add_argument("--scale-nodes", type=int, nargs="*", default=[512, 4096])
+    parser.add_argument("--only", nargs="*", default=["capture", "pause", "node", "scale"])
+    args = parser.parse_args()
+    HANGSCOPE = args.hangscope
+    results = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+               "versions": tool_versions()}
+    if os.path.exists(args.notes):
+        with open(args.notes) as f:
+            results["notes"] = f.read()
+    procs = Processes()
+    workdir = tempfile.mkdtemp(prefix="hangscope-bench-")
+    try:
+        if "capture" in args.only:
+            bench_capture(procs, args, results)
+            procs.stop_all()
+            print("capture:", json.dumps(results["capture"]), flush=True)
+        if "pause" in args.only:
+            bench_pause(procs, args, results, workdir)
+            procs.stop_all()
+            print("pause:", json.dumps(results["pause"]), flush=True)
+        if "node" in args.only or "scale" in args.only:
+            real = bench_node(procs, args, results, workdir)
+            procs.stop_all()
+            print("node:", json.dumps(results["node"]), flush=True)
+            if "scale" in args.only:
+                bench_scale(procs, args, results, workdir, real)
+                print("scale:", json.dumps(results["scale"]), flush=True)
+    finally:
+        procs.stop_all()
+        shutil.rmtree(workdir, ignore_errors=True)
+    write_markdown(results, args.out)
+    with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
+        json.dump(results, f, indent=1, default=str)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    HANGSCOPE = None
+    main()
