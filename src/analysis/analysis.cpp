@@ -1,6 +1,9 @@
 #include "hangscope/analysis/analysis.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <set>
 
@@ -143,13 +146,22 @@ std::map<std::string, const capture::NodeSnapshot*> latest_samples(const Bundle&
 }
 
 Analysis analyze(const Bundle& bundle) {
+  auto phase = std::chrono::steady_clock::now();
+  const auto took = [&phase](const char* what) {
+    const auto now = std::chrono::steady_clock::now();
+    spdlog::debug("analysis, {}: {} ms", what,
+                  std::chrono::duration_cast<std::chrono::milliseconds>(now - phase).count());
+    phase = now;
+  };
   Analysis analysis;
   analysis.jobs = build_jobs(bundle);
-  for (auto& job : analysis.jobs) {
-    link_wait_graph(job);
-    assign_classes(job);
-    link_tcp_peers(job);
-  }
+  took("rank table");
+  for (auto& job : analysis.jobs) link_wait_graph(job);
+  took("wait-for graph");
+  for (auto& job : analysis.jobs) assign_classes(job);
+  took("classes");
+  for (auto& job : analysis.jobs) link_tcp_peers(job);
+  took("TCP peers");
   analysis.others = other_processes(bundle);
   analysis.verdicts = node_verdicts(analysis.jobs, bundle.nodes);
   for (auto& job : analysis.jobs) {
@@ -160,12 +172,14 @@ Analysis analyze(const Bundle& bundle) {
     auto verdicts = generic_verdicts(job);
     analysis.verdicts.insert(analysis.verdicts.end(), verdicts.begin(), verdicts.end());
   }
+  took("verdicts");
   for (auto& v : analysis.verdicts) {
     add_tcp_evidence(analysis.jobs, v);
     add_ras_evidence(analysis.jobs, v);
     add_state_evidence(analysis.jobs, v);
   }
   order_verdicts(analysis.verdicts);
+  took("evidence");
   std::map<std::string, std::vector<std::int64_t>> times;
   for (const auto& s : bundle.snapshots) times[s.node_name].push_back(s.capture_unix_ns);
   for (auto& [node, t] : times) {

@@ -8,6 +8,7 @@
 #include <regex>
 #include <set>
 #include <tuple>
+#include <unordered_set>
 
 #include "hangscope/analysis/analysis.h"
 
@@ -266,11 +267,14 @@ std::vector<Job> build_jobs(const Bundle& bundle) {
   std::map<ProcessKey, RankEntry> entries;
   for (const auto& [name, node] : samples_by_node(bundle)) {
     const auto* newest = node.samples.back();
+    std::vector<std::pair<const ProcessKey*, RankEntry*>> mine;  // this node's entries
     for (const auto* sample : node.samples) {
       const std::int64_t time = sample->capture_unix_ns - node.offset_ns;
       for (const auto& p : sample->processes) {
         if (p.identity.role != "rank") continue;
-        auto& entry = entries[{name, p.pid, p.start_time_ticks}];
+        auto [it, added] = entries.try_emplace({name, p.pid, p.start_time_ticks});
+        if (added) mine.emplace_back(&it->first, &it->second);
+        auto& entry = it->second;
         entry.node = name;
         entry.pid = p.pid;
         entry.job = p.identity.job;
@@ -280,14 +284,13 @@ std::vector<Job> build_jobs(const Bundle& bundle) {
       }
     }
     // A rank seen earlier but gone from the newest sample exited during the capture.
-    for (auto& [key, entry] : entries) {
-      if (key.node != name || entry.history.empty()) continue;
-      const bool present = std::any_of(newest->processes.begin(), newest->processes.end(),
-                                       [&](const auto& p) { return p.pid == key.pid; });
-      if (!present) entry.state = RankState::kDead;
+    std::unordered_set<pid_t> in_newest;
+    for (const auto& p : newest->processes) in_newest.insert(p.pid);
+    for (auto [key, entry] : mine) {
+      if (!in_newest.count(key->pid)) entry->state = RankState::kDead;
     }
-    for (auto& [key, entry] : entries) {
-      if (key.node != name || entry.history.empty()) continue;
+    for (auto [key, entry_pointer] : mine) {
+      auto& entry = *entry_pointer;
       const auto* latest = entry.latest();
       if (latest->dump) entry.wait = process_wait_point(*latest->dump);
       entry.progress = measure_progress(entry);

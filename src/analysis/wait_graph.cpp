@@ -80,20 +80,29 @@ class Operations {
     return a >= 0 && a == b;
   }
 
+  // The job's ranks that are not in `self`'s operation (self excluded), computed once per
+  // operation: with the whole job as the group, every waiting rank needs this list, and
+  // building it per rank is quadratic (a billion checks at 32,768 ranks).
+  const std::vector<int>& outside(const Job& job, const RankEntry& self) {
+    const int op = id_[static_cast<std::size_t>(&self - job.ranks.data())];
+    auto [it, added] = outside_.try_emplace(op);
+    if (added) {
+      for (std::size_t i = 0; i < job.ranks.size(); ++i) {
+        if (job.ranks[i].rank && (id_[i] < 0 || id_[i] != op)) {
+          it->second.push_back(*job.ranks[i].rank);
+        }
+      }
+    }
+    return it->second;
+  }
+
  private:
   std::vector<int> id_;
+  std::unordered_map<int, std::vector<int>> outside_;
 };
 
-std::vector<int> job_members(const Job& job) {
-  std::vector<int> out;
-  for (const auto& r : job.ranks) {
-    if (r.rank) out.push_back(*r.rank);
-  }
-  return out;
-}
-
 // The members of a collective, rendezvous or ring that are not in it with `self`.
-void link_group_wait(const Job& job, const Operations& ops, RankEntry& self) {
+void link_group_wait(const Job& job, Operations& ops, RankEntry& self) {
   std::vector<int> members;
   if (auto listed = parse_int_list(self.wait.local("ranks"))) {
     members = *listed;
@@ -102,8 +111,11 @@ void link_group_wait(const Job& job, const Operations& ops, RankEntry& self) {
     members = *group_ranks;
     self.waits_for_reason = "group ranks from the waiting frame's locals";
   } else {
-    members = job_members(job);
     self.waits_for_reason = "group assumed to be the whole job";
+    for (int r : ops.outside(job, self)) {
+      if (r != self.rank) self.waits_for.push_back(r);
+    }
+    return;
   }
   for (int m : members) {
     if (m == self.rank) continue;
@@ -204,7 +216,7 @@ bool link_ring_wait(RankEntry& self) {
 
 void link_wait_graph(Job& job) {
   if (job.by_rank.empty()) job.index();
-  const Operations ops(job);
+  Operations ops(job);
   for (auto& self : job.ranks) {
     self.waits_for.clear();
     if (self.state != RankState::kWaiting || !waits_on_peers(self.wait.kind)) continue;

@@ -117,7 +117,10 @@ std::vector<std::string> write_reports(const std::string& dir, const analysis::B
   std::string json_failure;
   std::thread json_writer([&] {
     try {
-      write_text(dir + "/report.json", report_json(bundle, analysis).dump(2) + "\n");
+      std::ofstream out(dir + "/report.json", std::ios::trunc);
+      write_report_json(out, bundle, analysis);
+      out.close();
+      if (!out) throw_errno("cannot write " + dir + "/report.json", errno);
     } catch (const Error& e) {
       json_failure = e.what();
     }

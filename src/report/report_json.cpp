@@ -133,14 +133,18 @@ std::string utc_time(std::int64_t unix_ns) {
   return buffer;
 }
 
-json report_json(const Bundle& bundle, const analysis::Analysis& analysis) {
+namespace {
+
+json report_json(const Bundle& bundle, const analysis::Analysis& analysis, bool with_ranks) {
   json verdicts = json::array();
   for (const auto& v : analysis.verdicts) verdicts.push_back(verdict_json(v));
   json ranks = json::array();
   json classes = json::array();
   json jobs = json::array();
   for (const auto& job : analysis.jobs) {
-    for (const auto& r : job.ranks) ranks.push_back(rank_json(r));
+    if (with_ranks) {
+      for (const auto& r : job.ranks) ranks.push_back(rank_json(r));
+    }
     for (const auto& c : job.classes) {
       classes.push_back({{"id", c.id},
                          {"job", job.key},
@@ -188,6 +192,32 @@ json report_json(const Bundle& bundle, const analysis::Analysis& analysis) {
            {{"hangscope", kVersion},
             {"samples_per_node", analysis.samples},
             {"interval_seconds", analysis.interval_seconds}}}};
+}
+
+}  // namespace
+
+json report_json(const Bundle& bundle, const analysis::Analysis& analysis) {
+  return report_json(bundle, analysis, true);
+}
+
+void write_report_json(std::ostream& out, const Bundle& bundle,
+                       const analysis::Analysis& analysis) {
+  // The rank entries (most of the document) are written one by one, never held as one tree:
+  // 32,768 ranks would take gigabytes as nlohmann values.
+  auto doc = report_json(bundle, analysis, false);
+  const std::string placeholder = "hangscope-ranks-placeholder";
+  doc["ranks"] = placeholder;
+  const std::string text = doc.dump(2);
+  const auto at = text.find("\"" + placeholder + "\"");
+  out << text.substr(0, at) << "[";
+  bool first = true;
+  for (const auto& job : analysis.jobs) {
+    for (const auto& r : job.ranks) {
+      out << (first ? "\n    " : ",\n    ") << rank_json(r).dump();
+      first = false;
+    }
+  }
+  out << (first ? "]" : "\n  ]") << text.substr(at + placeholder.size() + 2) << "\n";
 }
 
 }  // namespace hangscope::report

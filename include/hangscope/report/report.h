@@ -3,6 +3,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <set>
 #include <string>
 
@@ -15,6 +16,8 @@ using analysis::Bundle;
 using analysis::NodeStatus;
 
 nlohmann::json report_json(const Bundle& bundle, const analysis::Analysis& analysis);
+// The same document written to `out` rank entry by rank entry (large jobs).
+void write_report_json(std::ostream& out, const Bundle& bundle, const analysis::Analysis& analysis);
 
 // GitHub-flavoured Markdown: the verdict in the first lines, then the rank table, wait-for
 // chain, merged tree, representative stacks, nodes and how it was captured; under 65,000
