@@ -29,12 +29,17 @@ void setup_logging(int verbosity, const std::string& level) {
 int run(int argc, char** argv) {
   CLI::App app{
       "hangscope: find the rank that diverged in a hung multi-node PyTorch / vLLM job.\n"
-      "Captures native (and, soon, Python) stacks of live processes without stopping them for "
-      "longer than a copy of their registers and stack takes.",
+      "Captures native and Python stacks of live processes without stopping them for longer "
+      "than a copy of their registers and stack takes.",
       "hangscope"};
   app.require_subcommand(1);
-  app.set_version_flag("--version",
-                       std::string("hangscope ") + kVersion + " (git " + kGitRevision + ")");
+  app.set_version_flag("--version", std::string("hangscope ") + kVersion + " (git " + kGitRevision +
+                                        ")\nPython stacks: CPython 3.10-3.13, 3.14 and later "
+                                        "through their _Py_DebugOffsets table");
+  app.footer(
+      "Exit codes: 0 success (diagnose/report: no hang found), 1 error, 2 bad usage, 3 a hang "
+      "was found (diagnose/report named a rank). NO_COLOR turns colours off.\n"
+      "More: hangscope COMMAND --help, man hangscope, docs/cli.md");
   int verbosity = 0;
   app.add_flag("-v,--verbose", verbosity, "More log output on stderr (repeat for debug)");
   std::string log_level;

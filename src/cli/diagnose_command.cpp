@@ -38,6 +38,7 @@ struct DiagnoseArguments {
   std::string rules_dir;
   bool trigger_fr_dump = false;
   bool query_store = false;
+  bool ticket = false;
 };
 
 std::string utc_stamp() {
@@ -180,7 +181,7 @@ analysis::Bundle from_local_node(const DiagnoseArguments& args, std::chrono::mil
 }
 
 int run_diagnose(const DiagnoseArguments& args) {
-  const Progress progress(args.quiet || args.json);
+  const Progress progress(args.quiet || args.json || args.ticket);
   try {
     const auto interval = parse_duration(args.interval);
     if (!interval)
@@ -214,7 +215,10 @@ int run_diagnose(const DiagnoseArguments& args) {
     });
     int code = kExitFailed;
     try {
-      code = analyse_and_report(dir, bundle, args.rules_dir, args.json,
+      code = analyse_and_report(dir, bundle, args.rules_dir,
+                                args.ticket ? Output::kTicket
+                                : args.json ? Output::kJson
+                                            : Output::kSummary,
                                 [&](const std::string& s) { progress.say(s); });
     } catch (...) {
       bundle_writer.join();
@@ -246,7 +250,10 @@ CommandRunner register_diagnose_command(CLI::App& app) {
   app.add_option("--interval", args->interval, "Time between samples: 500ms, 2s, 1m")
       ->capture_default_str();
   app.add_option("-o,--output", args->output, "Bundle directory (default ./hangscope-<UTC time>)");
-  app.add_flag("--json", args->json, "Print report.json to stdout");
+  auto* json = app.add_flag("--json", args->json, "Print report.json to stdout");
+  app.add_flag("--ticket", args->ticket,
+               "Print report.md to stdout: a GitHub issue body, ready to paste")
+      ->excludes(json);
   app.add_flag("--quiet", args->quiet, "No progress on stderr");
   app.add_option("--rules", args->rules_dir, "Directory of extra signature rule files (*.json)");
   app.add_flag("--locals,!--no-locals", args->locals,

@@ -2,11 +2,13 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 
 #include "hangscope/cli/commands.h"
 #include "hangscope/common/error.h"
+#include "hangscope/common/files.h"
 #include "hangscope/report/bundle_files.h"
 #include "hangscope/report/report.h"
 
@@ -17,6 +19,7 @@ struct ReportArguments {
   std::string bundle;
   std::string rules_dir;
   bool json = false;
+  bool ticket = false;
 };
 
 int run_report(const ReportArguments& args) {
@@ -26,7 +29,10 @@ int run_report(const ReportArguments& args) {
       if (node.status == "error") std::cerr << "hangscope: " << node.error << "\n";
     }
     return analyse_and_report(
-        args.bundle, bundle, args.rules_dir, args.json,
+        args.bundle, bundle, args.rules_dir,
+        args.ticket ? Output::kTicket
+        : args.json ? Output::kJson
+                    : Output::kSummary,
         [](const std::string& s) { std::cerr << "hangscope: " << s << "\n"; });
   } catch (const Error& e) {
     std::cerr << "hangscope: error: " << e.what() << "\n";
@@ -37,7 +43,7 @@ int run_report(const ReportArguments& args) {
 }  // namespace
 
 int analyse_and_report(const std::string& dir, const analysis::Bundle& bundle,
-                       const std::string& rules_dir, bool json,
+                       const std::string& rules_dir, Output output,
                        const std::function<void(const std::string&)>& say) {
   auto phase = std::chrono::steady_clock::now();
   const auto took = [&phase](const char* what) {
@@ -51,15 +57,30 @@ int analyse_and_report(const std::string& dir, const analysis::Bundle& bundle,
   for (const auto& note : report::write_reports(dir, bundle, analysis)) say(note);
   took("report files");
   say("report written to " + dir + "/report.md");
-  print_result(bundle, analysis, json);
+  print_result(dir, bundle, analysis, output);
   return analysis.verdicts.empty() ? kExitOk : kExitHangFound;
 }
 
-void print_result(const analysis::Bundle& bundle, const analysis::Analysis& analysis, bool json) {
-  if (json) {
-    std::cout << report::report_json(bundle, analysis).dump(2) << std::endl;
-  } else {
-    std::cout << report::terminal_summary(analysis, ::isatty(STDOUT_FILENO) == 1) << std::flush;
+void print_result(const std::string& dir, const analysis::Bundle& bundle,
+                  const analysis::Analysis& analysis, Output output) {
+  switch (output) {
+    case Output::kJson:
+      report::write_report_json(std::cout, bundle, analysis);
+      std::cout << std::flush;
+      break;
+    case Output::kTicket: {
+      const auto text = read_file(dir + "/report.md", 64 << 20);
+      if (!text.text) throw Error("cannot read " + dir + "/report.md for --ticket");
+      std::cout << *text.text << std::flush;
+      break;
+    }
+    case Output::kSummary: {
+      // https://no-color.org: any non-empty NO_COLOR turns colour off.
+      const char* no_color = std::getenv("NO_COLOR");
+      const bool colour = ::isatty(STDOUT_FILENO) == 1 && (no_color == nullptr || !*no_color);
+      std::cout << report::terminal_summary(analysis, colour) << std::flush;
+      break;
+    }
   }
 }
 
@@ -67,7 +88,10 @@ CommandRunner register_report_command(CLI::App& app) {
   auto args = std::make_shared<ReportArguments>();
   app.add_option("bundle", args->bundle, "Bundle directory written by `hangscope diagnose`")
       ->required();
-  app.add_flag("--json", args->json, "Print report.json to stdout");
+  auto* json = app.add_flag("--json", args->json, "Print report.json to stdout");
+  app.add_flag("--ticket", args->ticket,
+               "Print report.md to stdout: a GitHub issue body, ready to paste")
+      ->excludes(json);
   app.add_option("--rules", args->rules_dir, "Directory of extra signature rule files (*.json)");
   return [args] { return run_report(*args); };
 }

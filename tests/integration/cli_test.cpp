@@ -111,10 +111,35 @@ TEST(Cli, BadUsageExitsWithTwo) {
   EXPECT_EQ(run_hangscope("dump --pid 1 --stop-mode sometimes").exit_code, 2);
 }
 
-TEST(Cli, VersionNamesTheRevision) {
+TEST(Cli, VersionNamesTheRevisionAndThePythonVersions) {
   const auto result = run_hangscope("--version");
   EXPECT_EQ(result.exit_code, 0);
   EXPECT_EQ(result.out.rfind("hangscope 0.1.0 (git ", 0), 0u) << result.out;
+  EXPECT_NE(result.out.find("CPython 3.10-3.13"), std::string::npos) << result.out;
+}
+
+// diagnose --ticket prints report.md as written into the bundle (a ticket body), nothing else
+// on stdout; --ticket and --json together are bad usage; NO_COLOR keeps escapes out.
+TEST(Cli, TicketPrintsTheReportMarkdownAndExitCodesAreDocumented) {
+  testing::TargetProcess target({NATIVE_TARGET});
+  target.wait_for_line("ready");
+  const auto snapshot = testing::temp_path("cli-ticket") + ".json";
+  const auto bundle = testing::temp_path("cli-ticket-bundle");
+  ASSERT_EQ(
+      run_hangscope("collect --once --pid " + std::to_string(target.pid()) + " -o " + snapshot)
+          .exit_code,
+      0);
+  const auto ticket = run_hangscope("diagnose " + snapshot + " -o " + bundle + " --ticket");
+  EXPECT_EQ(ticket.exit_code, 0) << ticket.err;  // no rank: no hang found
+  const auto written = testing::run_command("cat " + bundle + "/report.md");
+  EXPECT_FALSE(written.out.empty());
+  EXPECT_EQ(ticket.out, written.out);
+  EXPECT_EQ(run_hangscope("diagnose " + snapshot + " --ticket --json").exit_code, 2);
+  const auto plain = run_hangscope_as("NO_COLOR=1", "report " + bundle);
+  EXPECT_EQ(plain.out.find('\x1b'), std::string::npos);
+  const auto help = run_hangscope("--help");
+  EXPECT_NE(help.out.find("3 a hang was found"), std::string::npos) << help.out;
+  testing::run_command("rm -rf " + snapshot + " " + bundle);
 }
 
 }  // namespace

@@ -107,11 +107,11 @@ _hangscope() {
     collect)
       opts="-h --help --once -o --output --samples --interval --listen --token-file --insecure
             --tls-cert --tls-key --tls-ca --node-name --pid --select --locals --trigger-fr-dump
-            --query-store --log"
+            --query-store --replay --log"
       ;;
     diagnose)
       opts="-h --help --agents --hostfile --token-file --tls-ca --tls-cert --tls-key --samples
-            --interval -o --output --json --quiet --rules --locals --no-locals --pid
+            --interval -o --output --json --ticket --quiet --rules --locals --no-locals --pid
             --trigger-fr-dump --query-store --select"
       if [[ $cur != -* ]]; then
         # snapshot files from `hangscope collect --once`
@@ -123,7 +123,7 @@ _hangscope() {
       fi
       ;;
     report)
-      opts="-h --help --json --rules"
+      opts="-h --help --json --ticket --rules"
       if [[ $cur != -* ]]; then
         _hangscope_files "$cur" dirs
         return 0

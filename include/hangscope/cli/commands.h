@@ -28,15 +28,22 @@ CommandRunner register_rules_command(CLI::App& app);
 analysis::Analysis analyze_with_rules(const analysis::Bundle& bundle, const std::string& rules_dir,
                                       const std::function<void(const std::string&)>& say);
 
+// What diagnose and report print on stdout.
+enum class Output {
+  kSummary,  // conclusion, verdicts, rank table: coloured on a terminal unless NO_COLOR is set
+  kJson,     // report.json (--json)
+  kTicket,   // report.md, ready to paste as an issue body (--ticket)
+};
+
 // Analyses a bundle (with the rules), writes its reports into `dir`, prints the result and
 // returns diagnose's exit code (3 when a verdict was reached).
 int analyse_and_report(const std::string& dir, const analysis::Bundle& bundle,
-                       const std::string& rules_dir, bool json,
+                       const std::string& rules_dir, Output output,
                        const std::function<void(const std::string&)>& say);
 
-// The result of an analysis on stdout: report.json with `json`, else the terminal summary
-// (coloured when stdout is a terminal).
-void print_result(const analysis::Bundle& bundle, const analysis::Analysis& analysis, bool json);
+// The result of an analysis on stdout, as `output` says (`dir` holds the written reports).
+void print_result(const std::string& dir, const analysis::Bundle& bundle,
+                  const analysis::Analysis& analysis, Output output);
 
 // Parses argv and runs the chosen command; returns the process exit code.
 int run(int argc, char** argv);
