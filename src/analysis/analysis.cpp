@@ -1,13 +1,12 @@
 #include "hangscope/analysis/analysis.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <chrono>
 #include <map>
 #include <set>
 
 #include "hangscope/analysis/rank_set.h"
+#include "hangscope/common/phase_timer.h"
 
 namespace hangscope::analysis {
 namespace {
@@ -146,22 +145,16 @@ std::map<std::string, const capture::NodeSnapshot*> latest_samples(const Bundle&
 }
 
 Analysis analyze(const Bundle& bundle) {
-  auto phase = std::chrono::steady_clock::now();
-  const auto took = [&phase](const char* what) {
-    const auto now = std::chrono::steady_clock::now();
-    spdlog::debug("analysis, {}: {} ms", what,
-                  std::chrono::duration_cast<std::chrono::milliseconds>(now - phase).count());
-    phase = now;
-  };
+  PhaseTimer timer("analysis, ");
   Analysis analysis;
   analysis.jobs = build_jobs(bundle);
-  took("rank table");
+  timer.lap("rank table");
   for (auto& job : analysis.jobs) link_wait_graph(job);
-  took("wait-for graph");
+  timer.lap("wait-for graph");
   for (auto& job : analysis.jobs) assign_classes(job);
-  took("classes");
+  timer.lap("classes");
   for (auto& job : analysis.jobs) link_tcp_peers(job);
-  took("TCP peers");
+  timer.lap("TCP peers");
   analysis.others = other_processes(bundle);
   analysis.verdicts = node_verdicts(analysis.jobs, bundle.nodes);
   for (auto& job : analysis.jobs) {
@@ -172,14 +165,14 @@ Analysis analyze(const Bundle& bundle) {
     auto verdicts = generic_verdicts(job);
     analysis.verdicts.insert(analysis.verdicts.end(), verdicts.begin(), verdicts.end());
   }
-  took("verdicts");
+  timer.lap("verdicts");
   for (auto& v : analysis.verdicts) {
     add_tcp_evidence(analysis.jobs, v);
     add_ras_evidence(analysis.jobs, v);
     add_state_evidence(analysis.jobs, v);
   }
   order_verdicts(analysis.verdicts);
-  took("evidence");
+  timer.lap("evidence");
   std::map<std::string, std::vector<std::int64_t>> times;
   for (const auto& s : bundle.snapshots) times[s.node_name].push_back(s.capture_unix_ns);
   for (auto& [node, t] : times) {

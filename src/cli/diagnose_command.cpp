@@ -1,4 +1,3 @@
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
 #include <atomic>
@@ -14,6 +13,7 @@
 #include "hangscope/cli/commands.h"
 #include "hangscope/cli/options.h"
 #include "hangscope/common/error.h"
+#include "hangscope/common/phase_timer.h"
 #include "hangscope/report/bundle_files.h"
 #include "hangscope/report/report.h"
 #include "hangscope/snapshot/codec.h"
@@ -190,28 +190,24 @@ int run_diagnose(const DiagnoseArguments& args) {
     if (!args.files.empty() && !addresses.empty()) {
       throw Error("give snapshot files or agents, not both");
     }
-    const auto start = std::chrono::steady_clock::now();
+    PhaseTimer timer;
     analysis::Bundle bundle = !args.files.empty() ? from_files(args, progress)
                               : !addresses.empty()
                                   ? from_agents(addresses, args, *interval, progress)
                                   : from_local_node(args, *interval, progress);
     const std::string dir = args.output.empty() ? "hangscope-" + utc_stamp() : args.output;
-    const auto gathered = std::chrono::steady_clock::now();
-    spdlog::debug("gathering: {} ms",
-                  std::chrono::duration_cast<std::chrono::milliseconds>(gathered - start).count());
+    timer.lap("gathering");
     // The snapshots are written while the analysis runs (both only read the bundle).
     report::make_bundle_dirs(dir);
     std::string bundle_failure;
     std::thread bundle_writer([&] {
+      PhaseTimer writing;
       try {
         report::write_bundle_data(dir, bundle);
       } catch (const Error& e) {
         bundle_failure = e.what();
       }
-      spdlog::debug("bundle snapshots: {} ms",
-                    std::chrono::duration_cast<std::chrono::milliseconds>(
-                        std::chrono::steady_clock::now() - gathered)
-                        .count());
+      writing.lap("bundle snapshots");
     });
     int code = kExitFailed;
     try {

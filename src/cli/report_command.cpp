@@ -1,5 +1,4 @@
 // `hangscope report BUNDLE_DIR`: re-runs the analysis of a saved bundle and re-renders it.
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -9,6 +8,7 @@
 #include "hangscope/cli/commands.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
+#include "hangscope/common/phase_timer.h"
 #include "hangscope/report/bundle_files.h"
 #include "hangscope/report/report.h"
 
@@ -45,17 +45,11 @@ int run_report(const ReportArguments& args) {
 int analyse_and_report(const std::string& dir, const analysis::Bundle& bundle,
                        const std::string& rules_dir, Output output,
                        const std::function<void(const std::string&)>& say) {
-  auto phase = std::chrono::steady_clock::now();
-  const auto took = [&phase](const char* what) {
-    const auto now = std::chrono::steady_clock::now();
-    spdlog::debug("{}: {} ms", what,
-                  std::chrono::duration_cast<std::chrono::milliseconds>(now - phase).count());
-    phase = now;
-  };
+  PhaseTimer timer;
   const auto analysis = analyze_with_rules(bundle, rules_dir, say);
-  took("analysis and rules");
+  timer.lap("analysis and rules");
   for (const auto& note : report::write_reports(dir, bundle, analysis)) say(note);
-  took("report files");
+  timer.lap("report files");
   say("report written to " + dir + "/report.md");
   print_result(dir, bundle, analysis, output);
   return analysis.verdicts.empty() ? kExitOk : kExitHangFound;

@@ -1,6 +1,5 @@
 #include "hangscope/report/bundle_files.h"
 
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,6 +15,7 @@
 
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
+#include "hangscope/common/phase_timer.h"
 #include "hangscope/common/subprocess.h"
 #include "hangscope/report/report.h"
 #include "hangscope/snapshot/codec.h"
@@ -106,13 +106,7 @@ void write_bundle_data(const std::string& dir, const analysis::Bundle& bundle) {
 std::vector<std::string> write_reports(const std::string& dir, const analysis::Bundle& bundle,
                                        const analysis::Analysis& analysis) {
   std::vector<std::string> notes;
-  auto phase = std::chrono::steady_clock::now();
-  const auto took = [&phase](const char* what) {
-    const auto now = std::chrono::steady_clock::now();
-    spdlog::debug("{}: {} ms", what,
-                  std::chrono::duration_cast<std::chrono::milliseconds>(now - phase).count());
-    phase = now;
-  };
+  PhaseTimer timer;
   // report.json (the largest) is built and written beside the others.
   std::string json_failure;
   std::thread json_writer([&] {
@@ -126,17 +120,17 @@ std::vector<std::string> write_reports(const std::string& dir, const analysis::B
     }
   });
   write_text(dir + "/report.md", report_markdown(bundle, analysis));
-  took("report.md");
+  timer.lap("report.md");
   write_text(dir + "/tree.dot", tree_dot(analysis));
   write_text(dir + "/stacks.folded", stacks_folded(analysis));
-  took("tree.dot and stacks.folded");
+  timer.lap("tree.dot and stacks.folded");
   std::string why;
   if (!render_svg(dir + "/tree.dot", dir + "/tree.svg", why)) {
     notes.push_back("tree.svg not written: " + why);
   }
-  took("tree.svg");
+  timer.lap("tree.svg");
   json_writer.join();
-  took("report.json");
+  timer.lap("report.json");
   if (!json_failure.empty()) throw Error(json_failure);
   return notes;
 }
