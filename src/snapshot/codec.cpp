@@ -9,6 +9,7 @@
 
 #include "hangscope/collectives/flight_recorder.h"
 #include "hangscope/common/error.h"
+#include "hangscope/common/text.h"
 #include "hangscope/v1/snapshot.pb.h"
 #include "hangscope/version.h"
 
@@ -24,7 +25,7 @@ class StringTable {
   }
   std::uint32_t intern(const std::string& text) {
     const auto [it, added] = index_.emplace(text, static_cast<std::uint32_t>(index_.size()));
-    if (added) out_.add_strings(text);
+    if (added) out_.add_strings(valid_utf8(text));
     return it->second;
   }
 
@@ -46,7 +47,7 @@ void encode_frame(const capture::Frame& f, v1::InternedFrame& out, StringTable& 
   for (const auto& [name, value] : f.locals) {
     auto* local = out.add_locals();
     local->set_name(strings.intern(name));
-    local->set_value(value);
+    local->set_value(valid_utf8(value));
   }
 }
 
@@ -73,11 +74,11 @@ class StackTable {
 
 void encode_thread(const capture::ThreadDump& t, v1::ThreadSnapshot& out, StackTable& stacks) {
   out.set_tid(t.tid);
-  out.set_name(t.name);
+  out.set_name(valid_utf8(t.name));
   out.set_state(std::string(1, t.state));
   out.set_wchan(t.wchan);
   if (t.py_thread_id) out.set_py_thread_id(*t.py_thread_id);
-  if (t.py_thread_name) out.set_py_thread_name(*t.py_thread_name);
+  if (t.py_thread_name) out.set_py_thread_name(valid_utf8(*t.py_thread_name));
   out.set_holds_gil(t.holds_gil);
   out.set_merge(t.merge);
   if (!t.frames.empty() && t.frames == t.native_frames) {
@@ -89,8 +90,8 @@ void encode_thread(const capture::ThreadDump& t, v1::ThreadSnapshot& out, StackT
   }
   if (!t.native_frames.empty()) out.set_native_stack(stacks.intern(t.native_frames));
   if (!t.python_frames.empty()) out.set_python_stack(stacks.intern(t.python_frames));
-  for (const auto& n : t.notes) out.add_notes(n);
-  for (const auto& k : t.kernel_stack) out.add_kernel_stack(k);
+  for (const auto& n : t.notes) out.add_notes(valid_utf8(n));
+  for (const auto& k : t.kernel_stack) out.add_kernel_stack(valid_utf8(k));
   out.set_paused_ns(static_cast<std::uint64_t>(t.paused.count()));
   out.set_utime_ticks(t.utime_ticks);
   out.set_stime_ticks(t.stime_ticks);
@@ -167,7 +168,7 @@ void encode(const capture::NodeSnapshot& node, v1::NodeSnapshot& out) {
   out.set_agent_version(kVersion);
   out.set_sample_index(node.sample_index);
   out.set_capture_ns(static_cast<std::uint64_t>(node.capture_time.count()));
-  for (const auto& n : node.notes) out.add_notes(n);
+  for (const auto& n : node.notes) out.add_notes(valid_utf8(n));
   StringTable strings(out);
   StackTable stacks(out, strings);
   // Facts all processes share (node-wide ones: GPU, /dev/shm, versions, interfaces) go once.
@@ -181,34 +182,36 @@ void encode(const capture::NodeSnapshot& node, v1::NodeSnapshot& out) {
       });
     }
   }
-  for (const auto& [k, v] : common) (*out.mutable_common_facts())[k] = v;
+  for (const auto& [k, v] : common) (*out.mutable_common_facts())[valid_utf8(k)] = valid_utf8(v);
   for (const auto& r : node.processes) {
     auto* p = out.add_processes();
     p->set_pid(r.pid);
     p->set_ppid(r.ppid);
-    p->set_comm(r.comm);
-    p->set_cmdline(r.cmdline);
-    p->set_exe(r.exe);
+    p->set_comm(valid_utf8(r.comm));
+    p->set_cmdline(valid_utf8(r.cmdline));
+    p->set_exe(valid_utf8(r.exe));
     p->set_state(std::string(1, r.state));
     p->set_utime_ticks(r.utime_ticks);
     p->set_stime_ticks(r.stime_ticks);
     p->set_start_time_ticks(r.start_time_ticks);
     encode_identity(r, *p->mutable_identity());
-    for (const auto& [k, v] : r.environment) (*p->mutable_environment())[k] = v;
+    for (const auto& [k, v] : r.environment) {
+      (*p->mutable_environment())[valid_utf8(k)] = valid_utf8(v);
+    }
     for (const auto& [k, v] : r.facts) {
-      if (!common.count(k)) (*p->mutable_facts())[k] = v;
+      if (!common.count(k)) (*p->mutable_facts())[valid_utf8(k)] = valid_utf8(v);
     }
     if (r.flight_record) p->set_flight_record(collectives::to_json(*r.flight_record).dump());
-    p->set_environment_source(r.environment_source);
-    p->set_error(r.error);
+    p->set_environment_source(valid_utf8(r.environment_source));
+    p->set_error(valid_utf8(r.error));
     for (const auto& log : r.logs) {
       auto* out_log = p->add_logs();
-      out_log->set_path(log.path);
+      out_log->set_path(valid_utf8(log.path));
       for (const auto& line : log.lines) out_log->add_line_ids(strings.intern(line));
     }
     if (r.dump) {
       if (r.dump->python) p->set_python(*r.dump->python);
-      for (const auto& n : r.dump->notes) p->add_notes(n);
+      for (const auto& n : r.dump->notes) p->add_notes(valid_utf8(n));
       p->set_max_paused_ns(static_cast<std::uint64_t>(r.dump->max_paused.count()));
       for (const auto& t : r.dump->threads) encode_thread(t, *p->add_threads(), stacks);
     }

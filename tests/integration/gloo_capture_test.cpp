@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -108,7 +109,10 @@ TEST(GlooCapture, MergedStacksShowThePythonCallSitesAndTheirLocals) {
       },
       std::chrono::seconds(60)));
   ASSERT_EQ(dump.python, "3.11.2");
-  const auto& main_thread = dump.threads.front();
+  const auto main_it = std::find_if(dump.threads.begin(), dump.threads.end(),
+                                    [&](const auto& t) { return t.tid == waiting; });
+  ASSERT_NE(main_it, dump.threads.end());
+  const auto& main_thread = *main_it;
   EXPECT_EQ(main_thread.merge, "ok");
   // Native wait, then the torch.distributed call, then the script's call site.
   const int wait_at = testing::frame_index(main_thread, "c10d::Work::wait");

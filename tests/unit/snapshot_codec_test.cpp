@@ -3,6 +3,7 @@
 #include "hangscope/cli/options.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/redaction.h"
+#include "hangscope/common/text.h"
 #include "hangscope/snapshot/codec.h"
 #include "hangscope/v1/snapshot.pb.h"
 
@@ -116,6 +117,32 @@ TEST(SnapshotCodec, SharedStacksFactsAndLogLinesAreSentOnceAndRestored) {
     EXPECT_EQ(back.processes[i].dump->threads.front().native_frames,
               node.processes[i].dump->threads.front().native_frames);
   }
+}
+
+// Bytes from a target (a local's repr, a log line, a command line) that are not UTF-8 must not
+// make the snapshot unencodable: they become U+FFFD and the rest comes through.
+TEST(SnapshotCodec, InvalidUtf8FromTheTargetIsReplacedNotFatal) {
+  EXPECT_EQ(valid_utf8("plain"), "plain");
+  EXPECT_EQ(valid_utf8("caf\xc3\xa9"), "caf\xc3\xa9");
+  EXPECT_EQ(valid_utf8("a\xff"
+                       "b"),
+            "a\xef\xbf\xbd"
+            "b");
+  EXPECT_EQ(valid_utf8("\xc0\x80"), "\xef\xbf\xbd\xef\xbf\xbd");  // overlong
+  EXPECT_EQ(valid_utf8("\xe2\x82"), "\xef\xbf\xbd\xef\xbf\xbd");  // cut short
+  auto node = sample_node(1);
+  node.processes[0].cmdline = "python3 \xfe\xfe";
+  node.processes[0].logs.push_back({"/log", {"line \x80"}});
+  node.processes[0].dump->threads[0].frames[0].locals.push_back({"blob", "b'\x9c'"});
+  v1::NodeSnapshot wire;
+  snapshot::encode(node, wire);
+  std::string bytes;
+  ASSERT_TRUE(wire.SerializeToString(&bytes));
+  v1::NodeSnapshot back_wire;
+  ASSERT_TRUE(back_wire.ParseFromString(bytes));
+  const auto back = snapshot::decode(back_wire);
+  EXPECT_EQ(back.processes[0].cmdline, "python3 \xef\xbf\xbd\xef\xbf\xbd");
+  EXPECT_EQ(back.processes[0].logs.back().lines.back(), "line \xef\xbf\xbd");
 }
 
 TEST(CliOptions, Durations) {

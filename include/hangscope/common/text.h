@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace hangscope {
@@ -11,6 +12,11 @@ std::string trim(const std::string& text);
 
 // The lines of a text, without their "\n" (and a trailing "\r").
 std::vector<std::string> split_lines(const std::string& text);
+
+// `text` with every byte that is not part of valid UTF-8 replaced by U+FFFD: what a target's
+// memory, files or command line hold is not always text, and protobuf's string fields (and
+// JSON) take only valid UTF-8.
+std::string valid_utf8(std::string_view text);
 
 // "a, b, c"; past `max_items` items: "…, and N more" instead of the rest.
 std::string join(const std::vector<std::string>& items, const std::string& separator,
