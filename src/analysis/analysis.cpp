@@ -1,7 +1,6 @@
 #include "hangscope/analysis/analysis.h"
 
 #include <algorithm>
-#include <chrono>
 #include <map>
 #include <set>
 

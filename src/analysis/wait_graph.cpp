@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "hangscope/analysis/analysis.h"
+#include "hangscope/collectives/c10d_store.h"
 
 namespace hangscope::analysis {
 namespace {
@@ -40,25 +41,27 @@ std::optional<std::vector<int>> parse_int_list(const std::optional<std::string>&
   return out;
 }
 
-// Ranks named by store keys: "'arrive/3'" or "['weights/5/ready', …]" → the path components
-// that are integers.
-std::optional<std::set<int>> ranks_in_keys(const std::optional<std::string>& text) {
-  if (!text) return std::nullopt;
+// Ranks named by store keys: the path components that are integers ("arrive/3",
+// "weights/5/ready").
+std::set<int> ranks_named_by(const std::vector<std::string>& keys) {
   std::set<int> out;
-  static const std::regex component(R"re((?:^|[/_:])(\d+)(?=$|[/_:'"]))re");
-  static const std::regex quoted(R"re('([^']*)'|"([^"]*)")re");
-  bool any_key = false;
-  for (auto it = std::sregex_iterator(text->begin(), text->end(), quoted);
-       it != std::sregex_iterator(); ++it) {
-    any_key = true;
-    const std::string key = (*it)[1].matched ? (*it)[1].str() : (*it)[2].str();
+  static const std::regex component(R"re((?:^|[/_:])(\d+)(?=$|[/_:]))re");
+  for (const auto& key : keys) {
     for (auto c = std::sregex_iterator(key.begin(), key.end(), component);
          c != std::sregex_iterator(); ++c) {
       out.insert(std::stoi((*c)[1].str()));
     }
   }
-  if (!any_key) return std::nullopt;
   return out;
+}
+
+// The same for a local's repr ("'arrive/3'", "['weights/5/ready', …]"); nullopt when it names
+// no key.
+std::optional<std::set<int>> ranks_in_keys(const std::optional<std::string>& text) {
+  if (!text) return std::nullopt;
+  const auto keys = collectives::keys_in_repr(*text);
+  if (keys.empty()) return std::nullopt;
+  return ranks_named_by(keys);
 }
 
 // Each rank's operation as a small number, so that "waits with me" is cheap at 30,000 ranks.
@@ -139,20 +142,20 @@ void link_channel_wait(RankEntry& self) {
   if (*peer != self.rank) self.waits_for.push_back(*peer);
 }
 
-// The keys the rank's agent found missing in the store (--query-store), as a repr the key
-// parser reads: "'arrive/2', 'arrive/3'"; nullopt when the store was not asked.
-std::optional<std::string> queried_missing_keys(const RankEntry& self) {
+// The keys the rank's agent found missing in the store (--query-store); nullopt when the
+// store was not asked.
+std::optional<std::vector<std::string>> queried_missing_keys(const RankEntry& self) {
   const auto* process = self.latest();
   if (process == nullptr) return std::nullopt;
   const auto it = process->facts.find("store.missing_keys");
   if (it == process->facts.end()) return std::nullopt;
   const auto keys = nlohmann::json::parse(it->second, nullptr, false);
   if (!keys.is_array()) return std::nullopt;
-  std::string repr;
+  std::vector<std::string> out;
   for (const auto& k : keys) {
-    if (k.is_string()) repr += (repr.empty() ? "'" : ", '") + k.get<std::string>() + "'";
+    if (k.is_string()) out.push_back(k.get<std::string>());
   }
-  return repr;
+  return out;
 }
 
 void link_store_wait(const Job& job, const Operations& ops, RankEntry& self) {
@@ -162,7 +165,7 @@ void link_store_wait(const Job& job, const Operations& ops, RankEntry& self) {
                                 ? "every awaited key exists in the store (queried)"
                                 : "ranks named in the awaited keys the store does not have "
                                   "(queried)";
-    for (int r : ranks_in_keys(*missing).value_or(std::set<int>{})) {
+    for (int r : ranks_named_by(*missing)) {
       if (r != self.rank && (job.find(r) != nullptr || !job.world_size || r < *job.world_size)) {
         self.waits_for.push_back(r);
       }

@@ -146,10 +146,12 @@ ProcessRecord describe_process(pid_t pid, FactSources& sources,
   return record;
 }
 
-// The process's mount namespace, so that a path is only shared with ranks that see the same.
-std::string mount_namespace(const std::string& proc_dir) {
+// A process's namespace of one kind ("mnt", "net") as "net:[4026531840]", "" when unreadable:
+// paths are shared only between ranks that see the same mounts, sockets between ranks of one
+// network namespace.
+std::string namespace_id(const std::string& proc_dir, const char* kind) {
   char ns[64] = {};
-  const auto n = ::readlink((proc_dir + "/ns/mnt").c_str(), ns, sizeof ns - 1);
+  const auto n = ::readlink((proc_dir + "/ns/" + kind).c_str(), ns, sizeof ns - 1);
   return std::string(ns, n > 0 ? static_cast<std::size_t>(n) : 0);
 }
 
@@ -159,7 +161,7 @@ void collect_cache_facts(ProcessRecord& record, const std::map<std::string, std:
                          NodeFacts& memo) {
   const std::string proc_dir = "/proc/" + std::to_string(record.pid);
   const std::string root = proc_dir + "/root";
-  const std::string ns = mount_namespace(proc_dir);
+  const std::string ns = namespace_id(proc_dir, "mnt");
   const std::string cache_root = facts::vllm_cache_root(env);
   if (!cache_root.empty()) record.facts["cache.vllm_root"] = cache_root;
   const auto get = [&](const char* name) {
@@ -221,9 +223,7 @@ void collect_facts(ProcessRecord& record, FactSources sources, NodeFacts& memo) 
     record.facts["shm.size_bytes"] = std::to_string(shm->size_bytes);
     record.facts["shm.free_bytes"] = std::to_string(shm->free_bytes);
   }
-  char netns[64] = {};
-  const auto length = ::readlink((proc_dir + "/ns/net").c_str(), netns, sizeof netns - 1);
-  const std::string netns_key(netns, length > 0 ? static_cast<std::size_t>(length) : 0);
+  const std::string netns_key = namespace_id(proc_dir, "net");
   auto tables = memo.networks.find(netns_key);
   if (tables == memo.networks.end() || netns_key.empty()) {
     tables =
@@ -308,10 +308,7 @@ void collect_nccl_ras(NodeSnapshot& node,
         facts::compare_versions(nccl->second, "2.24") < 0) {
       continue;
     }
-    char ns[64] = {};
-    const auto n =
-        ::readlink(("/proc/" + std::to_string(r.pid) + "/ns/net").c_str(), ns, sizeof ns - 1);
-    by_netns[std::string(ns, n > 0 ? static_cast<std::size_t>(n) : 0)].push_back(i);
+    by_netns[namespace_id("/proc/" + std::to_string(r.pid), "net")].push_back(i);
   }
   constexpr std::size_t kMaxReport = 64 * 1024;
   for (const auto& [ns, members] : by_netns) {
@@ -383,10 +380,8 @@ void collect_store_queries(NodeSnapshot& node,
     request.keys = awaited.keys;
     request.counter_keys = awaited.counters;
     request.netns_pid = r.pid;
-    char ns[64] = {};
-    const auto n =
-        ::readlink(("/proc/" + std::to_string(r.pid) + "/ns/net").c_str(), ns, sizeof ns - 1);
-    std::string key = request.endpoint.text() + "|" + std::string(ns, n > 0 ? n : 0);
+    std::string key =
+        request.endpoint.text() + "|" + namespace_id("/proc/" + std::to_string(r.pid), "net");
     for (const auto& k : request.keys) key += "|" + k;
     for (const auto& k : request.counter_keys) key += "|#" + k;
     auto [it, fresh] = asked.emplace(key, std::pair<std::string, std::string>{});
