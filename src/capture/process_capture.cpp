@@ -266,14 +266,19 @@ ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
   if (!python_error.empty()) dump.notes.push_back("Python stacks unavailable: " + python_error);
 
   native::Unwinder unwinder(image, &live);
-  native::Symbolizer symbolizer(image);
-  for (const auto& copy : copies) {
-    ThreadDump thread = describe_thread(copy, fs);
-    if (copy.copied) {
-      const auto walk = unwinder.unwind(copy, options.max_native_frames);
-      thread.native_frames = symbolizer.symbolize(walk.frames);
+  std::vector<native::UnwindResult> walks(copies.size());
+  std::vector<const std::vector<native::RawFrame>*> stacks;
+  for (std::size_t i = 0; i < copies.size(); ++i) {
+    if (copies[i].copied) walks[i] = unwinder.unwind(copies[i], options.max_native_frames);
+    stacks.push_back(&walks[i].frames);
+  }
+  auto symbolized = native::Symbolizer(image).symbolize_stacks(stacks);
+  for (std::size_t i = 0; i < copies.size(); ++i) {
+    ThreadDump thread = describe_thread(copies[i], fs);
+    if (copies[i].copied) {
+      thread.native_frames = std::move(symbolized[i]);
       thread.frames = thread.native_frames;
-      if (!walk.stop_reason.empty()) thread.notes.push_back(walk.stop_reason);
+      if (!walks[i].stop_reason.empty()) thread.notes.push_back(walks[i].stop_reason);
     }
     dump.threads.push_back(std::move(thread));
   }

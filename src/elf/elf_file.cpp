@@ -154,17 +154,24 @@ std::string ElfFile::debuglink() const {
   return std::string(string_at(section_data(*link), 0));
 }
 
+SymbolTableData ElfFile::symbol_table_data(std::string_view table_name) const {
+  const Section* table = section(table_name);
+  if (table == nullptr || table->link >= sections_.size()) return {};
+  return {section_data(*table), section_data(sections_[table->link])};
+}
+
+std::string_view ElfFile::string_in(std::span<const std::byte> strings, std::uint64_t offset) {
+  return string_at(strings, offset);
+}
+
 std::vector<Symbol> ElfFile::symbols(std::string_view table_name) const {
   std::vector<Symbol> out;
-  const Section* table = section(table_name);
-  if (table == nullptr || table->link >= sections_.size()) return out;
-  const auto data = section_data(*table);
-  const auto strings = section_data(sections_[table->link]);
-  const std::size_t count = data.size() / sizeof(Elf64_Sym);
+  const auto table = symbol_table_data(table_name);
+  const std::size_t count = table.entries.size() / sizeof(Elf64_Sym);
   out.reserve(count);
   for (std::size_t i = 0; i < count; ++i) {
-    const auto sym = *read_at<Elf64_Sym>(data, i * sizeof(Elf64_Sym));
-    const auto name = string_at(strings, sym.st_name);
+    const auto sym = *read_at<Elf64_Sym>(table.entries, i * sizeof(Elf64_Sym));
+    const auto name = string_at(table.strings, sym.st_name);
     if (name.empty()) continue;
     out.push_back(
         {name, sym.st_value, sym.st_size, static_cast<std::uint8_t>(ELF64_ST_TYPE(sym.st_info))});
@@ -173,9 +180,14 @@ std::vector<Symbol> ElfFile::symbols(std::string_view table_name) const {
 }
 
 std::optional<Symbol> ElfFile::find_symbol(std::string_view name) const {
-  for (const char* table : {".dynsym", ".symtab"}) {
-    for (const auto& sym : symbols(table)) {
-      if (sym.name == name && sym.value != 0) return sym;
+  for (const char* table_name : {".dynsym", ".symtab"}) {
+    const auto table = symbol_table_data(table_name);
+    const std::size_t count = table.entries.size() / sizeof(Elf64_Sym);
+    for (std::size_t i = 0; i < count; ++i) {
+      const auto sym = *read_at<Elf64_Sym>(table.entries, i * sizeof(Elf64_Sym));
+      if (sym.st_value == 0 || string_at(table.strings, sym.st_name) != name) continue;
+      return Symbol{string_at(table.strings, sym.st_name), sym.st_value, sym.st_size,
+                    static_cast<std::uint8_t>(ELF64_ST_TYPE(sym.st_info))};
     }
   }
   return std::nullopt;

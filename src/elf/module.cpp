@@ -21,7 +21,7 @@ std::unique_ptr<Module> Module::open(const std::string& path, const std::string&
   }();
   std::unique_ptr<Module> module(new Module(path, std::move(mapped), std::move(parsed)));
   module->build_id_ = module->elf_.build_id();
-  module->symbols_ = SymbolTable::from_file(module->elf_);
+  module->symbols_.add_functions_of(module->elf_, SymbolTable::main_table_of(module->elf_));
   module->load_debug_symbols(debug_roots);
   if (const Segment* hdr = module->elf_.first_segment(PT_GNU_EH_FRAME)) {
     module->eh_frame_hdr_ = parse_eh_frame_hdr(module->elf_.segment_data(*hdr), hdr->vaddr);

@@ -5,47 +5,143 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <numeric>
 #include <string>
 
 namespace hangscope::elf {
+namespace {
 
-SymbolTable SymbolTable::from_file(const ElfFile& file) {
-  SymbolTable table;
-  table.add_functions_of(file, file.section(".symtab") ? ".symtab" : ".dynsym");
-  return table;
+// A function symbol's start and size, read without its name.
+struct FunctionExtent {
+  std::uint64_t start = 0;
+  std::uint64_t size = 0;
+  std::uint32_t name_offset = 0;
+};
+
+std::optional<FunctionExtent> function_at(const SymbolTableData& table, std::size_t index) {
+  Elf64_Sym sym;
+  std::memcpy(&sym, table.entries.data() + index * sizeof(Elf64_Sym), sizeof(sym));
+  const auto type = ELF64_ST_TYPE(sym.st_info);
+  if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_value == 0) return std::nullopt;
+  return FunctionExtent{sym.st_value, sym.st_size, sym.st_name};
+}
+
+std::size_t entry_count(const SymbolTableData& table) {
+  return table.entries.size() / sizeof(Elf64_Sym);
+}
+
+// Whether `a` is preferred to `b` among functions starting at one address: sized, then the
+// shorter name, then the first in byte order (a total order: scan and index pick the same).
+bool preferred(std::uint64_t a_size, std::string_view a_name, std::uint64_t b_size,
+               std::string_view b_name) {
+  if ((a_size == 0) != (b_size == 0)) return a_size != 0;
+  if (a_name.size() != b_name.size()) return a_name.size() < b_name.size();
+  return a_name < b_name;
+}
+
+}  // namespace
+
+std::string_view SymbolTable::main_table_of(const ElfFile& file) {
+  return file.section(".symtab") != nullptr ? ".symtab" : ".dynsym";
 }
 
 void SymbolTable::add_functions_of(const ElfFile& file, std::string_view table_name) {
-  for (const auto& sym : file.symbols(table_name)) {
-    if ((sym.type == STT_FUNC || sym.type == STT_GNU_IFUNC) && sym.value != 0) {
-      entries_.push_back({sym.value, sym.size, sym.name});
-    }
-  }
-  finish();
-}
-
-void SymbolTable::finish() {
-  // Sort by start; among aliases at one address prefer the sized, then the shortest name.
-  std::sort(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) {
-    if (a.start != b.start) return a.start < b.start;
-    if ((a.size == 0) != (b.size == 0)) return a.size != 0;
-    return a.name.size() < b.name.size();
-  });
-  entries_.erase(std::unique(entries_.begin(), entries_.end(),
-                             [](const Entry& a, const Entry& b) { return a.start == b.start; }),
-                 entries_.end());
+  const auto data = file.symbol_table_data(table_name);
+  if (entry_count(data) > 0) sources_.push_back(data);
 }
 
 std::optional<SymbolMatch> SymbolTable::lookup(std::uint64_t vaddr) const {
+  return lookup_many(std::span<const std::uint64_t>(&vaddr, 1)).front();
+}
+
+std::vector<std::optional<SymbolMatch>> SymbolTable::lookup_many(
+    std::span<const std::uint64_t> vaddrs) const {
+  if (!indexed()) {
+    if (scans_.fetch_add(1, std::memory_order_relaxed) < kScansBeforeIndex) return scan(vaddrs);
+    build_index();
+  }
+  std::vector<std::optional<SymbolMatch>> out;
+  out.reserve(vaddrs.size());
+  for (const auto vaddr : vaddrs) out.push_back(lookup_indexed(vaddr));
+  return out;
+}
+
+// One pass over every source: each function symbol is put in the bucket of the first queried
+// address at or above its start, where only the highest start (then the preferred alias) is
+// kept. The match for a query is the best of its own and all lower buckets: the function with
+// the highest start at or below it. No names are read except for a bucket's current best.
+std::vector<std::optional<SymbolMatch>> SymbolTable::scan(
+    std::span<const std::uint64_t> vaddrs) const {
+  std::vector<std::uint64_t> sorted(vaddrs.begin(), vaddrs.end());
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  std::vector<std::optional<Entry>> best(sorted.size());
+  for (const auto& table : sources_) {
+    const std::size_t count = entry_count(table);
+    for (std::size_t i = 0; i < count; ++i) {
+      const auto fn = function_at(table, i);
+      if (!fn) continue;
+      const auto bucket = std::lower_bound(sorted.begin(), sorted.end(), fn->start);
+      if (bucket == sorted.end()) continue;
+      auto& slot = best[bucket - sorted.begin()];
+      if (slot && slot->start > fn->start) continue;
+      const auto name = ElfFile::string_in(table.strings, fn->name_offset);
+      if (name.empty()) continue;
+      if (slot && slot->start == fn->start && !preferred(fn->size, name, slot->size, slot->name)) {
+        continue;
+      }
+      slot = Entry{fn->start, fn->size, name};
+    }
+  }
+  std::vector<std::optional<SymbolMatch>> by_sorted(sorted.size());
+  std::optional<Entry> running;
+  for (std::size_t j = 0; j < sorted.size(); ++j) {
+    if (best[j]) running = best[j];  // a higher bucket's best always starts higher
+    if (running && (running->size == 0 || sorted[j] - running->start < running->size)) {
+      by_sorted[j] = SymbolMatch{running->name, running->start, sorted[j] - running->start};
+    }
+  }
+  std::vector<std::optional<SymbolMatch>> out;
+  out.reserve(vaddrs.size());
+  for (const auto vaddr : vaddrs) {
+    out.push_back(
+        by_sorted[std::lower_bound(sorted.begin(), sorted.end(), vaddr) - sorted.begin()]);
+  }
+  return out;
+}
+
+void SymbolTable::build_index() const {
+  std::lock_guard lock(index_mutex_);
+  if (indexed()) return;
+  std::vector<Entry> entries;
+  for (const auto& table : sources_) {
+    const std::size_t count = entry_count(table);
+    for (std::size_t i = 0; i < count; ++i) {
+      const auto fn = function_at(table, i);
+      if (!fn) continue;
+      const auto name = ElfFile::string_in(table.strings, fn->name_offset);
+      if (!name.empty()) entries.push_back({fn->start, fn->size, name});
+    }
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    if (a.start != b.start) return a.start < b.start;
+    return preferred(a.size, a.name, b.size, b.name);
+  });
+  entries.erase(std::unique(entries.begin(), entries.end(),
+                            [](const Entry& a, const Entry& b) { return a.start == b.start; }),
+                entries.end());
+  entries_ = std::move(entries);
+  indexed_.store(true, std::memory_order_release);
+}
+
+std::optional<SymbolMatch> SymbolTable::lookup_indexed(std::uint64_t vaddr) const {
   auto it = std::upper_bound(entries_.begin(), entries_.end(), vaddr,
                              [](std::uint64_t a, const Entry& e) { return a < e.start; });
   if (it == entries_.begin()) return std::nullopt;
   --it;
-  const bool inside = it->size != 0
-                          ? vaddr - it->start < it->size
-                          : (std::next(it) == entries_.end() || vaddr < std::next(it)->start);
-  if (!inside) return std::nullopt;
+  if (it->size != 0 && vaddr - it->start >= it->size) return std::nullopt;
   return SymbolMatch{it->name, it->start, vaddr - it->start};
 }
 

@@ -42,7 +42,7 @@ TEST(ElfFile, ReadsTheHeadersOfARealExecutable) {
 TEST(SymbolTable, FindsTheFunctionContainingAnAddress) {
   const auto file = own_executable();
   const auto elf = ElfFile::parse(file->bytes());
-  const auto table = SymbolTable::from_file(elf);
+  const SymbolTable table(elf);
   const auto symbol = elf.find_symbol("hangscope_elf_test_marker");
   ASSERT_TRUE(symbol);
   const auto match = table.lookup(symbol->value + 2);
@@ -51,6 +51,46 @@ TEST(SymbolTable, FindsTheFunctionContainingAnAddress) {
   EXPECT_EQ(match->offset, 2u);
   EXPECT_EQ(match->start, symbol->value);
   EXPECT_FALSE(table.lookup(0));
+}
+
+// The one-pass scan (a one-off dump) and the sorted index (a long-lived agent) must name the
+// same function for every address: starts, insides, ends, gaps and aliases of real libraries.
+TEST(SymbolTable, ScanAndIndexAgreeOnRealLibraries) {
+  for (const char* path : {"/proc/self/exe", "/lib/x86_64-linux-gnu/libc.so.6",
+                           "/lib/x86_64-linux-gnu/libstdc++.so.6"}) {
+    SCOPED_TRACE(path);
+    const auto file = MappedFile::open(path);
+    const auto elf = ElfFile::parse(file->bytes());
+    std::vector<std::uint64_t> addresses;
+    std::mt19937_64 random(7);
+    for (const auto& sym : elf.symbols(SymbolTable::main_table_of(elf))) {
+      if (sym.type != STT_FUNC || sym.value == 0) continue;
+      for (const std::uint64_t at : {sym.value - 1, sym.value, sym.value + sym.size / 2,
+                                     sym.value + sym.size, sym.value + random() % 64}) {
+        addresses.push_back(at);
+      }
+      if (addresses.size() > 20000) break;
+    }
+    ASSERT_GT(addresses.size(), 1000u);
+    const SymbolTable scanned(elf);
+    const SymbolTable indexed(elf);
+    const std::uint64_t probe = addresses.front();
+    for (int i = 0; i <= SymbolTable::kScansBeforeIndex; ++i) (void)indexed.lookup(probe);
+    ASSERT_TRUE(indexed.indexed());
+    const auto by_scan = scanned.lookup_many(addresses);
+    ASSERT_FALSE(scanned.indexed());
+    const auto by_index = indexed.lookup_many(addresses);
+    std::size_t named = 0;
+    for (std::size_t i = 0; i < addresses.size(); ++i) {
+      ASSERT_EQ(by_scan[i].has_value(), by_index[i].has_value()) << std::hex << addresses[i];
+      if (!by_scan[i]) continue;
+      ++named;
+      EXPECT_EQ(by_scan[i]->name, by_index[i]->name) << std::hex << addresses[i];
+      EXPECT_EQ(by_scan[i]->start, by_index[i]->start);
+      EXPECT_EQ(by_scan[i]->offset, by_index[i]->offset);
+    }
+    EXPECT_GT(named, addresses.size() / 2);
+  }
 }
 
 TEST(SymbolTable, Demangles) {
@@ -136,7 +176,7 @@ TEST(ElfFile, SurvivesRandomCorruption) {
       for (const auto& s : elf.sections()) (void)elf.section_data(s);
       (void)elf.build_id();
       (void)elf.debuglink();
-      (void)SymbolTable::from_file(elf).lookup(0x1234);
+      (void)SymbolTable(elf).lookup(0x1234);
       if (const auto* seg = elf.first_segment(PT_GNU_EH_FRAME)) {
         (void)parse_eh_frame_hdr(elf.segment_data(*seg), seg->vaddr);
       }

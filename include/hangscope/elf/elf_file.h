@@ -39,6 +39,13 @@ struct Symbol {
   std::uint8_t type = 0;  // STT_*
 };
 
+// The raw entries (Elf64_Sym) and string table of one symbol table, for passes that read a
+// name only where one is needed.
+struct SymbolTableData {
+  std::span<const std::byte> entries;
+  std::span<const std::byte> strings;
+};
+
 class ElfFile {
  public:
   // Parses the headers of `image`; throws hangscope::Error naming the defect otherwise.
@@ -67,6 +74,10 @@ class ElfFile {
   // Name in .gnu_debuglink ("" when absent).
   std::string debuglink() const;
 
+  // The raw bytes of one symbol table (".symtab" or ".dynsym"); empty when absent.
+  SymbolTableData symbol_table_data(std::string_view table_name) const;
+  // The NUL-terminated name at `offset` of a string table ("" when outside it or unterminated).
+  static std::string_view string_in(std::span<const std::byte> strings, std::uint64_t offset);
   // Symbols of one table (".symtab" or ".dynsym"); malformed entries are skipped.
   std::vector<Symbol> symbols(std::string_view table_name) const;
   // A symbol by exact name, from .dynsym then .symtab.

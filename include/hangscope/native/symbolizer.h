@@ -13,10 +13,13 @@ class Symbolizer {
  public:
   explicit Symbolizer(elf::ProcessImage& image) : image_(image) {}
 
-  // Frames innermost first. A return address is looked up one byte earlier so that a call at
-  // the very end of a function is named after its caller, not the next function.
+  // The stacks of many threads (each innermost first) at once: each module's symbols are
+  // searched once for all the addresses that fall in it. A return address is looked up one
+  // byte earlier so that a call at the very end of a function is named after its caller, not
+  // the next function.
+  std::vector<std::vector<capture::Frame>> symbolize_stacks(
+      const std::vector<const std::vector<RawFrame>*>& stacks);
   std::vector<capture::Frame> symbolize(const std::vector<RawFrame>& frames);
-  capture::Frame symbolize_one(std::uint64_t pc, bool exact_pc);
 
  private:
   elf::ProcessImage& image_;
