@@ -79,8 +79,8 @@ const std::vector<Frame>* rank_stack(const RankEntry& rank) {
   if (latest == nullptr || !latest->dump) return nullptr;
   for (const auto& t : latest->dump->threads) {
     if (t.tid != rank.wait.tid) continue;
-    if (!t.frames.empty()) return &t.frames;
-    return t.python_frames.empty() ? &t.native_frames : &t.python_frames;
+    if (!t.frames.empty()) return &t.frames.vector();
+    return t.python_frames.empty() ? &t.native_frames.vector() : &t.python_frames.vector();
   }
   return nullptr;
 }

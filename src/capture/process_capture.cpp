@@ -167,7 +167,7 @@ void fill_python(ThreadDump& thread, const python::PyThread& py,
   thread.py_thread_name = py.name;
   thread.holds_gil = py.holds_gil;
   for (const auto& f : py.frames) thread.python_frames.push_back(python::to_frame(f));
-  mask_locals(thread.python_frames);
+  mask_locals(thread.python_frames.edit());
   if (!py.error.empty()) thread.notes.push_back("Python stack: " + py.error);
   if (stacks == StackKinds::kPythonOnly) {
     thread.frames = thread.python_frames;

@@ -226,15 +226,16 @@ capture::NodeSnapshot decode(const v1::NodeSnapshot& in) {
   }
   if (in.schema_major() == 0) throw Error("not a hangscope node snapshot (no schema version)");
   const StringLookup s(in);
-  // A stack by its index + 1; an index past the table is an error of the file.
-  std::vector<std::vector<capture::Frame>> stacks;
+  // A stack by its index + 1, shared by every thread that stands in it; an index past the
+  // table is an error of the file.
+  std::vector<capture::FrameList> stacks;
   for (const auto& st : in.stacks()) stacks.push_back(decode_frames(st.frames(), s));
   const auto stack = [&](std::uint32_t id) {
     if (id == 0 || id > stacks.size()) {
       throw Error("snapshot of " + in.node_name() + ": stack " + std::to_string(id) +
                   " is not in its stack table (" + std::to_string(stacks.size()) + " stacks)");
     }
-    return stacks[id - 1];
+    return stacks[id - 1];  // a copy shares the frames
   };
   capture::NodeSnapshot node;
   node.node_name = in.node_name();
@@ -303,10 +304,12 @@ capture::NodeSnapshot decode(const v1::NodeSnapshot& in) {
         if (t.has_py_thread_name()) thread.py_thread_name = t.py_thread_name();
         thread.holds_gil = t.holds_gil();
         thread.merge = t.merge();
-        thread.native_frames =
-            t.native_stack() ? stack(t.native_stack()) : decode_frames(t.native_frames(), s);
-        thread.python_frames =
-            t.python_stack() ? stack(t.python_stack()) : decode_frames(t.python_frames(), s);
+        thread.native_frames = t.native_stack()
+                                   ? stack(t.native_stack())
+                                   : capture::FrameList(decode_frames(t.native_frames(), s));
+        thread.python_frames = t.python_stack()
+                                   ? stack(t.python_stack())
+                                   : capture::FrameList(decode_frames(t.python_frames(), s));
         switch (t.merged_from()) {
           case v1::ThreadSnapshot::MERGED_NATIVE:
             thread.frames = thread.native_frames;
@@ -315,8 +318,8 @@ capture::NodeSnapshot decode(const v1::NodeSnapshot& in) {
             thread.frames = thread.python_frames;
             break;
           default:
-            thread.frames =
-                t.merged_stack() ? stack(t.merged_stack()) : decode_frames(t.frames(), s);
+            thread.frames = t.merged_stack() ? stack(t.merged_stack())
+                                             : capture::FrameList(decode_frames(t.frames(), s));
         }
         thread.notes.assign(t.notes().begin(), t.notes().end());
         thread.kernel_stack.assign(t.kernel_stack().begin(), t.kernel_stack().end());

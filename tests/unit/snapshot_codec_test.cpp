@@ -57,6 +57,22 @@ TEST(SnapshotCodec, RoundTripsAndInternsRepeatedStrings) {
   EXPECT_LT(wire.ByteSizeLong(), 8u * 2048u);
 }
 
+// The ranks of a node that stand in the same stack hold one decoded copy of it (the memory of
+// diagnose at 32,768 ranks), and changing one thread's frames leaves the others as they were.
+TEST(SnapshotCodec, DecodedThreadsShareOneCopyOfAStackUntilChanged) {
+  v1::NodeSnapshot wire;
+  snapshot::encode(sample_node(4), wire);
+  auto back = snapshot::decode(wire);
+  auto& first = back.processes[0].dump->threads[0];
+  const auto& second = back.processes[1].dump->threads[0];
+  EXPECT_EQ(&first.frames.vector(), &second.frames.vector());
+  first.frames.edit()[0].function = "changed";
+  EXPECT_NE(&first.frames.vector(), &second.frames.vector());
+  EXPECT_EQ(first.frames[0].function, "changed");
+  EXPECT_EQ(second.frames[0].function, "function_0");
+  EXPECT_EQ(back.processes[2].dump->threads[0].frames[0].function, "function_0");
+}
+
 TEST(SnapshotCodec, RefusesNewerMajorAndBadIndices) {
   v1::NodeSnapshot wire;
   snapshot::encode(sample_node(1), wire);
@@ -133,7 +149,7 @@ TEST(SnapshotCodec, InvalidUtf8FromTheTargetIsReplacedNotFatal) {
   auto node = sample_node(1);
   node.processes[0].cmdline = "python3 \xfe\xfe";
   node.processes[0].logs.push_back({"/log", {"line \x80"}});
-  node.processes[0].dump->threads[0].frames[0].locals.push_back({"blob", "b'\x9c'"});
+  node.processes[0].dump->threads[0].frames.edit()[0].locals.push_back({"blob", "b'\x9c'"});
   v1::NodeSnapshot wire;
   snapshot::encode(node, wire);
   std::string bytes;

@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -30,6 +32,39 @@ struct Frame {
   bool operator==(const Frame&) const = default;
 };
 
+// The frames of one stack view, innermost first. Copies share one immutable vector, so the
+// thousands of threads of a large job that stand in the same stack hold it once (decoding a
+// 32,768-rank snapshot set gives each distinct stack one vector); `edit()` copies first when
+// the vector is shared.
+class FrameList {
+ public:
+  FrameList() = default;
+  FrameList(std::vector<Frame> frames)  // NOLINT(google-explicit-constructor): a value type
+      : frames_(std::make_shared<std::vector<Frame>>(std::move(frames))) {}
+  FrameList(std::initializer_list<Frame> frames) : FrameList(std::vector<Frame>(frames)) {}
+
+  const std::vector<Frame>& vector() const;
+  operator const std::vector<Frame>&() const { return vector(); }  // NOLINT: read as a vector
+  std::vector<Frame>::const_iterator begin() const { return vector().begin(); }
+  std::vector<Frame>::const_iterator end() const { return vector().end(); }
+  std::vector<Frame>::const_reverse_iterator rbegin() const { return vector().rbegin(); }
+  std::vector<Frame>::const_reverse_iterator rend() const { return vector().rend(); }
+  std::size_t size() const { return vector().size(); }
+  bool empty() const { return vector().empty(); }
+  const Frame& operator[](std::size_t i) const { return vector()[i]; }
+  const Frame& front() const { return vector().front(); }
+  const Frame& back() const { return vector().back(); }
+
+  // The frames to change: this list's own copy when another list shares them.
+  std::vector<Frame>& edit();
+  void push_back(Frame frame) { edit().push_back(std::move(frame)); }
+
+  bool operator==(const FrameList& other) const { return vector() == other.vector(); }
+
+ private:
+  std::shared_ptr<std::vector<Frame>> frames_;  // null: no frames
+};
+
 struct ThreadDump {
   pid_t tid = 0;
   std::string name;  // comm
@@ -40,10 +75,10 @@ struct ThreadDump {
   std::optional<std::string> py_thread_name;
   bool holds_gil = false;
   std::string merge = "ok";
-  std::vector<Frame> frames;         // merged view, innermost first
-  std::vector<Frame> native_frames;  // raw native stack (kept for snapshots)
-  std::vector<Frame> python_frames;  // raw Python stack (kept for snapshots)
-  std::vector<std::string> notes;    // what went wrong for this thread
+  FrameList frames;                // merged view, innermost first
+  FrameList native_frames;         // raw native stack (kept for snapshots)
+  FrameList python_frames;         // raw Python stack (kept for snapshots)
+  std::vector<std::string> notes;  // what went wrong for this thread
   std::chrono::nanoseconds paused{0};
   std::uint64_t utime_ticks = 0;  // CPU time of this thread (clock ticks), read before stopping
   std::uint64_t stime_ticks = 0;
