@@ -4,6 +4,8 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <mutex>
@@ -117,7 +119,9 @@ class AgentService final : public v1::Agent::Service {
   grpc::Status Capture(grpc::ServerContext* context, const v1::CaptureRequest* request,
                        v1::CaptureReply* reply) override {
     if (auto denied = authenticate(*context, "Capture")) return *denied;
-    const int samples = std::clamp<int>(static_cast<int>(request->samples()), 1, 100);
+    if (auto refused = check_request(*request, *context)) return *refused;
+    const int samples =
+        std::clamp<int>(static_cast<int>(request->samples()), 1, AgentLimits::kMaxSamples);
     if (!replay_.empty()) return replay(*context, samples, reply);
     const auto interval = std::chrono::nanoseconds(request->interval_ns());
     capture::NodeCaptureOptions options;
@@ -127,8 +131,18 @@ class AgentService final : public v1::Agent::Service {
     options.node_name = options_.node_name;
     options.pids.assign(request->pids().begin(), request->pids().end());
     if (options.pids.empty()) options.pids = options_.pids;
+    options.select = options_.select;
     options.log_globs = options_.log_globs;
-    // One capture at a time on a node: no target is ever traced by two requests at once.
+    // One capture at a time on a node: no target is ever traced by two requests at once. A few
+    // requests may wait for it; more are refused as busy rather than piling up threads.
+    const QueueSlot slot(queued_);
+    if (slot.count() > AgentLimits::kMaxQueuedCaptures) {
+      spdlog::warn("Capture: refused {} (busy: {} captures queued)", context->peer(),
+                   slot.count() - 1);
+      return grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          "agent busy: " + std::to_string(slot.count() - 1) + " captures are queued; try again");
+    }
     std::lock_guard<std::mutex> lock(capture_mutex_);
     for (int i = 0; i < samples; ++i) {
       const std::int64_t due =
@@ -159,6 +173,50 @@ class AgentService final : public v1::Agent::Service {
     return grpc::Status::OK;
   }
 
+  // Counts the requests waiting for or holding the capture, for as long as it lives.
+  class QueueSlot {
+   public:
+    explicit QueueSlot(std::atomic<int>& queued) : queued_(queued), count_(++queued) {}
+    ~QueueSlot() { --queued_; }
+    QueueSlot(const QueueSlot&) = delete;
+    QueueSlot& operator=(const QueueSlot&) = delete;
+    int count() const { return count_; }
+
+   private:
+    std::atomic<int>& queued_;
+    int count_;
+  };
+
+  // A request may only narrow what the agent's command line allows, within bounded time.
+  std::optional<grpc::Status> check_request(const v1::CaptureRequest& request,
+                                            const grpc::ServerContext& context) {
+    const auto refuse = [&](grpc::StatusCode code, const std::string& reason) {
+      spdlog::warn("Capture: refused {} ({})", context.peer(), reason);
+      return grpc::Status(code, reason);
+    };
+    if (request.interval_ns() > static_cast<std::uint64_t>(AgentLimits::kMaxIntervalNs)) {
+      return refuse(grpc::StatusCode::INVALID_ARGUMENT,
+                    "interval " + std::to_string(request.interval_ns() / 1'000'000) +
+                        " ms is over the agent's limit of 60 s");
+    }
+    if (request.start_unix_ns() > unix_now_ns() + AgentLimits::kMaxStartDelayNs) {
+      return refuse(grpc::StatusCode::INVALID_ARGUMENT,
+                    "start time is more than 60 s ahead of the agent's clock");
+    }
+    if (request.pids_size() == 0) return std::nullopt;
+    const std::vector<pid_t> allowed =
+        options_.pids.empty() ? capture::discover_processes() : options_.pids;
+    for (const pid_t pid : request.pids()) {
+      if (std::find(allowed.begin(), allowed.end(), pid) == allowed.end()) {
+        return refuse(grpc::StatusCode::PERMISSION_DENIED,
+                      "pid " + std::to_string(pid) +
+                          " is not among the processes this agent may inspect (its --pid, or "
+                          "the ranks it discovers)");
+      }
+    }
+    return std::nullopt;
+  }
+
   std::optional<grpc::Status> authenticate(const grpc::ServerContext& context, const char* method) {
     if (options_.token.empty()) return std::nullopt;
     const auto& metadata = context.client_metadata();
@@ -176,6 +234,7 @@ class AgentService final : public v1::Agent::Service {
   ReplayNodes replay_;
   std::shared_ptr<elf::ModuleCache> modules_ = std::make_shared<elf::ModuleCache>();
   std::mutex capture_mutex_;
+  std::atomic<int> queued_{0};
 };
 
 std::shared_ptr<grpc::ServerCredentials> server_credentials(const AgentOptions& options) {
@@ -203,6 +262,8 @@ void fill_status(AgentAnswer& answer, const grpc::Status& status) {
   switch (status.error_code()) {
     case grpc::StatusCode::UNAUTHENTICATED:
     case grpc::StatusCode::PERMISSION_DENIED:
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:  // busy
+    case grpc::StatusCode::INVALID_ARGUMENT:
       answer.status = "refused";
       break;
     case grpc::StatusCode::UNAVAILABLE:
@@ -263,9 +324,13 @@ int serve(const AgentOptions& options, const std::function<void(int port)>& read
   }
   AgentService service(options, base_port);
   grpc::ServerBuilder builder;
+  grpc::ResourceQuota quota("hangscope-agent");
+  quota.SetMaxThreads(AgentLimits::kMaxServerThreads);  // more callers wait or are refused
+  builder.SetResourceQuota(quota);
+  builder.SetMaxReceiveMessageSize(AgentLimits::kMaxRequestBytes);
   int port = 0;
-  builder.AddListeningPort(options.listen, server_credentials(options), &port);
   const auto credentials = server_credentials(options);
+  builder.AddListeningPort(options.listen, credentials, &port);
   std::vector<int> replay_ports(options.replay_files.size(), 0);
   for (std::size_t i = 1; i < options.replay_files.size(); ++i) {
     builder.AddListeningPort(host_of(options.listen) + ":" + std::to_string(base_port + i),

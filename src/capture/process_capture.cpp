@@ -5,6 +5,7 @@
 
 #include "capture/python_session.h"
 #include "hangscope/common/error.h"
+#include "hangscope/common/phase_timer.h"
 #include "hangscope/common/redaction.h"
 #include "hangscope/elf/process_image.h"
 #include "hangscope/memory/process_memory.h"
@@ -209,6 +210,7 @@ void attach_python(ProcessDump& dump, const std::vector<python::PyThread>& py_th
 ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
                             std::optional<proc::MemoryMap> maps) {
   const auto begin = std::chrono::steady_clock::now();
+  PhaseTimer phases("capture " + std::to_string(pid) + ", ");
   proc::ProcessFs fs(pid);
   const proc::TaskStat leader = check_capturable(fs);
 
@@ -235,6 +237,7 @@ ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
       dump.notes.push_back(note);
     }
   }
+  phases.lap("maps and interpreter");
   std::vector<python::PyThread> py_threads;
   bool python_read = false;
   std::string python_error;
@@ -261,8 +264,10 @@ ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
     copies = std::move(frozen.threads);
   }
   if (copies.empty()) throw Error(pid_label(pid, leader.comm) + " exited during capture");
+  phases.lap("threads stopped and copied");
   // Everything below runs with every thread running again.
   if (python && !python_read) read_python(3);
+  phases.lap("Python stacks");
   if (!python_error.empty()) dump.notes.push_back("Python stacks unavailable: " + python_error);
 
   native::Unwinder unwinder(image, &live);
@@ -272,7 +277,9 @@ ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
     if (copies[i].copied) walks[i] = unwinder.unwind(copies[i], options.max_native_frames);
     stacks.push_back(&walks[i].frames);
   }
+  phases.lap("native unwinding");
   auto symbolized = native::Symbolizer(image).symbolize_stacks(stacks);
+  phases.lap("symbols");
   for (std::size_t i = 0; i < copies.size(); ++i) {
     ThreadDump thread = describe_thread(copies[i], fs);
     if (copies[i].copied) {
@@ -290,6 +297,7 @@ ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
     }
     attach_python(dump, py_threads, matcher, python->interpreter().module_path, options.stacks);
   }
+  phases.lap("threads described and merged");
   for (auto& note : image.notes()) dump.notes.push_back(std::move(note));
   dump.capture_time = std::chrono::steady_clock::now() - begin;
   return dump;

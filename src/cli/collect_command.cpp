@@ -73,6 +73,7 @@ int run_collect(const CollectArguments& args) {
     options.tls_ca = args.tls_ca;
     options.node_name = args.node_name;
     options.pids.assign(args.pids.begin(), args.pids.end());
+    options.select = args.select;
     options.log_globs = args.log_globs;
     options.trigger_flight_dumps = args.trigger_fr_dump;
     options.query_store = args.query_store;

@@ -6,8 +6,8 @@ namespace hangscope {
 
 void PhaseTimer::lap(const char* what) {
   const auto now = std::chrono::steady_clock::now();
-  spdlog::debug("{}{}: {} ms", scope_, what,
-                std::chrono::duration_cast<std::chrono::milliseconds>(now - last_).count());
+  spdlog::debug("{}{}: {:.1f} ms", scope_, what,
+                std::chrono::duration<double, std::milli>(now - last_).count());
   last_ = now;
 }
 

@@ -15,6 +15,17 @@ namespace hangscope::agent {
 
 inline constexpr int kDefaultPort = 7447;
 
+// What a client may ask of an agent. The agent's command line fixes which processes and logs
+// may be read; a request can only narrow that, and its size and duration are bounded.
+struct AgentLimits {
+  static constexpr int kMaxSamples = 100;
+  static constexpr std::int64_t kMaxIntervalNs = 60'000'000'000;  // between samples
+  static constexpr std::int64_t kMaxStartDelayNs = 60'000'000'000;
+  static constexpr int kMaxQueuedCaptures = 8;  // beyond: refused as busy, not queued
+  static constexpr int kMaxServerThreads = 32;
+  static constexpr int kMaxRequestBytes = 64 * 1024;
+};
+
 struct AgentOptions {
   std::string listen = "127.0.0.1:7447";
   std::string token;  // required for a non-loopback listener unless insecure or TLS
@@ -22,6 +33,7 @@ struct AgentOptions {
   std::string tls_cert, tls_key, tls_ca;  // PEM files; tls_ca requires client certificates
   std::string node_name;
   std::vector<pid_t> pids;             // capture only these (default: discover the node's ranks)
+  std::string select;                  // --select: only processes whose command line matches
   std::vector<std::string> log_globs;  // --log: extra log files
   capture::CaptureOptions capture;
   bool trigger_flight_dumps = false;  // --trigger-fr-dump: fresh dumps (last sample)

@@ -1,0 +1,364 @@
+// The agent as an exposed service: every credential that is missing, wrong, signed by the wrong
+// CA or expired is refused and logged; a request cannot widen what the agent's command line
+// allows; 50 clients at once are answered or refused as busy; and an agent that dies, hangs or
+// answers garbage still lets diagnose finish with the other nodes.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "command.h"
+#include "hangscope/v1/agent.grpc.pb.h"
+#include "loopback_peer.h"
+#include "target_process.h"
+
+namespace hangscope {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::size_t count_of(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// An agent whose log (stderr) goes to a file, serving one target process.
+struct LoggedAgent {
+  std::string log = testing::temp_path("agent-log");
+  testing::TargetProcess process;
+  std::string address;
+  std::string port;
+  LoggedAgent(const std::string& arguments)
+      : process({"/bin/sh", "-c",
+                 "exec " + std::string(HANGSCOPE_BINARY) + " collect --listen 127.0.0.1:0 " +
+                     arguments + " 2>" + log}) {
+    address = process.wait_for_line("listening on ").substr(13);
+    port = address.substr(address.rfind(':') + 1);
+  }
+  ~LoggedAgent() { ::unlink(log.c_str()); }
+  std::string logged() const { return slurp(log); }
+};
+
+struct Diagnosis {
+  int exit_code = -1;
+  nlohmann::json report;
+  std::chrono::milliseconds took{0};
+  std::string status() const { return report["nodes"][0]["status"]; }
+  std::string error() const { return report["nodes"][0].value("error", ""); }
+};
+
+Diagnosis diagnose(const std::string& arguments) {
+  const std::string dir = testing::temp_path("bundle");
+  const auto begin = Clock::now();
+  const auto result = testing::run_command(std::string(HANGSCOPE_BINARY) + " diagnose " +
+                                           arguments + " --samples 1 --json -o " + dir);
+  Diagnosis d;
+  d.took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - begin);
+  d.exit_code = result.exit_code;
+  d.report = nlohmann::json::parse(result.out, nullptr, false);
+  std::system(("rm -rf " + dir).c_str());
+  return d;
+}
+
+// A CA, a second unrelated CA, and certificates made by openssl now: server, client, a client
+// of the other CA, and an expired client and server (valid in 2020 only).
+struct Certificates {
+  std::string dir = testing::temp_path("certs");
+  bool made = false;
+  Certificates() {
+    const std::string ca_conf =
+        "[ca]\\ndefault_ca=test\\n[test]\\ndatabase=index.txt\\nnew_certs_dir=.\\nserial=serial\\n"
+        "default_md=sha256\\npolicy=any\\ncopy_extensions=copy\\n[any]\\ncommonName=supplied\\n";
+    const std::string key = "openssl req -newkey rsa:2048 -nodes -subj ";
+    const std::string sign = "openssl x509 -req -days 1 -CAcreateserial ";
+    const std::string script =
+        "set -e; mkdir -p " + dir + " && cd " + dir + " && printf '" + ca_conf +
+        "' > ca.cnf && touch index.txt && echo 01 > serial" +
+        " && printf 'subjectAltName=DNS:localhost,IP:127.0.0.1' > san.ext" +
+        " && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 "
+        "-subj /CN=hangscope-test-ca" +
+        " && openssl req -x509 -newkey rsa:2048 -nodes -keyout other.key -out other.pem -days 1 "
+        "-subj /CN=other-ca" +
+        " && " + key + "/CN=localhost -keyout server.key -out server.csr" + " && " + sign +
+        "-in server.csr -CA ca.pem -CAkey ca.key -out server.pem -extfile san.ext" + " && " + key +
+        "/CN=diagnose -keyout client.key -out client.csr" + " && " + sign +
+        "-in client.csr -CA ca.pem -CAkey ca.key -out client.pem" + " && " + sign +
+        "-in client.csr -CA other.pem -CAkey other.key -out stranger.pem" +
+        " && openssl ca -batch -config ca.cnf -cert ca.pem -keyfile ca.key -in client.csr "
+        "-out expired-client.pem -startdate 20200101000000Z -enddate 20200102000000Z" +
+        " && openssl ca -batch -config ca.cnf -cert ca.pem -keyfile ca.key -in server.csr "
+        "-out expired-server.pem -startdate 20200101000000Z -enddate 20200102000000Z "
+        "-extfile san.ext";
+    made = testing::run_command("(" + script + ") >/dev/null 2>&1").exit_code == 0;
+  }
+  ~Certificates() { std::system(("rm -rf " + dir).c_str()); }
+  std::string operator()(const std::string& name) const { return dir + "/" + name; }
+};
+
+TEST(AgentSecurity, WrongCaExpiredAndMissingClientCertificatesAreRefusedAndLogged) {
+  if (::access("/usr/bin/openssl", X_OK) != 0) GTEST_SKIP() << "openssl missing";
+  const Certificates certs;
+  ASSERT_TRUE(certs.made);
+  testing::TargetProcess rank({NATIVE_TARGET}, {{"RANK", "0"}, {"WORLD_SIZE", "1"}});
+  rank.wait_for_line("ready");
+  const LoggedAgent agent("--tls-cert " + certs("server.pem") + " --tls-key " +
+                          certs("server.key") + " --tls-ca " + certs("ca.pem") + " --pid " +
+                          std::to_string(rank.pid()));
+  const std::string base =
+      "--agents localhost:" + agent.port + " --tls-ca " + certs("ca.pem") + " ";
+  const auto client = [&](const std::string& cert) {
+    return " --tls-cert " + certs(cert) + " --tls-key " + certs("client.key");
+  };
+  const auto good = diagnose(base + client("client.pem"));
+  EXPECT_EQ(good.status(), "ok") << good.report["nodes"].dump();
+  EXPECT_EQ(good.report["ranks"].size(), 1u);
+
+  int refused = 0;
+  for (const auto& [what, arguments] : std::vector<std::pair<std::string, std::string>>{
+           {"no client certificate", base},
+           {"client certificate of another CA", base + client("stranger.pem")},
+           {"expired client certificate", base + client("expired-client.pem")}}) {
+    SCOPED_TRACE(what);
+    const auto d = diagnose(arguments);
+    EXPECT_NE(d.status(), "ok");
+    EXPECT_TRUE(d.report["ranks"].empty()) << d.report["ranks"].dump();
+    EXPECT_FALSE(d.error().empty());
+    refused += d.status() != "ok";
+  }
+  EXPECT_EQ(refused, 3);
+  // Each refused handshake is in the agent's log (gRPC's TLS layer reports it).
+  const std::string log = agent.logged();
+  EXPECT_GE(count_of(log, "Handshake failed"), 3u) << log;
+  EXPECT_TRUE(testing::no_thread_stopped(rank.pid()));
+}
+
+TEST(AgentSecurity, AnExpiredAgentCertificateIsRefusedByDiagnose) {
+  if (::access("/usr/bin/openssl", X_OK) != 0) GTEST_SKIP() << "openssl missing";
+  const Certificates certs;
+  ASSERT_TRUE(certs.made);
+  testing::TargetProcess rank({NATIVE_TARGET}, {{"RANK", "0"}, {"WORLD_SIZE", "1"}});
+  rank.wait_for_line("ready");
+  const LoggedAgent agent("--tls-cert " + certs("expired-server.pem") + " --tls-key " +
+                          certs("server.key") + " --pid " + std::to_string(rank.pid()));
+  const auto d = diagnose("--agents localhost:" + agent.port + " --tls-ca " + certs("ca.pem"));
+  EXPECT_NE(d.status(), "ok") << d.report["nodes"].dump();
+  EXPECT_TRUE(d.report["ranks"].empty());
+}
+
+TEST(AgentSecurity, WrongAndMissingTokensAreRefusedAndLoggedWithoutTheToken) {
+  testing::TargetProcess rank({NATIVE_TARGET}, {{"RANK", "0"}, {"WORLD_SIZE", "1"}});
+  rank.wait_for_line("ready");
+  const std::string token = testing::temp_path("token");
+  const std::string wrong = testing::temp_path("wrong");
+  std::ofstream(token) << "s3cret-agent-token-value\n";
+  std::ofstream(wrong) << "not-the-token\n";
+  {
+    const LoggedAgent agent("--token-file " + token + " --pid " + std::to_string(rank.pid()));
+    const auto good = diagnose("--agents " + agent.address + " --token-file " + token);
+    EXPECT_EQ(good.status(), "ok") << good.report["nodes"].dump();
+    const auto bad = diagnose("--agents " + agent.address + " --token-file " + wrong);
+    EXPECT_EQ(bad.status(), "refused");
+    EXPECT_EQ(bad.exit_code, 3);
+    EXPECT_EQ(bad.report["verdicts"][0]["id"], "node-refused");
+    const auto none = diagnose("--agents " + agent.address);
+    EXPECT_EQ(none.status(), "refused");
+    const std::string log = agent.logged();
+    EXPECT_EQ(count_of(log, "(missing or wrong token)"), 2u) << log;
+    EXPECT_EQ(log.find("s3cret-agent-token-value"), std::string::npos);
+    EXPECT_EQ(log.find("not-the-token"), std::string::npos);
+  }
+  ::unlink(token.c_str());
+  ::unlink(wrong.c_str());
+}
+
+// A raw client: what a request may ask is bounded by the agent's own command line.
+TEST(AgentSecurity, ARequestCannotWidenWhatTheAgentsCommandLineAllows) {
+  testing::TargetProcess allowed({NATIVE_TARGET}, {{"RANK", "0"}, {"WORLD_SIZE", "2"}});
+  testing::TargetProcess other({NATIVE_TARGET}, {{"RANK", "1"}, {"WORLD_SIZE", "2"}});
+  allowed.wait_for_line("ready");
+  other.wait_for_line("ready");
+  const LoggedAgent agent("--pid " + std::to_string(allowed.pid()));
+  auto stub =
+      v1::Agent::NewStub(grpc::CreateChannel(agent.address, grpc::InsecureChannelCredentials()));
+  const auto ask = [&](const v1::CaptureRequest& request, v1::CaptureReply* reply) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    return stub->Capture(&context, request, reply);
+  };
+  v1::CaptureRequest request;
+  request.set_samples(1);
+  request.add_pids(other.pid());
+  v1::CaptureReply reply;
+  auto status = ask(request, &reply);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(status.error_message().find("pid " + std::to_string(other.pid())), std::string::npos)
+      << status.error_message();
+  EXPECT_EQ(reply.snapshots_size(), 0);
+
+  request.clear_pids();
+  request.add_pids(allowed.pid());
+  status = ask(request, &reply);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(reply.snapshots_size(), 1);
+  EXPECT_EQ(reply.snapshots(0).processes_size(), 1);
+  EXPECT_EQ(reply.snapshots(0).processes(0).pid(), allowed.pid());
+
+  v1::CaptureRequest slow;
+  slow.set_samples(100);
+  slow.set_interval_ns(3600ull * 1'000'000'000ull);  // 100 hours of holding the node
+  v1::CaptureReply none;
+  status = ask(slow, &none);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("limit"), std::string::npos);
+  const std::string log = agent.logged();
+  EXPECT_NE(log.find("refused"), std::string::npos) << log;
+  EXPECT_TRUE(testing::no_thread_stopped(other.pid()));
+}
+
+long peak_rss_kib(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+// 50 diagnose processes against one agent at once: each is answered or refused as busy, the
+// target is never traced twice at once (no capture of it fails), and the agent stays small.
+TEST(AgentSecurity, FiftyConcurrentClientsAreAnsweredOrRefusedAsBusy) {
+  testing::TargetProcess rank({NATIVE_TARGET}, {{"RANK", "0"}, {"WORLD_SIZE", "1"}});
+  rank.wait_for_line("ready");
+  const LoggedAgent agent("--pid " + std::to_string(rank.pid()));
+  const std::string dir = testing::temp_path("fifty");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  std::vector<pid_t> clients;
+  for (int i = 0; i < 50; ++i) {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      const std::string out = dir + "/" + std::to_string(i);
+      const std::string command = std::string(HANGSCOPE_BINARY) + " diagnose --agents " +
+                                  agent.address + " --samples 1 --json -o " + out + ".bundle > " +
+                                  out + ".json 2>/dev/null";
+      ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    clients.push_back(child);
+  }
+  int answered = 0, busy = 0, other = 0;
+  for (std::size_t i = 0; i < clients.size(); ++i) {
+    int status = 0;
+    ::waitpid(clients[i], &status, 0);
+    const auto report =
+        nlohmann::json::parse(slurp(dir + "/" + std::to_string(i) + ".json"), nullptr, false);
+    if (report.is_discarded() || report["nodes"].empty()) {
+      ++other;
+      continue;
+    }
+    const auto& node = report["nodes"][0];
+    if (node["status"] == "ok" && report["ranks"].size() == 1 &&
+        report["ranks"][0]["state"] != "unknown") {
+      ++answered;
+    } else if (node["status"] == "refused" &&
+               node.value("error", "").find("busy") != std::string::npos) {
+      ++busy;
+    } else {
+      ++other;
+      ADD_FAILURE() << "client " << i << ": " << node.dump();
+    }
+  }
+  std::system(("rm -rf " + dir).c_str());
+  std::cout << "50 clients: " << answered << " answered, " << busy << " refused as busy\n";
+  EXPECT_EQ(answered + busy, 50);
+  EXPECT_GE(answered, 1);
+  EXPECT_EQ(other, 0);
+  EXPECT_LT(peak_rss_kib(agent.process.pid()), 256 * 1024);
+  EXPECT_TRUE(testing::no_thread_stopped(rank.pid()));
+  // And it still serves afterwards.
+  EXPECT_EQ(diagnose("--agents " + agent.address).status(), "ok");
+}
+
+// Three broken agents and one good one: killed in the middle of its answer, never answering
+// (accepts the connection, says nothing), answering garbage. diagnose names each and still
+// reports the good node's rank, within its deadline.
+TEST(AgentFaults, KilledHangingAndGarbageAgentsAreReportedAndTheRestComesOut) {
+  testing::TargetProcess rank0(
+      {NATIVE_TARGET},
+      {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}});
+  testing::TargetProcess rank1(
+      {NATIVE_TARGET},
+      {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}});
+  rank0.wait_for_line("ready");
+  rank1.wait_for_line("ready");
+  const LoggedAgent good("--node-name good --pid " + std::to_string(rank0.pid()));
+  LoggedAgent doomed("--node-name doomed --pid " + std::to_string(rank1.pid()));
+  // Never answers: the kernel completes the TCP handshake on the listener's backlog, then
+  // nothing is ever read or written.
+  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(silent, 16), 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(silent, reinterpret_cast<sockaddr*>(&addr), &len);
+  const std::string silent_address = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  // Garbage: bytes that are not HTTP/2, then the connection closes.
+  testing::LoopbackPeer garbage([](int fd) {
+    std::string noise(4096, '\0');
+    for (std::size_t i = 0; i < noise.size(); ++i) noise[i] = static_cast<char>((i * 131) ^ 0x5a);
+    testing::LoopbackPeer::write(fd, noise);
+  });
+  const std::string garbage_address = "127.0.0.1:" + std::to_string(garbage.port());
+  // Killed mid-answer: it is asked for 3 samples 1 s apart and killed after the first.
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    doomed.process.kill_all();
+  });
+  const std::string dir = testing::temp_path("faults");
+  const auto begin = Clock::now();
+  const auto result = testing::run_command(
+      std::string(HANGSCOPE_BINARY) + " diagnose --agents " + good.address + "," + doomed.address +
+      "," + silent_address + "," + garbage_address + " --samples 3 --interval 1s --json -o " + dir);
+  const auto took = Clock::now() - begin;
+  killer.join();
+  ::close(silent);
+  std::system(("rm -rf " + dir).c_str());
+  const auto report = nlohmann::json::parse(result.out);
+  std::map<std::string, std::string> status_of;
+  for (const auto& n : report["nodes"]) status_of[n.value("address", "")] = n["status"];
+  EXPECT_EQ(status_of[good.address], "ok") << report["nodes"].dump();
+  EXPECT_EQ(status_of[doomed.address], "unreachable") << report["nodes"].dump();
+  EXPECT_EQ(status_of[silent_address], "unreachable") << report["nodes"].dump();
+  EXPECT_NE(status_of[garbage_address], "ok") << report["nodes"].dump();
+  EXPECT_NE(status_of[garbage_address], "");
+  ASSERT_EQ(report["ranks"].size(), 2u);
+  EXPECT_EQ(report["ranks"][0]["node"], "good");
+  EXPECT_EQ(report["ranks"][1]["state"], "unknown");
+  // Within the deadline diagnose sets: 30 s + the sampling window.
+  EXPECT_LT(took, std::chrono::seconds(40));
+  EXPECT_TRUE(testing::no_thread_stopped(rank0.pid()));
+  EXPECT_TRUE(testing::no_thread_stopped(rank1.pid()));
+}
+
+}  // namespace
+}  // namespace hangscope
