@@ -42,7 +42,7 @@ std::size_t count_of(const std::string& text, const std::string& needle) {
   return n;
 }
 
-// An agent whose log (stderr) goes to a file, serving one target process.
+// An agent whose debug log (stderr) goes to a file, serving one target process.
 struct LoggedAgent {
   std::string log = testing::temp_path("agent-log");
   testing::TargetProcess process;
@@ -50,8 +50,9 @@ struct LoggedAgent {
   std::string port;
   LoggedAgent(const std::string& arguments)
       : process({"/bin/sh", "-c",
-                 "exec " + std::string(HANGSCOPE_BINARY) + " collect --listen 127.0.0.1:0 " +
-                     arguments + " 2>" + log}) {
+                 "exec " + std::string(HANGSCOPE_BINARY) +
+                     " --log-level debug collect --listen 127.0.0.1:0 " + arguments + " 2>" +
+                     log}) {
     address = process.wait_for_line("listening on ").substr(13);
     port = address.substr(address.rfind(':') + 1);
   }
@@ -358,6 +359,68 @@ TEST(AgentFaults, KilledHangingAndGarbageAgentsAreReportedAndTheRestComesOut) {
   EXPECT_LT(took, std::chrono::seconds(40));
   EXPECT_TRUE(testing::no_thread_stopped(rank0.pid()));
   EXPECT_TRUE(testing::no_thread_stopped(rank1.pid()));
+}
+
+// Secrets planted everywhere a rank keeps them (environment, command line, its log, a cache file
+// hangscope reads, a local of the waiting frame) reach no byte hangscope writes: the agent's own
+// debug log, diagnose's debug log and stdout, and every file of the bundle.
+TEST(AgentSecurity, PlantedSecretsReachNoOutputByteThroughAnAgent) {
+  const std::string work = testing::temp_path("secret-work");
+  const std::string autotune = work + "/autotune";
+  const std::string compile = work + "/vllm/torch_compile_cache/abc123/rank_0_0";
+  ASSERT_EQ(testing::run_command("mkdir -p " + autotune + " " + compile).exit_code, 0);
+  std::ofstream(autotune + "/autotune_configs.json")
+      << R"json({"('gemm', tp_rank=0)": [1, 2], "hub_token": "hf_planted_in_cache_file"})json";
+  std::ofstream(compile + "/graph.py") << "TOKEN = 'hf_planted_in_compile_cache'\n";
+  const std::string log = work + "/rank.log";
+  const std::string script = HANGSCOPE_SOURCE_DIR "/tests/fixtures/python/secret_rank.py";
+  testing::TargetProcess rank({"/bin/bash", "-c",
+                               "exec >" + log + " 2>&1; exec /usr/bin/python3 " + script +
+                                   " --api-key sk-planted-in-cmdline"},
+                              {{"RANK", "0"},
+                               {"WORLD_SIZE", "1"},
+                               {"VLLM_API_KEY", "planted-vllm-key"},
+                               {"HF_TOKEN", "hf_planted_in_env"},
+                               {"AWS_SECRET_ACCESS_KEY", "planted-aws-secret"},
+                               {"VLLM_CACHE_ROOT", work + "/vllm"},
+                               {"VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR", autotune}});
+  ASSERT_TRUE(
+      testing::eventually([&] { return slurp(log).find("non-default") != std::string::npos; }));
+  const std::string token = work + "/token";
+  std::ofstream(token) << "planted-agent-token\n";
+  std::string everything;
+  {
+    const LoggedAgent agent("--token-file " + token + " --log " + log + " --pid " +
+                            std::to_string(rank.pid()));
+    const std::string dir = work + "/bundle";
+    const auto out = testing::run_command(
+        std::string(HANGSCOPE_BINARY) + " --log-level debug diagnose --agents " + agent.address +
+        " --token-file " + token + " --samples 2 --interval 100ms --json -o " + dir);
+    const auto report = nlohmann::json::parse(out.out);
+    ASSERT_EQ(report["nodes"][0]["status"], "ok") << report["nodes"].dump();
+    ASSERT_EQ(report["ranks"].size(), 1u);
+    EXPECT_EQ(report["ranks"][0]["wait_point"]["function"], "serve");
+    EXPECT_EQ(report["ranks"][0]["wait_point"]["arguments"]["hub_token"], "<masked>");
+    everything = out.out + out.err + agent.logged() +
+                 testing::run_command("cat " + dir + "/* " + dir + "/snapshots/* 2>/dev/null").out;
+    // The cache files were really looked at: their derived facts are in the snapshots.
+    EXPECT_NE(everything.find("autotune_configs.json: 72 bytes"), std::string::npos);
+    EXPECT_NE(everything.find("keys for tp_rank 0"), std::string::npos);
+    EXPECT_NE(everything.find("abc123"), std::string::npos);
+  }
+  std::size_t leaks = 0;
+  for (const char* secret :
+       {"hf_planted_in_log", "sk-planted-in-cmdline", "planted-vllm-key", "hf_planted_in_env",
+        "planted-aws-secret", "planted-bearer-in-log", "planted-url-password",
+        "hf_planted_in_local_value", "hf_planted_in_cache_file", "hf_planted_in_compile_cache",
+        "planted-agent-token"}) {
+    const bool leaked = everything.find(secret) != std::string::npos;
+    EXPECT_FALSE(leaked) << secret;
+    leaks += leaked;
+  }
+  std::cout << "secret-leak test: 11 secrets planted, " << everything.size()
+            << " output bytes checked, " << leaks << " leaked\n";
+  std::system(("rm -rf " + work).c_str());
 }
 
 }  // namespace
