@@ -67,7 +67,8 @@ std::optional<std::uint64_t> ObjectReader::tuple_item(std::uint64_t tuple, std::
 }
 
 std::optional<std::string> ObjectReader::string(std::uint64_t object, std::size_t max_chars) {
-  if (!plausible(object)) return std::nullopt;
+  // The type is checked first: a damaged pointer to another object is not read as text.
+  if (!plausible(object) || type_name(object) != "str") return std::nullopt;
   std::int64_t length = 0;
   std::uint32_t state = 0;
   if (!read(object + layout_.unicode_length, &length, sizeof length) ||
@@ -101,6 +102,7 @@ std::optional<std::string> ObjectReader::string(std::uint64_t object, std::size_
 }
 
 std::optional<std::string> ObjectReader::bytes(std::uint64_t object, std::size_t max_bytes) {
+  if (type_name(object) != "bytes") return std::nullopt;
   const auto size = var_size(object);
   if (!size) return std::nullopt;
   std::string out(std::min<std::size_t>(static_cast<std::size_t>(*size), max_bytes), '\0');

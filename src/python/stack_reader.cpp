@@ -210,9 +210,24 @@ void StackReader::walk_frames(std::uint64_t frame_address, PyThread& thread) {
       continue;
     }
     const CodeInfo& info = code_info(code);
+    const bool entry =
+        !layout_.frame_owner ||  // 3.10: one eval call per frame
+        (layout_.frame_is_entry && field<std::uint8_t>(frame, *layout_.frame_is_entry));
     if (!info.valid) {
-      thread.error = "unreadable code object in frame (torn read or unknown layout)";
-      return;
+      // The frame chain is intact: name the damaged frame and go on to its callers.
+      char hex[32];
+      std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(code));
+      if (thread.error.empty()) {
+        thread.error = std::string("unreadable code object ") + hex + " in frame " +
+                       std::to_string(thread.frames.size()) +
+                       " (torn read, damaged interpreter state or unknown layout)";
+      }
+      PyFrame damaged;
+      damaged.function = damaged.qualname = std::string("<unreadable code object ") + hex + ">";
+      damaged.eval_entry = entry;
+      thread.frames.push_back(std::move(damaged));
+      address = previous;
+      continue;
     }
     const std::uint64_t instr =
         layout_.code_code_adaptive
@@ -227,9 +242,7 @@ void StackReader::walk_frames(std::uint64_t frame_address, PyThread& thread) {
       py.qualname = info.qualname;
       py.file = info.file;
       py.line = line_of(info, code, instr);
-      py.eval_entry =
-          !layout_.frame_owner ||  // 3.10: one eval call per frame
-          (layout_.frame_is_entry && field<std::uint8_t>(frame, *layout_.frame_is_entry));
+      py.eval_entry = entry;
       if (options_.locals) read_locals(info, address + layout_.frame_localsplus, py);
       thread.frames.push_back(std::move(py));
     }

@@ -190,6 +190,72 @@ TEST_P(PythonCapture, GilHolderIsTheSpinningThread) {
   EXPECT_GE(spinner_held, 4);
 }
 
+// Interpreter state damaged on purpose through ctypes (corrupt_frames.py): a code object whose
+// name points to unmapped memory, one whose file name is an int, one whose line table is
+// garbage, and a thread that allocates and recurses without pause. 20 captures in each stop
+// mode and with locals: no crash, no endless walk, a note naming the damaged frame, its callers
+// still reported, and the healthy thread exact to the line.
+TEST_P(PythonCapture, DamagedInterpreterStateGivesNotesAndTheRestOfTheProcess) {
+  const std::string fixture = HANGSCOPE_SOURCE_DIR "/tests/fixtures/python/corrupt_frames.py";
+  testing::TargetProcess target({GetParam().path, fixture});
+  target.wait_for_line("ready");
+  int healthy_line = 0;
+  {
+    std::ifstream in(fixture);
+    bool inside = false;
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+      if (line.rfind("def healthy_wait", 0) == 0) inside = true;
+      if (inside && line.find("time.sleep(100000)") != std::string::npos) {
+        healthy_line = n;
+        break;
+      }
+    }
+  }
+  ASSERT_GT(healthy_line, 0);
+  const auto by_name = [](const capture::ProcessDump& dump, const std::string& name) {
+    for (const auto& t : dump.threads) {
+      if (t.py_thread_name == name) return &t;
+    }
+    return static_cast<const capture::ThreadDump*>(nullptr);
+  };
+  for (int i = 0; i < 20; ++i) {
+    SCOPED_TRACE("capture " + std::to_string(i));
+    capture::CaptureOptions options;
+    options.locals = i % 2 == 1;
+    if (i % 4 == 2) options.freeze.mode = native::StopMode::kAllThreads;
+    if (i % 4 == 3) options.stacks = capture::StackKinds::kPythonOnly;
+    const auto dump = capture::capture_process(target.pid(), options);
+    for (const char* damaged : {"damaged_name_wait", "damaged_filename_wait"}) {
+      const auto* thread = by_name(dump, damaged);
+      ASSERT_NE(thread, nullptr) << damaged;
+      std::string notes;
+      for (const auto& note : thread->notes) notes += note + "; ";
+      EXPECT_NE(notes.find("unreadable code object"), std::string::npos) << damaged << notes;
+      ASSERT_GE(thread->python_frames.size(), 2u) << damaged;
+      EXPECT_EQ(thread->python_frames[0].function.rfind("<unreadable code object 0x", 0), 0u);
+      // Its callers are still there, read from the intact rest of the chain.
+      EXPECT_EQ(thread->python_frames[1].function, "run") << describe(thread->python_frames);
+      for (const auto& f : thread->python_frames) {
+        EXPECT_TRUE(f.file.empty() || f.file.find(".py") != std::string::npos) << f.file;
+      }
+    }
+    const auto* lines = by_name(dump, "damaged_lines_wait");
+    ASSERT_NE(lines, nullptr);
+    ASSERT_FALSE(lines->python_frames.empty());
+    EXPECT_EQ(lines->python_frames[0].function, "damaged_lines_wait");
+    EXPECT_EQ(lines->python_frames[0].file, fixture);
+    const auto* healthy = by_name(dump, "healthy_wait");
+    ASSERT_NE(healthy, nullptr);
+    ASSERT_FALSE(healthy->python_frames.empty());
+    EXPECT_EQ(healthy->python_frames[0].function, "healthy_wait");
+    EXPECT_EQ(healthy->python_frames[0].file, fixture);
+    EXPECT_EQ(healthy->python_frames[0].line, healthy_line);
+    EXPECT_NE(by_name(dump, "churn_forever"), nullptr);
+    EXPECT_TRUE(testing::no_thread_stopped(target.pid()));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Interpreters, PythonCapture,
                          ::testing::ValuesIn(testing::python_interpreters()),
                          [](const auto& param_info) { return param_info.param.label; });

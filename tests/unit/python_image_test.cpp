@@ -67,6 +67,8 @@ class MemoryImage final : public memory::MemoryReader {
 constexpr std::uint64_t kRuntime = 0x10000000, kInterp = 0x10100000, kGil = 0x10200000,
                         kThread = 0x10300000, kFrames = 0x10400000, kCode = 0x10500000,
                         kStrings = 0x10600000, kTypes = 0x10700000;
+// Type objects in the kTypes region: code at its start, then str and bytes (tp_name at +24).
+constexpr std::uint64_t kStrType = kTypes + 32, kBytesType = kTypes + 64;
 
 // 3.14's _Py_DebugOffsets for a GIL build on Linux x86-64 (positions from the 3.14 header).
 void write_debug_offsets_314(MemoryImage& image) {
@@ -124,6 +126,7 @@ void write_string(MemoryImage& image, std::uint64_t address, const std::u32strin
   bool ascii = kind == 1;
   for (char32_t c : text) ascii = ascii && c < 0x80;
   const std::uint32_t state = (kind << 2) | (1u << 5) | (ascii ? 1u << 6 : 0u);
+  image.put(address + 8, kStrType);  // ob_type = <class 'str'>
   image.put(address + 16, static_cast<std::int64_t>(text.size()));
   image.put(address + 32, state);
   const std::uint64_t data = address + (ascii ? 40 : 56);
@@ -135,6 +138,7 @@ void write_string(MemoryImage& image, std::uint64_t address, const std::u32strin
 
 void write_bytes_object(MemoryImage& image, std::uint64_t address,
                         const std::vector<std::uint8_t>& data) {
+  image.put(address + 8, kBytesType);  // ob_type = <class 'bytes'>
   image.put(address + 16, static_cast<std::int64_t>(data.size()));
   image.put_bytes(address + 32, data.data(), data.size());
 }
@@ -168,10 +172,14 @@ class Python314Image : public ::testing::Test {
     image.region(kFrames, 1024);
     image.region(kCode, 4096);
     image.region(kStrings, 8192);
-    image.region(kTypes, 256);
+    image.region(kTypes, 512);
     write_debug_offsets_314(image);
     image.put(kTypes + 24, kTypes + 128);  // tp_name
     image.put_bytes(kTypes + 128, "code", 5);
+    image.put(kStrType + 24, kTypes + 144);
+    image.put_bytes(kTypes + 144, "str", 4);
+    image.put(kBytesType + 24, kTypes + 160);
+    image.put_bytes(kTypes + 160, "bytes", 6);
     image.put(kRuntime + 808, kInterp);
     image.put(kInterp + 7336, kThread);  // threads.head
     image.put(kInterp + 16, kGil);       // ceval.gil
