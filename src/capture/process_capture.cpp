@@ -74,6 +74,7 @@ std::vector<native::ThreadCopy> list_without_stopping(const proc::ProcessFs& fs)
     copy.wchan = fs.task_wchan(tid);
     if (const auto status = fs.task_status(tid)) {
       copy.context_switches = status->voluntary_switches + status->involuntary_switches;
+      if (!status->ns_pids.empty()) copy.ns_tid = status->ns_pids.back();
     }
     threads.push_back(std::move(copy));
   }
@@ -83,13 +84,10 @@ std::vector<native::ThreadCopy> list_without_stopping(const proc::ProcessFs& fs)
 // Which host thread runs a Python thread state.
 class ThreadMatcher {
  public:
-  ThreadMatcher(const proc::ProcessFs& fs, const std::vector<native::ThreadCopy>& copies,
-                memory::MemoryReader& memory)
+  ThreadMatcher(const std::vector<native::ThreadCopy>& copies, memory::MemoryReader& memory)
       : memory_(memory) {
     for (const auto& copy : copies) {
-      if (const auto status = fs.task_status(copy.tid); status && !status->ns_pids.empty()) {
-        ns_to_host_[status->ns_pids.back()] = copy.tid;
-      }
+      if (copy.ns_tid != 0) ns_to_host_[copy.ns_tid] = copy.tid;
       if (copy.copied) by_thread_pointer_[copy.registers.thread_pointer()] = copy.tid;
     }
   }
@@ -290,7 +288,7 @@ ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
     dump.threads.push_back(std::move(thread));
   }
   if (python && !py_threads.empty()) {
-    ThreadMatcher matcher(fs, copies, live);
+    ThreadMatcher matcher(copies, live);
     if (options.stacks != StackKinds::kPythonOnly) {
       dump.max_paused =
           std::max(dump.max_paused, reread_torn_threads(py_threads, *python, matcher, options));

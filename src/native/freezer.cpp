@@ -97,6 +97,7 @@ class Freezer {
       copy.wchan = fs_.task_wchan(tid);
       if (const auto status = fs_.task_status(tid)) {
         copy.context_switches = status->voluntary_switches + status->involuntary_switches;
+        if (!status->ns_pids.empty()) copy.ns_tid = status->ns_pids.back();
       }
       if (stat->state == 'Z' || stat->state == 'X') {
         copy.error = "thread has exited (zombie)";

@@ -45,8 +45,9 @@ struct ThreadCopy {
   proc::TaskStat stat;  // read before stopping (state letter as the thread really was)
   std::string wchan;    // read before stopping
   std::uint64_t context_switches = 0;  // voluntary + involuntary, read before stopping
-  bool copied = false;                 // registers and stack were copied while stopped
-  std::string error;                   // why not, when !copied
+  pid_t ns_tid = 0;     // the thread's id in the process's own PID namespace (0: unknown)
+  bool copied = false;  // registers and stack were copied while stopped
+  std::string error;    // why not, when !copied
   RegisterSet registers;
   std::uint64_t stack_start = 0;  // target address of stack[0]
   std::vector<std::byte> stack;
