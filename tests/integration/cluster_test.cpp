@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -98,6 +99,34 @@ TEST(Cluster, TwoNodesOfFourRanksThroughTheAgents) {
   ::unlink(wrong.c_str());
   for (const auto& node : refused["nodes"]) EXPECT_EQ(node["status"], "refused") << node.dump();
   EXPECT_TRUE(refused["ranks"].empty());
+
+  // A network partition: node1's link to the bridge goes down while its agent runs. diagnose
+  // reports node1 unreachable within its deadline and still gives node0's ranks; once the link
+  // is back, node1 answers again.
+  const std::string hash = run("realpath -m " + cluster.dir() + " | md5sum | cut -c1-6");
+  const std::string veth = "vhs" + hash.substr(0, 6) + "n1";
+  ASSERT_EQ(testing::run_command("ip link set " + veth + " down").exit_code, 0) << veth;
+  const auto cut_begin = std::chrono::steady_clock::now();
+  const auto cut = cluster.diagnose("bundle-partition").report;
+  const auto cut_took = std::chrono::steady_clock::now() - cut_begin;
+  ASSERT_EQ(testing::run_command("ip link set " + veth + " up").exit_code, 0);
+  std::map<std::string, std::string> cut_status;
+  for (const auto& node : cut["nodes"])
+    cut_status[node["address"].get<std::string>()] = node["status"];
+  EXPECT_EQ(cut_status["198.51.100.1:7447"], "ok");
+  EXPECT_EQ(cut_status["198.51.100.2:7447"], "unreachable") << cut["nodes"].dump();
+  EXPECT_LT(cut_took, std::chrono::seconds(45));
+  int cut_known = 0;
+  for (const auto& r : cut["ranks"]) cut_known += r["state"] != "unknown" ? 1 : 0;
+  EXPECT_GE(cut_known, 4);
+  EXPECT_EQ(cut["verdicts"][0]["id"], "node-unreachable");
+  bool healed = false;
+  for (int attempt = 0; attempt < 5 && !healed; ++attempt) {
+    const auto again = cluster.diagnose("bundle-healed").report;
+    healed = true;
+    for (const auto& node : again["nodes"]) healed = healed && node["status"] == "ok";
+  }
+  EXPECT_TRUE(healed);
 
   // node1's agent dies: node1 is unreachable, node0's ranks are still reported.
   run("pkill -KILL -f 'collect --listen 198.51.100.2:7447'");
