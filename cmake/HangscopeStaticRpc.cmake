@@ -10,6 +10,9 @@
 # HANGSCOPE_STATIC_RPC property is ON gets the archives, every other target the shared ones.
 
 option(HANGSCOPE_STATIC_RPC "Link the hangscope executable's gRPC/protobuf/abseil statically" ON)
+if(HANGSCOPE_TSAN)
+  set(HANGSCOPE_STATIC_RPC OFF)  # tests/tsan.supp names the shared libraries
+endif()
 
 # Appends to `out_var` the static archive of every shared library reachable from `roots`
 # through INTERFACE_LINK_LIBRARIES, except `keep_shared`; sets `<out_var>_MISSING` to the

@@ -348,6 +348,12 @@ int serve(const AgentOptions& options, const std::function<void(int port)>& read
     spdlog::info("replaying {} recorded node(s) on ports {}-{}", options.replay_files.size(),
                  base_port, base_port + options.replay_files.size() - 1);
   }
+  if (!is_loopback(options.listen) && options.token.empty() && options.tls_ca.empty()) {
+    spdlog::warn(
+        "listening on {} without authentication (--insecure): anyone who can reach "
+        "this port can read this node's stacks",
+        options.listen);
+  }
   spdlog::info("agent listening on {} (port {}){}", options.listen, port,
                options.token.empty() ? "" : ", token required");
   std::printf("listening on %s\n", (host_of(options.listen) + ":" + std::to_string(port)).c_str());

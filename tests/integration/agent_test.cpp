@@ -163,6 +163,22 @@ TEST(Agents, BadSnapshotFileIsReportedAndTheRestStillComesOut) {
 TEST(Agents, NonLoopbackListenerWithoutAuthenticationIsRefused) {
   const auto result = run(std::string(HANGSCOPE_BINARY) + " collect --listen 0.0.0.0:0");
   EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.err.find("without authentication"), std::string::npos) << result.err;
+  // Forced with --insecure: it serves, with a warning in its log.
+  const std::string log = testing::temp_path("insecure-log");
+  {
+    testing::TargetProcess agent({"/bin/sh", "-c",
+                                  "exec " + std::string(HANGSCOPE_BINARY) +
+                                      " collect --listen 0.0.0.0:0 --insecure 2>" + log});
+    agent.wait_for_line("listening on ");
+    EXPECT_TRUE(testing::eventually([&] {
+      std::ifstream in(log);
+      const std::string text((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
+      return text.find("without authentication (--insecure)") != std::string::npos;
+    }));
+  }
+  ::unlink(log.c_str());
 }
 
 }  // namespace
