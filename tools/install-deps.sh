@@ -5,6 +5,9 @@ set -euo pipefail
 packages=(
   # toolchain
   build-essential cmake pkg-config git clang-format
+  # the fuzz tier (tests/fuzz, tools/fuzz/run.sh): clang and libFuzzer's runtime
+  # (libclang_rt.fuzzer, with the ASan/UBSan runtimes)
+  clang libclang-rt-14-dev
   # libraries the build links against
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
@@ -15,6 +18,9 @@ packages=(
   # deployment paths (tests/deploy): systemd-analyze, a single-machine Slurm, the manifest's
   # YAML, zsh completions, the man page
   systemd slurm-wlm python3-yaml zsh man-db groff-base
+  # the .deb (cpack -G DEB: dpkg-shlibdeps, file) and its install test on a fresh Debian 12
+  # root (tests/deploy/deb_package_test.sh)
+  dpkg-dev file debootstrap wget
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -38,7 +38,8 @@ int run(int argc, char** argv) {
                                         "through their _Py_DebugOffsets table");
   app.footer(
       "Exit codes: 0 success (diagnose/report: no hang found), 1 error, 2 bad usage, 3 a hang "
-      "was found (diagnose/report named a rank). NO_COLOR turns colours off.\n"
+      "was found (diagnose/report named a rank, or a node that did not answer or refused). "
+      "NO_COLOR turns colours off.\n"
       "More: hangscope COMMAND --help, man hangscope, docs/cli.md");
   int verbosity = 0;
   app.add_flag("-v,--verbose", verbosity, "More log output on stderr (repeat for debug)");

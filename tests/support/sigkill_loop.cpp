@@ -12,8 +12,23 @@
 
 namespace hangscope::testing {
 
+namespace {
+
+unsigned long read_counter(const std::string& path) {
+  unsigned long value = 0;
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    if (::pread(fd, &value, sizeof value, 0) != static_cast<ssize_t>(sizeof value)) value = 0;
+    ::close(fd);
+  }
+  return value;
+}
+
+}  // namespace
+
 SigkillLoopResult sigkill_loop(pid_t target, int iterations, int max_delay_us,
-                               const std::string& stop_mode, unsigned seed) {
+                               const std::string& stop_mode, unsigned seed,
+                               const std::string& counter_file) {
   SigkillLoopResult result;
   std::mt19937 random(seed);
   std::uniform_int_distribution<int> delay(0, max_delay_us);
@@ -37,6 +52,13 @@ SigkillLoopResult sigkill_loop(pid_t target, int iterations, int max_delay_us,
     ++result.iterations;
     if (!eventually([&] { return no_thread_stopped(target); }, std::chrono::seconds(1))) {
       ++result.left_stopped;
+    }
+    if (!counter_file.empty()) {
+      const unsigned long before = read_counter(counter_file);
+      if (!eventually([&] { return read_counter(counter_file) != before; },
+                      std::chrono::seconds(1))) {
+        ++result.stalled;
+      }
     }
   }
   return result;

@@ -324,6 +324,10 @@ def write_markdown(results, path):
              f"{results['date']}: {v['cpus']} CPUs, Linux {v['kernel']}; {v['hangscope']}; "
              f"{v['eu-stack']}; {v['gdb']}. Every ratio compares tools timed in this same run. "
              "Rerun it to refresh this page.", ""]
+    dates = results.get("section_dates", {})
+    if len(set(dates.values())) > 1:
+        lines += ["Sections from separate runs (`--only`): " +
+                  ", ".join(f"{k} {dates[k]}" for k in sorted(dates)) + ".", ""]
     cap = results.get("capture", {})
     if cap:
         lines += ["## Capture of one process (median wall time of the whole command)", "",
@@ -437,8 +441,22 @@ def main():
         write_markdown(results, args.out)
         print(f"wrote {args.out}")
         return
-    results = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-               "versions": tool_versions()}
+    now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    results = {}
+    json_path = os.path.splitext(args.out)[0] + ".json"
+    everything = {"capture", "pause", "node", "scale"}
+    if not everything <= set(args.only) and os.path.exists(json_path):
+        # A partial run replaces only its own sections; each section keeps the date it ran, and
+        # every ratio inside a section still compares tools timed in that section's run.
+        with open(json_path) as f:
+            results = json.load(f)
+        dates = results.setdefault("section_dates", {})
+        for section in everything - set(args.only):
+            dates.setdefault(section, results.get("date", "?"))
+    results["date"] = now
+    results["versions"] = tool_versions()
+    for section in args.only:
+        results.setdefault("section_dates", {})[section] = now
     if os.path.exists(args.notes):
         with open(args.notes) as f:
             results["notes"] = f.read()

@@ -1,0 +1,298 @@
+#!/usr/bin/env bash
+# Builds the Debian package and installs it on a clean Debian 12 (bookworm) root:
+#   1. `cpack -G DEB` with BUILD_DIR's CPack configuration (output in a temporary directory,
+#      nothing written to BUILD_DIR) gives hangscope_<version>_<arch>.deb holding exactly the
+#      layout of docs/install.md (no test executable), with Depends computed by dpkg-shlibdeps,
+#      and hangscope-dbgsym_<version>_<arch>.ddeb with the binary's debug information;
+#   2. a fresh minbase root (`debootstrap --variant=minbase bookworm ROOT MIRROR`, MIRROR being
+#      the Debian mirror this machine's apt uses), with proc mounted and /dev bound;
+#   3. `chroot ROOT apt-get install ./hangscope_*.deb`: apt takes the declared dependencies from
+#      the mirror, and `ldd` then finds every library (an undeclared one would be missing);
+#   4. in the root: `hangscope --version` prints the package's version and the Python versions;
+#      `hangscope dump --pid` of a `sleep` started in the root names its thread and a libc
+#      frame (clock_nanosleep / nanosleep); the man page, the bash and zsh completions, the
+#      reference rules (each accepted by `hangscope rules check`) and the docs are where
+#      docs/install.md says.
+# Cache: the pristine debootstrap root is kept as /var/cache/hangscope-test/bookworm-minbase.tar
+# (HANGSCOPE_TEST_ROOT_CACHE overrides the path) and each run extracts a fresh copy of it. The
+# cache only saves debootstrap's download and unpacking time; a missing cache is rebuilt (and
+# deleting it is always safe). apt-get update and the dependencies are fetched on every run.
+# Everything started, mounted or created is killed, unmounted or removed on every exit path.
+# Each step prints its time.
+# Usage: tests/deploy/deb_package_test.sh HANGSCOPE_BINARY BUILD_DIR
+# Exit: 0 pass, 1 fail, 77 skip (not root; cpack, dpkg-shlibdeps, debootstrap, ... missing:
+# apt-get install dpkg-dev debootstrap; the Debian mirror unreachable).
+set -euo pipefail
+
+binary=$(realpath "${1:?usage: $0 HANGSCOPE_BINARY BUILD_DIR}")
+build_dir=$(realpath "${2:?usage: $0 HANGSCOPE_BINARY BUILD_DIR}")
+source_dir=$(cd "$(dirname "$0")/../.." && pwd)
+cache=${HANGSCOPE_TEST_ROOT_CACHE:-/var/cache/hangscope-test/bookworm-minbase.tar}
+started=$EPOCHREALTIME
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "SKIP: needs root (debootstrap, mount, chroot)"
+  exit 77
+fi
+# Mounts go into a private mount namespace of this script: the host never sees them, and they
+# vanish with the namespace even if the script is killed before its cleanup runs.
+if [ -z "${HANGSCOPE_DEB_TEST_NAMESPACE:-}" ] && command -v unshare >/dev/null &&
+  unshare --mount --propagation private true 2>/dev/null; then
+  HANGSCOPE_DEB_TEST_NAMESPACE=1 exec unshare --mount --propagation private bash "$0" "$@"
+fi
+
+export PATH=$PATH:/usr/sbin:/sbin # debootstrap, chroot: not on every root's PATH
+missing=()
+for tool in cpack dpkg-shlibdeps dpkg-deb file objcopy readelf debootstrap chroot mount umount \
+  wget tar flock; do
+  command -v "$tool" >/dev/null || missing+=("$tool")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "SKIP: ${missing[*]} not installed (apt-get install dpkg-dev debootstrap file binutils wget)"
+  exit 77
+fi
+[ -f "$build_dir/CPackConfig.cmake" ] || {
+  echo "FAIL: no $build_dir/CPackConfig.cmake (re-run cmake on the build directory)"
+  exit 1
+}
+
+# The Debian sources this machine's apt uses for bookworm (main, its updates and security
+# suites), so the root is installed from the same mirror; deb.debian.org when it has none.
+# shellcheck disable=SC2016 # $(...) are apt's format fields
+mapfile -t sources < <(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' 2>/dev/null |
+  awk '$2 ~ /^bookworm(-updates|-security)?$/' | sort -u)
+mirror=""
+for s in "${sources[@]}"; do
+  [ "${s#* }" = bookworm ] && mirror=${s%% *}
+done
+if [ -z "$mirror" ]; then
+  mirror=http://deb.debian.org/debian/
+  sources=("$mirror bookworm" "$mirror bookworm-updates" "http://deb.debian.org/debian-security/ bookworm-security")
+fi
+if ! wget -q -T 20 -t 2 -O /dev/null "${mirror%/}/dists/bookworm/InRelease"; then
+  echo "SKIP: the Debian mirror $mirror is unreachable"
+  exit 77
+fi
+
+work=$(mktemp -d /var/tmp/hangscope-deb-test.XXXXXX)
+root=$work/root
+mounted=()       # mount points under $root, unmounted in reverse order
+cache_partial="" # a cache tarball being written
+mounts_under_root() { # deepest first
+  awk -v r="$root" '$2 == r || index($2, r "/") == 1 { print $2 }' /proc/self/mounts | sort -r
+}
+descendants() { # every live process below this shell
+  ps -e -o pid=,ppid=,stat= | awk -v top=$$ '{ parent[$1] = $2; if ($3 !~ /^Z/) live[$1] = 1 }
+    END { for (p in live) { if (p == top) continue; q = p
+      while (q in parent && q != top && q > 1) q = parent[q]
+      if (q == top) print p } }'
+}
+in_our_root() { # every process whose root directory is in $root (only this test starts any)
+  local pid link
+  for pid in /proc/[0-9]*; do
+    link=$(readlink "$pid/root" 2>/dev/null) || continue
+    case "$link" in "$root" | "$root"/*) echo "${pid#/proc/}" ;; esac
+  done
+}
+cleanup() {
+  local rc=$? i m procs
+  set +e
+  trap '' INT TERM HUP # a second signal must not cut the cleanup short
+  # What this script started (cpack, debootstrap, apt in the root, the sleep), then anything
+  # still running in the root: TERM, then KILL what is left.
+  mapfile -t procs < <(descendants; in_our_root)
+  [ "${#procs[@]}" -gt 0 ] && kill "${procs[@]}" 2>/dev/null
+  for i in 1 2 3; do
+    mapfile -t procs < <(descendants; in_our_root)
+    [ "${#procs[@]}" -eq 0 ] && break
+    sleep 0.5
+    kill -9 "${procs[@]}" 2>/dev/null
+  done
+  wait 2>/dev/null
+  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
+    m=${mounted[i]}
+    umount "$m" 2>/dev/null || umount -l "$m" || echo "cleanup: cannot unmount $m"
+  done
+  # Left by an interrupted debootstrap (its own proc and sys mounts), or by a failed umount.
+  for m in $(mounts_under_root); do umount -l "$m" || echo "cleanup: cannot unmount $m"; done
+  # Never delete through a mount (a bound /dev would be the host's).
+  if [ -n "$(mounts_under_root)" ]; then
+    echo "FAIL: still mounted, $work left in place: $(mounts_under_root | xargs)"
+    rc=1
+  else
+    rm -rf --one-file-system "$work"
+  fi
+  [ -n "$cache_partial" ] && rm -f "$cache_partial"
+  printf 'took %.1f s\n' "$(seconds_since "$started")"
+  exit "$rc"
+}
+seconds_since() { awk -v a="$EPOCHREALTIME" -v b="$1" 'BEGIN { printf "%.3f", a - b }'; }
+trap cleanup EXIT
+trap 'echo "interrupted"; exit 1' INT TERM HUP
+fail() {
+  echo "FAIL: $*"
+  exit 1
+}
+step_start=""
+step() { # NAME: ends the previous step (printing its time) and starts NAME
+  step_end
+  step_name=$1
+  step_start=$EPOCHREALTIME
+  echo "step: $step_name"
+}
+step_end() {
+  [ -n "$step_start" ] && printf '  time: %.1f s (%s)\n' "$(seconds_since "$step_start")" "$step_name"
+  step_start=""
+}
+run_logged() { # LOG COMMAND...: runs COMMAND, output to LOG; prints LOG's tail on failure
+  local log=$1 rc=0
+  shift
+  # In the background: `wait` returns at once on INT/TERM, and the trap then stops COMMAND (a
+  # foreground COMMAND that handles INT itself, as debootstrap does, would run on).
+  "$@" >"$log" 2>&1 &
+  wait "$!" || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    tail -n 30 "$log"
+    fail "$* exited $rc"
+  fi
+}
+in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C.UTF-8 \
+  DEBIAN_FRONTEND=noninteractive "$@"; }
+
+step "cpack -G DEB ($build_dir)"
+run_logged "$work/cpack.log" cpack -G DEB --config "$build_dir/CPackConfig.cmake" -B "$work/pkg"
+debs=("$work"/pkg/hangscope_*.deb)
+if [ "${#debs[@]}" -ne 1 ] || [ ! -f "${debs[0]}" ]; then
+  fail "expected one hangscope_*.deb, got: $(ls "$work/pkg")"
+fi
+deb=${debs[0]}
+ddebs=("$work"/pkg/hangscope-dbgsym_*.ddeb)
+[ -f "${ddebs[0]}" ] || fail "no hangscope-dbgsym_*.ddeb"
+version=$(dpkg-deb -f "$deb" Version)
+depends=$(dpkg-deb -f "$deb" Depends)
+echo "  $(basename "$deb") ($(du -h "$deb" | cut -f1)), $(basename "${ddebs[0]}") ($(du -h "${ddebs[0]}" | cut -f1))"
+echo "  Version: $version"
+echo "  Depends: $depends"
+[ "$(dpkg-deb -f "$deb" Package)" = hangscope ] || fail "Package is not hangscope"
+grep -q "^hangscope $version " <<<"$("$binary" --version)" || fail "the package's version $version is not $binary's: $("$binary" --version | head -1)"
+grep -q 'libc6' <<<"$depends" || fail "Depends does not name libc6 (dpkg-shlibdeps did not run?)"
+[ -n "$(dpkg-deb -f "$deb" Maintainer)" ] || fail "no Maintainer"
+[ -n "$(dpkg-deb -f "$deb" Section)" ] || fail "no Section"
+[ "$(dpkg-deb -f "$deb" Description | wc -l)" -ge 2 ] || fail "Description has no extended part"
+
+step "package contents = the documented layout (no test executable)"
+{
+  echo ./usr/bin/hangscope
+  for f in "$source_dir"/src/rules/builtin/*.json; do echo "./usr/share/hangscope/rules/${f##*/}"; done
+  echo ./usr/share/man/man1/hangscope.1.gz
+  echo ./usr/share/bash-completion/completions/hangscope
+  echo ./usr/share/zsh/vendor-completions/_hangscope
+  for f in "$source_dir"/README.md "$source_dir"/LICENSE "$source_dir"/docs/*.md; do
+    echo "./usr/share/doc/hangscope/${f##*/}"
+  done
+} | sort >"$work/expected.txt"
+dpkg-deb --fsys-tarfile "$deb" | tar -t | grep -v '/$' | sort >"$work/contents.txt"
+diff -u "$work/expected.txt" "$work/contents.txt" || fail "the package's files differ from the layout (- expected, + packaged)"
+echo "  ok: $(wc -l <"$work/contents.txt") files"
+
+step "pristine bookworm minbase root (mirror $mirror)"
+mkdir -p "$(dirname "$cache")"
+exec 9>"$cache.lock"
+flock 9 # one creator at a time; readers wait for a complete tarball
+t=$EPOCHREALTIME
+if [ -s "$cache" ]; then
+  mkdir "$root"
+  run_logged "$work/tar.log" tar --numeric-owner -xpf "$cache" -C "$root"
+  printf '  extracted the cache %s (%s): %.1f s\n' "$cache" "$(du -h "$cache" | cut -f1)" "$(seconds_since "$t")"
+else
+  echo "  no cache: debootstrap --variant=minbase bookworm ROOT $mirror"
+  run_logged "$work/debootstrap.log" debootstrap --variant=minbase bookworm "$root" "$mirror"
+  printf '  debootstrap: %.1f s\n' "$(seconds_since "$t")"
+  t=$EPOCHREALTIME
+  cache_partial=$cache.tmp
+  run_logged "$work/tar.log" tar --numeric-owner -cpf "$cache_partial" -C "$root" .
+  mv "$cache_partial" "$cache"
+  cache_partial=""
+  printf '  cached as %s (%s): %.1f s\n' "$cache" "$(du -h "$cache" | cut -f1)" "$(seconds_since "$t")"
+fi
+exec 9>&-
+[ -x "$root/usr/bin/apt-get" ] || fail "the root has no apt-get"
+grep -q '^VERSION_ID="12"' "$root/etc/os-release" || fail "the root is not Debian 12: $(cat "$root/etc/os-release")"
+
+step "mount proc and /dev into the root, apt sources"
+mount -t proc proc "$root/proc"
+mounted+=("$root/proc")
+mount --bind /dev "$root/dev"
+mounted+=("$root/dev")
+cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+: >"$root/etc/apt/sources.list"
+for s in "${sources[@]}"; do echo "deb ${s%% *} ${s#* } main" >>"$root/etc/apt/sources.list"; done
+sed 's/^/  /' "$root/etc/apt/sources.list"
+# No service of a package may start in the root.
+printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+chmod 755 "$root/usr/sbin/policy-rc.d"
+
+step "chroot ROOT apt-get update"
+run_logged "$work/apt-update.log" in_root apt-get update
+
+step "chroot ROOT apt-get install ./$(basename "$deb")"
+cp "$deb" "$root/tmp/"
+chmod 644 "$root/tmp/$(basename "$deb")"
+run_logged "$work/apt-install.log" in_root sh -c "cd /tmp && apt-get install -y --no-install-recommends ./$(basename "$deb")"
+new=$(sed -n '/^The following NEW packages will be installed:/,/^[^ ]/{/^ /p}' "$work/apt-install.log" | xargs)
+echo "  installed: $new"
+in_root dpkg -s hangscope 2>/dev/null | grep -q '^Status: install ok installed' || fail "hangscope is not installed"
+ldd_out=$(in_root ldd /usr/bin/hangscope) || fail "ldd /usr/bin/hangscope: $ldd_out"
+if grep -q 'not found' <<<"$ldd_out"; then
+  fail "libraries the package does not declare: $(grep 'not found' <<<"$ldd_out" | xargs)"
+fi
+echo "  ok: ldd finds all $(grep -c '=>' <<<"$ldd_out") libraries"
+
+step "chroot ROOT hangscope --version"
+out=$(in_root hangscope --version) || fail "hangscope --version exited $?: $out"
+mapfile -t lines <<<"$out"
+printf '  %s\n' "${lines[@]}"
+grep -q "^hangscope $version " <<<"$out" || fail "--version does not print $version"
+grep -Eq 'Python.*3\.1[0-9]' <<<"$out" || fail "--version does not name the Python versions"
+[ "$out" = "$("$binary" --version)" ] || fail "the installed binary is not $binary"
+
+step "chroot ROOT hangscope dump --pid (a sleep started in the root)"
+chroot "$root" /bin/sleep 60 &
+sleeper=$!
+sleeping() { # the chroot has exec'd the root's sleep, and it sleeps
+  case "$(readlink "/proc/$sleeper/exe" 2>/dev/null)" in "$root"/*/sleep) ;; *) return 1 ;; esac
+  [ "$(awk '{print $3}' "/proc/$sleeper/stat" 2>/dev/null)" = S ]
+}
+for _ in $(seq 50); do sleeping && break; sleep 0.1; done
+sleeping || fail "the sleep in the root did not start"
+rc=0
+in_root hangscope dump --pid "$sleeper" >"$work/dump.txt" 2>"$work/dump.err" || rc=$?
+sed 's/^/  /' "$work/dump.txt"
+[ "$rc" -eq 0 ] || fail "hangscope dump exited $rc: $(cat "$work/dump.err")"
+grep -q "^Thread $sleeper \"sleep\"" "$work/dump.txt" || fail "the dump does not name thread $sleeper \"sleep\""
+grep -Eq '(clock_nanosleep|nanosleep).*libc\.so\.6' "$work/dump.txt" || fail "no libc nanosleep frame"
+grep -Eq '\((/usr)?/bin/sleep' "$work/dump.txt" || fail "no frame in the root's /usr/bin/sleep"
+{ kill -9 "$sleeper" && wait "$sleeper"; } 2>/dev/null || true
+
+step "installed files: man page, completions, rules, docs"
+zcat "$root/usr/share/man/man1/hangscope.1.gz" | grep -q '^\.TH HANGSCOPE 1' || fail "man page"
+bash_completion=$root/usr/share/bash-completion/completions/hangscope
+[ -f "$bash_completion" ] || fail "no bash completion"
+in_root bash --norc --noprofile -c 'source /usr/share/bash-completion/completions/hangscope && complete -p hangscope' \
+  | grep -q '_hangscope' || fail "the installed bash completion does not register for hangscope"
+head -1 "$root/usr/share/zsh/vendor-completions/_hangscope" | grep -q '^#compdef hangscope' || fail "zsh completion"
+rules=0
+for f in "$root"/usr/share/hangscope/rules/*.json; do
+  in_root hangscope rules check "/usr/share/hangscope/rules/${f##*/}" >/dev/null 2>"$work/rules.err" ||
+    fail "rules check ${f##*/}: $(cat "$work/rules.err")"
+  rules=$((rules + 1))
+done
+[ "$rules" -gt 0 ] || fail "no rules in /usr/share/hangscope/rules"
+cmp -s "$root/usr/share/doc/hangscope/LICENSE" "$source_dir/LICENSE" || fail "LICENSE"
+[ -s "$root/usr/share/doc/hangscope/install.md" ] || fail "docs/install.md not installed"
+build_id=$(readelf -n "$root/usr/bin/hangscope" | sed -n 's/.*Build ID: *//p')
+dpkg-deb -c "${ddebs[0]}" | grep -q "usr/lib/debug/.build-id/${build_id:0:2}/${build_id:2}.debug" ||
+  fail "the dbgsym package has no debug file for build id $build_id"
+echo "  ok: man page, bash + zsh completions, $rules rules accepted by rules check, docs, dbgsym for $build_id"
+step_end
+echo "PASS"
