@@ -119,7 +119,10 @@ class Freezer {
       }
       pending_.emplace_back(result_.threads.size(), std::move(stop));
       result_.threads.push_back(std::move(copy));
-      if (options_.mode == StopMode::kEachThread) finish_pending();
+      if (options_.mode == StopMode::kEachThread &&
+          pending_.size() >= std::max<std::size_t>(options_.each_thread_batch, 1)) {
+        finish_pending();
+      }
     }
     finish_pending();
   }
