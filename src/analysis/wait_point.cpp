@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <vector>
 #include <regex>
 
 namespace hangscope::analysis {
@@ -20,7 +21,9 @@ struct Match {
 
 struct PythonRule {
   std::string_view path;  // a fragment of co_filename, '/'-separated
-  std::initializer_list<std::string_view> functions;
+  // A vector, not an initializer_list: the list's array would die with the temporary
+  // PythonRule the table is copied from (clang builds read a null array: UBSan, fuzzing).
+  std::vector<std::string_view> functions;
   WaitKind kind;
   std::string_view operation;  // "" = the function's own name
 };

@@ -162,12 +162,14 @@ RasSummary summarize_text(const std::string& report) {
     }
     if (!line.empty() && line.find_first_not_of('=') == std::string::npos) continue;
     if (section != "Errors" && section != "Warnings") continue;
-    if (line.empty()) {
+    // A blank line (spaces only, too) ends a finding's block.
+    const auto indent = line.find_first_not_of(' ');
+    if (indent == std::string::npos) {
       flush();
       continue;
     }
     // "DEAD: 1 job process is considered dead …; Process 38819 on node …"
-    const std::string text = line.substr(line.find_first_not_of(' '));
+    const std::string text = line.substr(indent);
     block += block.empty() ? text : (detail_lines++ == 0 ? ": " : "; ") + text;
   }
   flush();

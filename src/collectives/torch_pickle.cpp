@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "hangscope/common/error.h"
+#include "hangscope/common/text.h"
 
 namespace hangscope::collectives {
 namespace {
@@ -204,7 +205,10 @@ class Unpickler {
       }
       case kBinUnicode: {
         const auto n = little_endian<std::uint32_t>();
-        return push(bytes(n));
+        std::string text = bytes(n);
+        // Python's Unpickler refuses such a string too; JSON (and snapshots) hold only UTF-8.
+        if (valid_utf8(text) != text) fail("BINUNICODE string is not valid UTF-8");
+        return push(std::move(text));
       }
       case kEmptyDict:
         return push(json::object());

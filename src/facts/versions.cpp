@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <limits>
 #include <regex>
 #include <set>
 #include <tuple>
@@ -45,6 +46,13 @@ void scan_site_dir(const std::string& root, const std::string& dir,
   }
 }
 
+// Appends a decimal digit to n, saturating at 10^18 - 1: a version's numbers come from the
+// target's files and may be any length (longer ones compare equal to each other).
+void append_digit(long& n, char digit) {
+  constexpr long kMax = 999'999'999'999'999'999;
+  n = n > (kMax - 9) / 10 ? kMax : n * 10 + (digit - '0');
+}
+
 // 1.2.3rc1.dev4 → ({1,2,3}, stage, stage number, dev): final releases sort after pre-releases.
 std::tuple<std::vector<long>, int, long, long> version_key(const std::string& v) {
   std::vector<long> release;
@@ -52,8 +60,7 @@ std::tuple<std::vector<long>, int, long, long> version_key(const std::string& v)
   while (i < v.size() && !std::isdigit(static_cast<unsigned char>(v[i]))) ++i;
   while (i < v.size() && std::isdigit(static_cast<unsigned char>(v[i]))) {
     long n = 0;
-    while (i < v.size() && std::isdigit(static_cast<unsigned char>(v[i])))
-      n = n * 10 + (v[i++] - '0');
+    while (i < v.size() && std::isdigit(static_cast<unsigned char>(v[i]))) append_digit(n, v[i++]);
     release.push_back(n);
     if (i < v.size() && v[i] == '.' && i + 1 < v.size() &&
         std::isdigit(static_cast<unsigned char>(v[i + 1]))) {
@@ -70,7 +77,7 @@ std::tuple<std::vector<long>, int, long, long> version_key(const std::string& v)
     long n = 0;
     for (std::size_t j = at + tag.size();
          j < rest.size() && std::isdigit(static_cast<unsigned char>(rest[j])); ++j) {
-      n = n * 10 + (rest[j] - '0');
+      append_digit(n, rest[j]);
     }
     return n;
   };
@@ -86,7 +93,7 @@ std::tuple<std::vector<long>, int, long, long> version_key(const std::string& v)
   }
   const long dev = number_after(".dev");
   // A dev release sorts before everything else of the same release and stage.
-  return {release, stage, stage_number, dev >= 0 ? dev : 1L << 40};
+  return {release, stage, stage_number, dev >= 0 ? dev : std::numeric_limits<long>::max()};
 }
 
 }  // namespace

@@ -327,10 +327,13 @@ Layout layout_from_debug_offsets(std::span<const std::byte> table) {
   l.type_flags = at(p->tp_flags);
   l.heap_type_cached_keys = 880;  // not in the table; PyTypeObject is 416 bytes in 3.13 and 3.14
   l.managed_dict = Layout::ManagedDict::kInlineValues;
-  // Every offset is used to read a few bytes at it: reject tables that point far away.
+  // Every offset is used to read a few bytes at it, and the frame and code sizes are how much
+  // is copied per frame and code object: reject tables that point far away.
   for (const std::uint64_t offset :
-       {l.frame_previous, l.frame_code, l.frame_instr, *l.frame_owner, l.code_filename, l.code_name,
-        l.code_linetable, l.code_size, l.tstate_frame, l.tstate_thread_id}) {
+       {l.frame_previous, l.frame_code, l.frame_instr, *l.frame_owner, l.frame_size,
+        l.frame_localsplus, l.code_filename, l.code_name, *l.code_qualname, l.code_firstlineno,
+        l.code_linetable, *l.code_localsplusnames, *l.code_localspluskinds, l.code_size,
+        l.tstate_frame, l.tstate_thread_id, *l.tstate_native_thread_id}) {
     if (offset > 4096) throw Error("_Py_DebugOffsets holds an implausible offset");
   }
   return l;

@@ -1,6 +1,7 @@
 #include "hangscope/python/line_table.h"
 
 #include <cstdint>
+#include <limits>
 
 namespace hangscope::python {
 namespace {
@@ -41,6 +42,16 @@ class ByteCursor {
   std::size_t pos_ = 0;
 };
 
+// line + delta, or nullopt when the sum leaves int: a table from the target's memory may add
+// up to any line (and no real code object has such a line).
+std::optional<int> advance(int line, std::int64_t delta) {
+  const std::int64_t next = line + delta;
+  if (next < std::numeric_limits<int>::min() || next > std::numeric_limits<int>::max()) {
+    return std::nullopt;
+  }
+  return static_cast<int>(next);
+}
+
 }  // namespace
 
 std::optional<int> line_for_offset_310(std::span<const std::byte> table, int first_line,
@@ -56,7 +67,9 @@ std::optional<int> line_for_offset_310(std::span<const std::byte> table, int fir
     const auto line_delta = static_cast<std::int8_t>(table[i + 1]);
     std::optional<int> range_line;
     if (line_delta != -128) {
-      line += line_delta;
+      const auto next = advance(line, line_delta);
+      if (!next) return std::nullopt;  // a corrupt table
+      line = *next;
       range_line = line;
     }
     if (start == end) continue;
@@ -77,22 +90,26 @@ std::optional<int> line_for_offset_311(std::span<const std::byte> table, int fir
     const unsigned code = (*first >> 3) & 15u;
     const int length = static_cast<int>(*first & 7u) + 1;
     bool has_line = true;
+    int delta = 0;
     if (code == 15) {
       has_line = false;
     } else if (code == 14) {  // long form: line delta, end line, column, end column
-      const auto delta = cursor.signed_varint();
-      if (!delta || !cursor.varint() || !cursor.varint() || !cursor.varint()) return std::nullopt;
-      line += *delta;
+      const auto d = cursor.signed_varint();
+      if (!d || !cursor.varint() || !cursor.varint() || !cursor.varint()) return std::nullopt;
+      delta = *d;
     } else if (code == 13) {  // no columns
-      const auto delta = cursor.signed_varint();
-      if (!delta) return std::nullopt;
-      line += *delta;
+      const auto d = cursor.signed_varint();
+      if (!d) return std::nullopt;
+      delta = *d;
     } else if (code >= 10) {  // one-line form: delta = code - 10, then two column bytes
-      line += static_cast<int>(code) - 10;
+      delta = static_cast<int>(code) - 10;
       if (!cursor.next() || !cursor.next()) return std::nullopt;
     } else {  // short form: same line, one column byte
       if (!cursor.next()) return std::nullopt;
     }
+    const auto next = advance(line, delta);
+    if (!next) return std::nullopt;  // a corrupt table
+    line = *next;
     if (code_unit >= address && code_unit < address + length) {
       return has_line ? std::optional<int>(line) : std::nullopt;
     }

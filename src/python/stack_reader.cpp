@@ -1,7 +1,9 @@
 #include "hangscope/python/stack_reader.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <set>
 
 #include "hangscope/common/error.h"
@@ -10,10 +12,14 @@
 namespace hangscope::python {
 namespace {
 
+// The T at `offset` of a copied header, or T{} when it lies outside (offsets come from the
+// target's _Py_DebugOffsets: `offset + sizeof(T)` may wrap around).
 template <typename T>
 T field(const std::vector<std::uint8_t>& bytes, std::uint64_t offset) {
   T value{};
-  if (offset + sizeof(T) <= bytes.size()) std::memcpy(&value, bytes.data() + offset, sizeof(T));
+  if (offset <= bytes.size() && sizeof(T) <= bytes.size() - offset) {
+    std::memcpy(&value, bytes.data() + offset, sizeof(T));
+  }
   return value;
 }
 
@@ -153,13 +159,17 @@ int StackReader::line_of(const CodeInfo& code, std::uint64_t code_address,
                          std::uint64_t instr) const {
   const auto table = std::as_bytes(std::span(code.line_table.data(), code.line_table.size()));
   std::optional<int> line;
+  // Offsets past what an int holds are past every table (a torn or corrupt frame): clamped.
+  constexpr std::int64_t kMax = std::numeric_limits<int>::max();
   if (!layout_.code_code_adaptive) {
-    const auto lasti = static_cast<std::int32_t>(instr);  // f_lasti, in code units
-    line = line_for_offset_310(table, code.first_line, lasti < 0 ? -1 : lasti * 2);
+    const std::int64_t lasti = static_cast<std::int32_t>(instr);  // f_lasti, in code units
+    line = line_for_offset_310(table, code.first_line,
+                               static_cast<int>(lasti < 0 ? -1 : std::min(lasti * 2, kMax)));
   } else {
     const std::uint64_t start = code_address + *layout_.code_code_adaptive;
-    const auto unit = instr >= start ? static_cast<std::int64_t>((instr - start) / 2) : -1;
-    line = line_for_offset_311(table, code.first_line, static_cast<int>(unit));
+    const std::uint64_t unit = instr >= start ? (instr - start) / 2 : 0;
+    line = line_for_offset_311(table, code.first_line,
+                               instr < start ? -1 : static_cast<int>(std::min<std::uint64_t>(unit, kMax)));
   }
   return line.value_or(0);
 }

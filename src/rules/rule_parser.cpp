@@ -29,6 +29,9 @@ class RuleReader {
     } catch (const json::parse_error& e) {
       throw Error(source_ + ":" + std::to_string(line_at(e.byte == 0 ? 0 : e.byte - 1)) +
                   ": not valid JSON: " + strip_prefix(e.what()));
+    } catch (const json::exception& e) {  // out_of_range 406: a number beyond double
+      throw Error(source_ + ":" + std::to_string(line_of_quoted(e.what())) +
+                  ": not valid JSON: " + strip_prefix(e.what()));
     }
     if (!doc.is_object()) fail("", "a rule file holds one JSON object");
     check_keys(
@@ -97,6 +100,15 @@ class RuleReader {
     return at == std::string::npos ? 1 : line_at(at);
   }
 
+  // The line of the text a message quotes ("number overflow parsing '1e999'"); 1 when none.
+  std::size_t line_of_quoted(const std::string& message) const {
+    const auto open = message.find('\'');
+    const auto close = open == std::string::npos ? open : message.find('\'', open + 1);
+    if (close == std::string::npos || close == open + 1) return 1;
+    const auto at = text_.find(message.substr(open + 1, close - open - 1));
+    return at == std::string::npos ? 1 : line_at(at);
+  }
+
   static std::string strip_prefix(const std::string& what) {
     const auto colon = what.find(": ");
     return colon == std::string::npos ? what : what.substr(colon + 2);
@@ -104,7 +116,8 @@ class RuleReader {
 
   void check_keys(const json& object, const std::string& where,
                   std::initializer_list<const char*> known) const {
-    for (const auto& [key, value] : object.items()) {
+    for (const auto& item : object.items()) {
+      const std::string& key = item.key();  // (clang 14 lambdas cannot capture a binding)
       if (std::none_of(known.begin(), known.end(), [&](const char* k) { return key == k; })) {
         fail(key, "unknown key `" + key + "`" + (where.empty() ? "" : " in " + where));
       }

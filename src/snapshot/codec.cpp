@@ -277,7 +277,8 @@ capture::NodeSnapshot decode(const v1::NodeSnapshot& in) {
             collectives::flight_record_from_json(nlohmann::json::parse(p.flight_record()));
       } catch (const nlohmann::json::exception& e) {
         r.flight_record = collectives::FlightRecord{};
-        r.flight_record->error = std::string("unreadable in the snapshot: ") + e.what();
+        // The parser's message quotes the bad bytes, which may end inside a UTF-8 sequence.
+        r.flight_record->error = valid_utf8(std::string("unreadable in the snapshot: ") + e.what());
       }
     }
     r.environment_source = p.environment_source();
@@ -374,9 +375,12 @@ std::vector<capture::NodeSnapshot> read_file(const std::string& path) {
   if (!in) throw_errno("cannot read snapshot file " + path, errno);
   std::stringstream buffer;
   buffer << in.rdbuf();
-  const std::string bytes = buffer.str();
+  return parse_file(buffer.str(), is_binary(path), path);
+}
+
+std::vector<capture::NodeSnapshot> parse_file(const std::string& bytes, bool binary,
+                                              const std::string& path) {
   v1::SnapshotFile file;
-  const bool binary = is_binary(path);
   if (binary) {
     if (!file.ParseFromString(bytes)) {
       throw Error("snapshot file " + path +

@@ -30,4 +30,9 @@ void write_file(const std::string& path, const std::vector<const capture::NodeSn
 // Reads a snapshot file; throws hangscope::Error naming the path and the reason.
 std::vector<capture::NodeSnapshot> read_file(const std::string& path);
 
+// What read_file does with the file's bytes: binary protobuf when `binary` (a .pb file), else
+// protobuf's JSON mapping; `path` names the file in errors. Throws hangscope::Error.
+std::vector<capture::NodeSnapshot> parse_file(const std::string& bytes, bool binary,
+                                              const std::string& path);
+
 }  // namespace hangscope::snapshot
