@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <array>
-#include <vector>
 #include <regex>
+#include <vector>
 
 namespace hangscope::analysis {
 namespace {

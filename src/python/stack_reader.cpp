@@ -168,8 +168,9 @@ int StackReader::line_of(const CodeInfo& code, std::uint64_t code_address,
   } else {
     const std::uint64_t start = code_address + *layout_.code_code_adaptive;
     const std::uint64_t unit = instr >= start ? (instr - start) / 2 : 0;
-    line = line_for_offset_311(table, code.first_line,
-                               instr < start ? -1 : static_cast<int>(std::min<std::uint64_t>(unit, kMax)));
+    line = line_for_offset_311(
+        table, code.first_line,
+        instr < start ? -1 : static_cast<int>(std::min<std::uint64_t>(unit, kMax)));
   }
   return line.value_or(0);
 }

@@ -83,8 +83,8 @@ void through_module(const std::uint8_t* data, std::size_t size) {
     written += static_cast<std::size_t>(n);
   }
   try {
-    const auto module = elf::Module::open("/usr/lib/fuzz.so",
-                                          "/proc/self/fd/" + std::to_string(fd), {});
+    const auto module =
+        elf::Module::open("/usr/lib/fuzz.so", "/proc/self/fd/" + std::to_string(fd), {});
     char buffer[64];
     for (const auto& seg : module->elf().segments()) {
       (void)module->read_vaddr(seg.vaddr, buffer, sizeof buffer);

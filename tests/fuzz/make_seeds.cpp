@@ -95,14 +95,14 @@ void write_debug_offsets(Image& image, int minor) {
     std::uint64_t value;
   };
   const std::vector<Field> fields = {
-      {40, 40, 808},     {64, 64, 7272},    {72, 72, 7336},    {88, 96, 7680},  {112, 120, 16},
-      {120, 128, 7768},  {136, 144, 7784},  {144, 152, 7776},  {168, 192, 8},   {176, 200, 16},
-      {184, 208, 72},    {192, 216, 152},   {200, 224, 160},   {224, 248, 88},  {232, 256, 8},
-      {240, 264, 0},     {248, 272, 56},    {256, 280, 80},    {264, 288, 74},  {272, 312, 216},
-      {280, 320, 112},   {288, 328, 120},   {296, 336, 128},   {304, 344, 136}, {312, 352, 68},
-      {328, 368, 96},    {336, 376, 104},   {344, 384, 208},   {360, 408, 8},   {376, 424, 24},
-      {408, 456, 32},    {432, 480, 24},    {456, 536, 32},    {464, 544, 40},  {480, 560, 16},
-      {504, 584, 24},    {528, 608, 32},    {544, 624, 32},    {552, 632, 16},  {560, 640, 40}};
+      {40, 40, 808},    {64, 64, 7272},   {72, 72, 7336},   {88, 96, 7680},  {112, 120, 16},
+      {120, 128, 7768}, {136, 144, 7784}, {144, 152, 7776}, {168, 192, 8},   {176, 200, 16},
+      {184, 208, 72},   {192, 216, 152},  {200, 224, 160},  {224, 248, 88},  {232, 256, 8},
+      {240, 264, 0},    {248, 272, 56},   {256, 280, 80},   {264, 288, 74},  {272, 312, 216},
+      {280, 320, 112},  {288, 328, 120},  {296, 336, 128},  {304, 344, 136}, {312, 352, 68},
+      {328, 368, 96},   {336, 376, 104},  {344, 384, 208},  {360, 408, 8},   {376, 424, 24},
+      {408, 456, 32},   {432, 480, 24},   {456, 536, 32},   {464, 544, 40},  {480, 560, 16},
+      {504, 584, 24},   {528, 608, 32},   {544, 624, 32},   {552, 632, 16},  {560, 640, 40}};
   image.put_bytes(0, "xdebugpy", 8);
   image.put<std::uint64_t>(8, minor == 13 ? 0x030D00F0 : 0x030E00F0);
   image.put<std::uint64_t>(16, 0);  // not free-threaded
@@ -160,7 +160,7 @@ struct ImageWriter {
     if (l.code_firsttraceable) image.put<std::int32_t>(at + *l.code_firsttraceable, 0);
     const std::vector<std::uint8_t> table =
         l.code_code_adaptive
-            ? std::vector<std::uint8_t>{0x80 | (1 << 3) | 3, 0x00, 0x80 | (12 << 3) | 3, 1,  2,
+            ? std::vector<std::uint8_t>{0x80 | (1 << 3) | 3,  0x00, 0x80 | (12 << 3) | 3, 1, 2,
                                         0x80 | (13 << 3) | 3, 10}
             : std::vector<std::uint8_t>{8, 0, 8, 2, 8, 3};  // 3.10: (bytes, line delta) pairs
     image.pointer(at + l.code_linetable, bytes(table));
@@ -225,7 +225,8 @@ std::vector<std::uint8_t> python_image(int minor) {
   image.pointer(gil + l.gil_last_holder, kThread);
 
   image.put<std::uint64_t>(kThread + l.tstate_thread_id, 0x7f00deadb000);
-  if (l.tstate_native_thread_id) image.put<std::int64_t>(kThread + *l.tstate_native_thread_id, 4242);
+  if (l.tstate_native_thread_id)
+    image.put<std::int64_t>(kThread + *l.tstate_native_thread_id, 4242);
   if (l.frame_link == python::FrameLink::kCFrame) {
     image.pointer(kThread + l.tstate_frame, kCFrame);
     image.pointer(kCFrame + l.cframe_current_frame, kFrame1);
@@ -294,7 +295,8 @@ void check_python(const std::string& path) {
 
 void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
   if (!out) throw Error("cannot write " + path);
 }
 

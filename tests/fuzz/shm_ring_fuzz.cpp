@@ -22,7 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   (void)layout->describe();
   if (layout->metadata_offset() + layout->metadata_size() != segment) __builtin_trap();
   try {
-    const auto state = collectives::decode_ring("psm_fuzz", *layout, fuzz::input(data + 10, size - 10));
+    const auto state =
+        collectives::decode_ring("psm_fuzz", *layout, fuzz::input(data + 10, size - 10));
     for (const auto& unread : state.unread_by_reader()) (void)collectives::block_list(unread);
     (void)state.all_read();
   } catch (const Error&) {

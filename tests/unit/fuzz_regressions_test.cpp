@@ -38,7 +38,9 @@ std::span<const std::byte> bytes_of(const std::string& text, std::size_t from = 
   return {reinterpret_cast<const std::byte*>(text.data()) + from, text.size() - from};
 }
 
-bool is_valid_utf8(const std::string& text) { return valid_utf8(text) == text; }
+bool is_valid_utf8(const std::string& text) {
+  return valid_utf8(text) == text;
+}
 
 // The Python wait-point rules held their function names in an std::initializer_list member,
 // whose array died with the temporary the table was copied from: clang builds read a null
@@ -77,8 +79,7 @@ TEST(FuzzRegressions, APickledStringThatIsNotUtf8IsRefused) {
     collectives::parse_flight_record(bytes);
     FAIL() << "parsed";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("BINUNICODE string is not valid UTF-8"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("BINUNICODE string is not valid UTF-8"), std::string::npos)
         << e.what();
     EXPECT_EQ(std::string(e.what()).rfind("pickle offset ", 0), 0u) << e.what();
   }
