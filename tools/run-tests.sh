@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Command 2 of the README: the whole test suite. Every tier on the normal build, then the unit
-# and integration tiers again on an AddressSanitizer + UndefinedBehaviorSanitizer build.
-# Tiers (ctest labels) are described in docs/testing.md. Set HANGSCOPE_SKIP_SANITIZE=1 to skip
-# the sanitizer pass while iterating.
+# and integration tiers again on an AddressSanitizer + UndefinedBehaviorSanitizer build, then
+# the fuzz tier on a clang + libFuzzer build. Tiers (ctest labels) are described in
+# docs/testing.md. Set HANGSCOPE_SKIP_SANITIZE=1 or HANGSCOPE_SKIP_FUZZ=1 to skip those passes
+# while iterating.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -17,4 +18,13 @@ if [ "${HANGSCOPE_SKIP_SANITIZE:-0}" != 1 ]; then
   (cd build-sanitize &&
     LSAN_OPTIONS="suppressions=$PWD/../tests/lsan.supp:print_suppressions=0" \
       ctest --output-on-failure -j "$jobs" -L 'unit|integration')
+fi
+
+if [ "${HANGSCOPE_SKIP_FUZZ:-0}" != 1 ]; then
+  # Only the fuzz targets (tests/fuzz): each replays its regressions and seeds, then fuzzes for
+  # HANGSCOPE_FUZZ_SECONDS (15). tools/fuzz/run.sh fuzzes for longer.
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DHANGSCOPE_FUZZ=ON -DHANGSCOPE_BUILD_TESTS=OFF >/dev/null
+  cmake --build build-fuzz -j "$jobs" --target hangscope_fuzz_targets
+  (cd build-fuzz && ctest --output-on-failure -j "$jobs" -L fuzz)
 fi

@@ -15,6 +15,10 @@
 namespace hangscope::analysis {
 namespace {
 
+// The largest world size taken from a rank's identity (the largest jobs run on about 100,000
+// GPUs); the missing ranks of a larger one would be millions of entries.
+constexpr int kMaxWorldSize = 1 << 17;
+
 struct ProcessKey {
   std::string node;
   pid_t pid;
@@ -302,7 +306,9 @@ std::vector<Job> build_jobs(const Bundle& bundle) {
   for (auto& [key, entry] : entries) {
     auto& job = jobs[entry.job];
     job.key = entry.job;
-    if (const auto ws = entry.latest()->identity.world_size) {
+    // A world size beyond any job's is a corrupt snapshot (or environment): taken at its
+    // word, the entries of the ranks it says are missing asked for terabytes (2^31 ranks).
+    if (const auto ws = entry.latest()->identity.world_size; ws && *ws <= kMaxWorldSize) {
       job.world_size = std::max(job.world_size.value_or(0), *ws);
     }
     job.ranks.push_back(std::move(entry));

@@ -3,6 +3,7 @@
 // else from the job's layout. Ranks that wait for nobody, work, or are stopped, dead,
 // missing or in uninterruptible sleep are the graph's roots.
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -15,28 +16,38 @@
 namespace hangscope::analysis {
 namespace {
 
+// Locals are reprs from a snapshot, of any length; those that name ranks are short. The regexes
+// below recurse once per character (std::regex): longer texts are not parsed.
+constexpr std::size_t kMaxParsed = 4096;
+
+// The int a decimal text holds; nullopt when it is none or does not fit an int.
+std::optional<int> to_int(const std::string& digits) {
+  int value = 0;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (error != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+  return value;
+}
+
 std::optional<int> parse_int(const std::optional<std::string>& text) {
-  if (!text) return std::nullopt;
+  if (!text || text->size() > kMaxParsed) return std::nullopt;
   static const std::regex integer(R"(^\s*(-?\d+)\s*$)");
   std::smatch m;
   if (!std::regex_match(*text, m, integer)) return std::nullopt;
-  try {
-    return std::stoi(m[1]);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
+  return to_int(m[1]);
 }
 
 // "[0, 1, 2, 3]" or "(0, 1)" → {0,1,2,3}; nullopt for anything else.
 std::optional<std::vector<int>> parse_int_list(const std::optional<std::string>& text) {
-  if (!text) return std::nullopt;
+  if (!text || text->size() > kMaxParsed) return std::nullopt;
   static const std::regex list(R"(^\s*[\[(]\s*(-?\d+\s*,\s*)*-?\d*\s*,?\s*[\])]\s*$)");
   if (!std::regex_match(*text, list)) return std::nullopt;
   std::vector<int> out;
   static const std::regex integer(R"(-?\d+)");
   for (auto it = std::sregex_iterator(text->begin(), text->end(), integer);
        it != std::sregex_iterator(); ++it) {
-    out.push_back(std::stoi(it->str()));
+    const auto rank = to_int(it->str());
+    if (!rank) return std::nullopt;  // not a list of ranks
+    out.push_back(*rank);
   }
   return out;
 }
@@ -47,9 +58,10 @@ std::set<int> ranks_named_by(const std::vector<std::string>& keys) {
   std::set<int> out;
   static const std::regex component(R"re((?:^|[/_:])(\d+)(?=$|[/_:]))re");
   for (const auto& key : keys) {
+    if (key.size() > kMaxParsed) continue;  // the store client refuses such keys too
     for (auto c = std::sregex_iterator(key.begin(), key.end(), component);
          c != std::sregex_iterator(); ++c) {
-      out.insert(std::stoi((*c)[1].str()));
+      if (const auto rank = to_int((*c)[1].str())) out.insert(*rank);  // else: no rank
     }
   }
   return out;

@@ -216,6 +216,9 @@ Match match_frame(const Frame& frame) {
 
 // torch, Ray and the standard library: where primitives live, not where users call them.
 bool is_library_file(const std::string& file) {
+  // No path is longer than PATH_MAX; std::regex recurses once per character of `[^/]+` and
+  // overflowed the stack on a 60,000-character file name (a snapshot file's frame).
+  if (file.size() > 4096) return false;
   static const std::regex library(
       R"((/(site|dist)-packages/(torch|ray)/)|(/lib/python3\.\d+t?/[^/]+\.py$)|)"
       R"((/lib/python3\.\d+t?/(asyncio|concurrent|multiprocessing|importlib)/))");

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstring>
 #include <regex>
@@ -167,6 +168,40 @@ std::string resolve(const std::string& name) {
   return text;
 }
 
+// The quoted strings of a repr, as the ECMAScript regex '((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)"
+// finds them (a quote, then anything but that quote or a backslash, or a backslash and any
+// character but a line break, up to the same quote; searched again after an unclosed one),
+// without std::regex: it recursed once per character and overflowed the stack on a long
+// string (a local's repr from a snapshot file).
+std::vector<std::string> quoted_strings(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const char quote = text[i];
+    if (quote != '\'' && quote != '"') {
+      ++i;
+      continue;
+    }
+    std::size_t j = i + 1;
+    while (j < text.size() && text[j] != quote) {
+      if (text[j] != '\\') {
+        ++j;
+      } else if (j + 1 < text.size() && text[j + 1] != '\n' && text[j + 1] != '\r') {
+        j += 2;
+      } else {
+        break;  // a backslash before a line break or the end: no string from this quote
+      }
+    }
+    if (j >= text.size() || text[j] != quote) {
+      ++i;
+      continue;
+    }
+    out.push_back(text.substr(i + 1, j - i - 1));
+    i = j + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string StoreEndpoint::text() const {
@@ -192,18 +227,23 @@ StoreEndpoint store_endpoint(const std::map<std::string, std::string>& env) {
 }
 
 std::optional<StoreProtocol> store_protocol_for(const std::string& torch_version) {
-  static const std::regex release(R"(^\d+\.\d+)");
-  if (!std::regex_search(torch_version, release)) return std::nullopt;
+  // Starts like a release, "\d+\.\d": without std::regex, which recursed once per digit.
+  const auto digit = [&](std::size_t i) {
+    return i < torch_version.size() && std::isdigit(static_cast<unsigned char>(torch_version[i]));
+  };
+  std::size_t i = 0;
+  while (digit(i)) ++i;
+  if (i == 0 || i >= torch_version.size() || torch_version[i] != '.' || !digit(i + 1)) {
+    return std::nullopt;
+  }
   return facts::compare_versions(torch_version, "2.0.0a0") < 0 ? StoreProtocol::kTorch1
                                                                : StoreProtocol::kTorch2;
 }
 
 std::vector<std::string> keys_in_repr(const std::string& repr) {
   std::vector<std::string> keys;
-  static const std::regex quoted(R"re('((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)")re");
-  for (auto it = std::sregex_iterator(repr.begin(), repr.end(), quoted);
-       it != std::sregex_iterator() && keys.size() < kMaxKeys; ++it) {
-    std::string key = (*it)[1].matched ? (*it)[1].str() : (*it)[2].str();
+  for (const auto& key : quoted_strings(repr)) {
+    if (keys.size() >= kMaxKeys) break;
     // A repr escapes a backslash and its own quote; nothing else is unescaped here.
     std::string plain;
     for (std::size_t i = 0; i < key.size(); ++i) {

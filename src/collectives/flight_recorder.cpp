@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <limits>
 #include <thread>
 
 #include "hangscope/collectives/torch_pickle.h"
@@ -303,12 +304,33 @@ json to_json(const FlightRecord& r) {
   return out;
 }
 
+namespace {
+
+// A whole number of the compact record (to_json writes int64 values). nlohmann's
+// get<std::int64_t>() converts a float, or an integer beyond int64 (parsed as a float), with
+// undefined behaviour when it does not fit: a snapshot file is any text, so those are refused.
+std::int64_t whole_number(const json& value, const char* what) {
+  if (value.is_number_integer() &&
+      !(value.is_number_unsigned() &&
+        value.get<std::uint64_t>() >
+            static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))) {
+    return value.get<std::int64_t>();
+  }
+  throw Error(std::string("`") + what + "` is not a 64-bit whole number: " + value.dump());
+}
+
+std::int64_t whole_number_or(const json& object, const char* key, std::int64_t fallback) {
+  return object.contains(key) ? whole_number(object[key], key) : fallback;
+}
+
+}  // namespace
+
 FlightRecord flight_record_from_json(const json& j) {
   FlightRecord r;
   r.path = j.value("path", "");
   r.format = j.value("format", "");
   r.version = j.value("version", "");
-  r.written_unix_ns = j.value("written_unix_ns", std::int64_t{0});
+  r.written_unix_ns = whole_number_or(j, "written_unix_ns", 0);
   r.fresh = j.value("fresh", true);
   r.error = j.value("error", "");
   if (j.contains("rank") && j["rank"].is_number_integer()) r.rank = j["rank"].get<int>();
@@ -320,25 +342,33 @@ FlightRecord flight_record_from_json(const json& j) {
     group.id = id;
     group.name = g.value("name", "");
     group.desc = g.value("desc", "");
-    group.ranks = g.value("ranks", std::vector<int>{});
-    if (g.contains("last_enqueued")) group.last_enqueued = g["last_enqueued"].get<std::int64_t>();
-    if (g.contains("last_started")) group.last_started = g["last_started"].get<std::int64_t>();
+    for (const auto& rank : g.value("ranks", json::array())) {
+      const auto n = whole_number(rank, "ranks");
+      if (n < std::numeric_limits<int>::min() || n > std::numeric_limits<int>::max()) {
+        throw Error("a rank beyond int: " + std::to_string(n));
+      }
+      group.ranks.push_back(static_cast<int>(n));
+    }
+    if (g.contains("last_enqueued"))
+      group.last_enqueued = whole_number(g["last_enqueued"], "last_enqueued");
+    if (g.contains("last_started"))
+      group.last_started = whole_number(g["last_started"], "last_started");
     if (g.contains("last_completed"))
-      group.last_completed = g["last_completed"].get<std::int64_t>();
+      group.last_completed = whole_number(g["last_completed"], "last_completed");
     r.groups[id] = group;
   }
   for (const auto& e : entries) {
     FlightEntry entry;
     entry.pg = e.value("pg", "");
-    entry.collective_seq_id = e.value("seq", std::int64_t{0});
-    entry.p2p_seq_id = e.value("p2p_seq", std::int64_t{0});
+    entry.collective_seq_id = whole_number_or(e, "seq", 0);
+    entry.p2p_seq_id = whole_number_or(e, "p2p_seq", 0);
     entry.is_p2p = e.value("is_p2p", false);
     entry.profiling_name = e.value("op", "");
     entry.input_sizes = e.value("input_sizes", "");
     entry.input_dtypes = e.value("input_dtypes", "");
     entry.output_sizes = e.value("output_sizes", "");
     entry.state = e.value("state", "");
-    entry.time_created_ns = e.value("time_created_ns", std::int64_t{0});
+    entry.time_created_ns = whole_number_or(e, "time_created_ns", 0);
     r.entries.push_back(entry);
   }
   return r;

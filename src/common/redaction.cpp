@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <regex>
 
 namespace hangscope {
 namespace {
@@ -37,9 +36,49 @@ bool looks_like_secret(std::string_view value) {
          l.rfind("akia", 0) == 0;
 }
 
+// What the ECMAScript regex ([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]+):[^@\s/]+@ replaced with
+// "$1:<masked>@", scanned by hand: std::regex recursed once per character and overflowed the
+// stack on a value of about 100 KB (an environment variable may hold 128 KiB). A match is
+// "://" after a scheme (a letter, then letters, digits, + . -), a user up to the first ':',
+// then a password up to '@' (neither holds '/', '@' or white space; the user no ':').
 std::string mask_url_credentials(std::string_view text) {
-  static const std::regex credentials(R"(([A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]+):[^@\s/]+@)");
-  return std::regex_replace(std::string(text), credentials, "$1:" + std::string(kMasked) + "@");
+  const auto ascii_letter = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); };
+  const auto scheme_char = [&](char c) {
+    return ascii_letter(c) || (c >= '0' && c <= '9') || c == '+' || c == '.' || c == '-';
+  };
+  const auto space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
+  std::string out;
+  std::size_t copied = 0;  // text[0, copied) is in `out`
+  for (std::size_t sep = text.find("://"); sep != std::string_view::npos;
+       sep = text.find("://", sep + 1)) {
+    // The scheme: the run of scheme characters before "://" (after the last match), from its
+    // first letter on.
+    std::size_t start = sep;
+    while (start > copied && scheme_char(text[start - 1])) --start;
+    while (start < sep && !ascii_letter(text[start])) ++start;
+    if (start == sep) continue;
+    std::size_t user_end = sep + 3;
+    while (user_end < text.size() && text[user_end] != '/' && text[user_end] != ':' &&
+           text[user_end] != '@' && !space(text[user_end])) {
+      ++user_end;
+    }
+    if (user_end == sep + 3 || user_end >= text.size() || text[user_end] != ':') continue;
+    std::size_t password_end = user_end + 1;
+    while (password_end < text.size() && text[password_end] != '@' && text[password_end] != '/' &&
+           !space(text[password_end])) {
+      ++password_end;
+    }
+    if (password_end == user_end + 1 || password_end >= text.size() || text[password_end] != '@') {
+      continue;
+    }
+    out.append(text.substr(copied, user_end + 1 - copied));
+    out.append(kMasked);
+    out += '@';
+    copied = password_end + 1;
+    sep = password_end;  // the next match starts after this one
+  }
+  out.append(text.substr(copied));
+  return out;
 }
 
 std::string mask_if_secret(std::string_view name, std::string_view value) {

@@ -3,9 +3,11 @@
 #include <openssl/evp.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <regex>
 
 #include "hangscope/common/files.h"
 
@@ -222,11 +224,35 @@ std::vector<P2pCacheFile> gpu_p2p_cache_files(const std::string& root,
   return out;
 }
 
+// What the ECMAScript regex (tp|ep)_rank['"]?\s*[,:=]\s*(\d+) finds, scanned by hand: std::regex
+// recursed once per character of a run of spaces or digits and overflowed the stack on a long
+// key (a cache file's keys are any text). Numbers beyond int are no ranks (std::stoi threw).
 void ranks_in_cache_key(const std::string& key, std::set<int>& tp_ranks, std::set<int>& ep_ranks) {
-  static const std::regex rank(R"re((tp|ep)_rank['"]?\s*[,:=]\s*(\d+))re");
-  for (auto it = std::sregex_iterator(key.begin(), key.end(), rank); it != std::sregex_iterator();
-       ++it) {
-    ((*it)[1] == "tp" ? tp_ranks : ep_ranks).insert(std::stoi((*it)[2]));
+  const auto space = [&](std::size_t i) {
+    return i < key.size() && std::isspace(static_cast<unsigned char>(key[i]));
+  };
+  const auto digit = [&](std::size_t i) {
+    return i < key.size() && std::isdigit(static_cast<unsigned char>(key[i]));
+  };
+  std::size_t pos = 0;
+  for (;;) {
+    const std::size_t at = std::min(key.find("tp_rank", pos), key.find("ep_rank", pos));
+    if (at == std::string::npos) return;
+    pos = at + 1;
+    std::size_t i = at + 7;
+    if (i < key.size() && (key[i] == '\'' || key[i] == '"')) ++i;
+    while (space(i)) ++i;
+    if (i >= key.size() || (key[i] != ',' && key[i] != ':' && key[i] != '=')) continue;
+    ++i;
+    while (space(i)) ++i;
+    const std::size_t digits = i;
+    while (digit(i)) ++i;
+    if (i == digits) continue;
+    pos = i;
+    int rank = 0;
+    const auto [end, error] = std::from_chars(key.data() + digits, key.data() + i, rank);
+    if (error != std::errc() || end != key.data() + i) continue;
+    (key[at] == 't' ? tp_ranks : ep_ranks).insert(rank);
   }
 }
 

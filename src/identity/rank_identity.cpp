@@ -152,13 +152,17 @@ void coordinates_from_log(const std::vector<std::string>& lines, RankIdentity& i
   static const std::regex assigned(
       R"(rank (\d+) in world size (\d+) is assigned as DP rank (\d+), PP rank (\d+), TP rank (\d+))");
   for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    // The line is about 120 characters; std::regex recurses once per digit of a number and
+    // overflowed the stack on a long one (a log line is any text the rank printed).
+    if (it->size() > 4096) continue;
     std::smatch m;
     if (!std::regex_search(*it, m, assigned)) continue;
-    if (identity.rank && *identity.rank != std::stoi(m[1])) continue;  // another rank's line
+    // Numbers that do not fit an int (to_int: nullopt) are no ranks (std::stoi threw).
+    if (identity.rank && identity.rank != to_int(m[1].str())) continue;  // another rank's line
     const auto set = [&](std::optional<int>& field, const char* name, const std::string& value) {
       if (field) return;
-      field = std::stoi(value);
-      identity.sources[name] = "log";
+      field = to_int(value);
+      if (field) identity.sources[name] = "log";
     };
     set(identity.dp, "dp", m[3]);
     set(identity.pp, "pp", m[4]);

@@ -272,13 +272,18 @@ capture::NodeSnapshot decode(const v1::NodeSnapshot& in) {
     r.facts.insert(p.facts().begin(), p.facts().end());
     r.facts.insert(in.common_facts().begin(), in.common_facts().end());
     if (!p.flight_record().empty()) {
+      const auto unreadable = [&](const char* why) {
+        r.flight_record = collectives::FlightRecord{};
+        // The parser's message quotes the bad bytes, which may end inside a UTF-8 sequence.
+        r.flight_record->error = valid_utf8(std::string("unreadable in the snapshot: ") + why);
+      };
       try {
         r.flight_record =
             collectives::flight_record_from_json(nlohmann::json::parse(p.flight_record()));
       } catch (const nlohmann::json::exception& e) {
-        r.flight_record = collectives::FlightRecord{};
-        // The parser's message quotes the bad bytes, which may end inside a UTF-8 sequence.
-        r.flight_record->error = valid_utf8(std::string("unreadable in the snapshot: ") + e.what());
+        unreadable(e.what());
+      } catch (const Error& e) {  // a number that is no 64-bit whole number
+        unreadable(e.what());
       }
     }
     r.environment_source = p.environment_source();

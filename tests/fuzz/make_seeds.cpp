@@ -45,6 +45,22 @@ void snapshots(const std::string& corpus, const std::string& source_dir) {
         .env(2, "MASTER_PORT", "29500");
     write_both(corpus, "store_barrier", job.bundle());
   }
+  {  // idle ranks whose locals name peers: rank 2 waits for a store key, ranks 0-1 in an
+     // all_reduce of a listed group, rank 3 in the barrier (the wait-for graph reads them)
+    JobBuilder job(4, "127.0.0.1:29500", 2);
+    const auto listed = [](int line) {
+      auto stack = all_reduce_stack();
+      stack[2].locals = {{"ranks", "[0, 1, 3]"}, {"group", "<ProcessGroup object>"}};
+      stack[2].line = line;
+      return stack;
+    };
+    job.rank(0, listed(1536))
+        .rank(1, listed(1536))
+        .rank(2, store_wait_stack(2))
+        .rank(3, barrier_stack())
+        .fact(2, "version.torch", "2.5.1+cu124");
+    write_both(corpus, "locals_name_peers", job.bundle());
+  }
   {  // every rank in all_reduce, rank 3 one collective behind (flight-recorder dumps)
     JobBuilder job(4, "127.0.0.1:29500", 1);
     for (int r = 0; r < 4; ++r) {

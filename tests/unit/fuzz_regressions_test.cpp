@@ -6,19 +6,30 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
+#include <set>
 #include <sstream>
 
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/analysis/wait_point.h"
+#include "hangscope/collectives/c10d_store.h"
 #include "hangscope/collectives/flight_recorder.h"
 #include "hangscope/collectives/nccl_ras.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
+#include "hangscope/common/redaction.h"
 #include "hangscope/common/text.h"
+#include "hangscope/facts/caches.h"
 #include "hangscope/facts/versions.h"
+#include "hangscope/identity/rank_identity.h"
+#include "hangscope/memory/memory_reader.h"
+#include "hangscope/proc/maps.h"
 #include "hangscope/python/layout.h"
 #include "hangscope/python/line_table.h"
+#include "hangscope/python/objects.h"
+#include "hangscope/python/stack_reader.h"
 #include "hangscope/report/report.h"
+#include "hangscope/rules/rule.h"
 #include "hangscope/snapshot/codec.h"
 
 namespace hangscope {
@@ -151,6 +162,214 @@ TEST(FuzzRegressions, ADebugOffsetsTableWithAHugeFrameSizeIsRefused) {
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "_Py_DebugOffsets holds an implausible offset");
   }
+}
+
+// A number beyond double in a rule file: nlohmann threw out_of_range 406, which parse_rule did
+// not catch (it caught parse_error only): `hangscope rules check` and every diagnose died.
+TEST(FuzzRegressions, ARuleFileWithANumberBeyondDoubleIsRefusedWithItsLine) {
+  const auto text = regression("rule_file/number_overflow");
+  try {
+    rules::parse_rule(text, "rules.d/x.json");
+    FAIL() << "parsed";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("rules.d/x.json:1: not valid JSON: ", 0), 0u) << what;
+    EXPECT_NE(what.find("number overflow"), std::string::npos) << what;
+  }
+  try {
+    rules::parse_rule("{\n  \"id\": \"x\",\n  \"confidence\": 1e999\n}", "y.json");
+    FAIL() << "parsed";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("y.json:3: not valid JSON: ", 0), 0u) << e.what();
+  }
+}
+
+// The stack reader over an input of python_frames_fuzz: byte 0 the version (10 + byte % 5),
+// byte 1 bit 0 the locals, then the memory image at 0x10000000 (_PyRuntime at its start).
+std::vector<python::PyThread> walk_image(const std::string& input) {
+  constexpr std::uint64_t kBase = 0x10000000;
+  const int minor = 10 + static_cast<unsigned char>(input.at(0)) % 5;
+  memory::BufferMemory image(kBase, reinterpret_cast<const std::byte*>(input.data() + 2),
+                             input.size() - 2);
+  proc::Mapping mapping;
+  mapping.start = kBase;
+  mapping.end = kBase + input.size() - 2;
+  mapping.readable = true;
+  const proc::MemoryMap maps({mapping});
+  const auto layout = python::builtin_layout({3, minor, 0, 0});
+  if (!layout) throw Error("not a built-in layout");
+  python::ObjectReader objects(image, maps, *layout);
+  python::StackReaderOptions options;
+  options.locals = (input.at(1) & 1) != 0;
+  options.max_frames = 128;
+  options.max_threads = 16;
+  return python::StackReader(objects, kBase, options).read_threads();
+}
+
+// A 3.10 frame whose f_lasti is 2,113,929,221: the byte offset (f_lasti * 2) overflowed int
+// (UBSan). Offsets beyond int are now past every line table: that frame has no line.
+TEST(FuzzRegressions, AHugeFLastiGivesNoLineInsteadOfOverflowing) {
+  const auto input = regression("python_frames/py310_f_lasti_overflows_int");
+  ASSERT_EQ(input.at(0) % 5, 0);  // 3.10
+  std::vector<python::PyThread> threads;
+  try {
+    threads = walk_image(input);
+  } catch (const Error& e) {
+    GTEST_SKIP() << "the image's interpreter is unreadable: " << e.what();
+  }
+  std::size_t frames = 0;
+  for (const auto& t : threads) frames += t.frames.size();
+  EXPECT_GT(frames, 0u);
+  const std::vector<std::uint8_t> table = {255, 1, 255, 1};
+  EXPECT_EQ(python::line_for_offset_310(std::as_bytes(std::span(table)), 7,
+                                        std::numeric_limits<int>::max()),
+            std::nullopt);
+}
+
+// keys_in_repr searched a local's repr with std::regex, which recursed once per character: a
+// quoted string of 30,000 characters overflowed the stack (ASan; longer ones in any build),
+// at capture and in diagnose's wait-for graph. Now a linear scan that finds the same keys.
+TEST(FuzzRegressions, ALongQuotedStringInAReprIsOneKey) {
+  const auto repr = regression("c10d_store/repr_quoted_30k");
+  const auto keys = collectives::keys_in_repr(repr);
+  ASSERT_EQ(keys.size(), 1u);
+  EXPECT_EQ(keys[0], std::string(30000, 'a'));
+  // What the regex found: escapes, both quotes, unclosed and line-broken strings skipped.
+  EXPECT_EQ(collectives::keys_in_repr(R"(['a/0', "b\"1", 'c\'2', '', 'd\\'])"),
+            (std::vector<std::string>{"a/0", "b\"1", "c'2", "d\\"}));
+  EXPECT_EQ(collectives::keys_in_repr("'open \"x\""), (std::vector<std::string>{"x"}));
+  // A backslash before a line break ends no string: the next quote starts one.
+  EXPECT_EQ(collectives::keys_in_repr("'a\\\nb' 'k"), (std::vector<std::string>{" "}));
+}
+
+// store_protocol_for matched ^\d+\.\d+ with std::regex: 60,000 digits overflowed the stack.
+TEST(FuzzRegressions, AVersionOfManyDigitsHasNoProtocolAndNoStackOverflow) {
+  const auto version = regression("c10d_store/torch_version_60k_digits");
+  EXPECT_EQ(collectives::store_protocol_for(version), std::nullopt);
+  EXPECT_EQ(collectives::store_protocol_for(version + ".1"), collectives::StoreProtocol::kTorch2);
+  EXPECT_EQ(collectives::store_protocol_for("1.13.0a0+gitunknown"),
+            collectives::StoreProtocol::kTorch1);
+  EXPECT_EQ(collectives::store_protocol_for("2.5.1+cu124"), collectives::StoreProtocol::kTorch2);
+  for (const char* bad : {"", "2", "2.", ".5", "v2.5", "2.x"}) {
+    EXPECT_EQ(collectives::store_protocol_for(bad), std::nullopt) << bad;
+  }
+}
+
+analysis::Analysis analyse_file(const std::string& name, analysis::Bundle& bundle) {
+  bundle.snapshots = snapshot::read_file(regression_path(name));
+  bundle.nodes.push_back({bundle.snapshots.at(0).node_name, std::nullopt, "ok", "", 0});
+  return analysis::analyze(bundle);
+}
+
+// A store key naming "rank" 9999999999, and a collective's `ranks` local with 99999999999:
+// std::stoi threw std::out_of_range out of the wait-for graph (diagnose died).
+TEST(FuzzRegressions, RankNumbersBeyondIntInLocalsNameNoRank) {
+  for (const char* name : {"snapshot_json/store_key_rank_overflows_int.json",
+                           "snapshot_json/collective_ranks_overflow_int.json"}) {
+    analysis::Bundle bundle;
+    analysis::Analysis result;
+    ASSERT_NO_THROW(result = analyse_file(name, bundle)) << name;
+    for (const auto& job : result.jobs) {
+      for (const auto& r : job.ranks) {
+        for (int peer : r.waits_for) EXPECT_LT(peer, 100) << name;
+      }
+    }
+  }
+}
+
+// A Python frame whose file name is 60,000 characters: is_library_file's std::regex recursed
+// once per character and overflowed the stack (ASan) while diagnose classified the thread.
+TEST(FuzzRegressions, AVeryLongPythonFileNameIsClassifiedWithoutStackOverflow) {
+  analysis::Bundle bundle;
+  analysis::Analysis result;
+  ASSERT_NO_THROW(result = analyse_file("snapshot_json/python_file_path_60k.json", bundle));
+  ASSERT_EQ(result.jobs.size(), 1u);
+  const auto& wait = result.jobs[0].ranks.at(0).wait;
+  if (wait.python) {
+    EXPECT_EQ(wait.python->function, "wait_here");
+  }
+}
+
+// A flight record in a snapshot whose time_created_ns is 9e19 (beyond int64, so parsed as a
+// float): nlohmann's get<std::int64_t>() converted it with undefined behaviour (UBSan).
+TEST(FuzzRegressions, AFlightRecordNumberBeyondInt64MakesTheRecordUnreadable) {
+  const auto nodes =
+      snapshot::read_file(regression_path("snapshot_json/flight_record_time_beyond_int64.json"));
+  const auto& record = nodes.at(0).processes.at(0).flight_record;
+  ASSERT_TRUE(record);
+  EXPECT_NE(record->error.find("unreadable in the snapshot: `time_created_ns` is not a 64-bit "
+                               "whole number"),
+            std::string::npos)
+      << record->error;
+  EXPECT_TRUE(record->entries.empty());
+  // What to_json writes still reads back.
+  collectives::FlightRecord good;
+  good.written_unix_ns = std::numeric_limits<std::int64_t>::max();
+  good.groups["0"].ranks = {0, 1, std::numeric_limits<int>::max()};
+  good.groups["0"].last_completed = -1;
+  good.entries.push_back({"0", 5, 0, false, "nccl:all_reduce", "[[3]]", "", "", "started", 7});
+  const auto back = collectives::flight_record_from_json(collectives::to_json(good));
+  EXPECT_EQ(back.written_unix_ns, good.written_unix_ns);
+  EXPECT_EQ(back.groups.at("0").ranks, good.groups.at("0").ranks);
+  EXPECT_EQ(back.groups.at("0").last_completed, -1);
+  EXPECT_EQ(back.entries.at(0).time_created_ns, 7);
+  for (const char* bad :
+       {R"({"groups": {"0": {"ranks": [1.5]}}})", R"({"groups": {"0": {"ranks": [4294967296]}}})",
+        R"({"entries": [{"seq": 1e3}]})", R"({"written_unix_ns": -1e30})"}) {
+    EXPECT_THROW(collectives::flight_record_from_json(nlohmann::json::parse(bad)), Error) << bad;
+  }
+}
+
+// A snapshot whose rank says its world has 2,000,000,000 ranks: diagnose made an entry for each
+// missing rank (3 GB for the vector alone, then out of memory). World sizes beyond 131,072
+// are not taken.
+TEST(FuzzRegressions, AWorldSizeOfTwoBillionIsNotTaken) {
+  analysis::Bundle bundle;
+  analysis::Analysis result;
+  ASSERT_NO_THROW(result = analyse_file("snapshot_json/world_size_two_billion.json", bundle));
+  ASSERT_EQ(result.jobs.size(), 1u);
+  EXPECT_EQ(result.jobs[0].world_size, std::nullopt);
+  EXPECT_EQ(result.jobs[0].ranks.size(), 1u);
+}
+
+// Ranks beyond int in a FlashInfer cache key or vLLM's "assigned as" log line: std::stoi threw
+// out of the agent's capture. Long runs of spaces or digits overflowed std::regex's stack.
+TEST(FuzzRegressions, RankHintsBeyondIntOrVeryLongAreSkipped) {
+  std::set<int> tp, ep;
+  facts::ranks_in_cache_key(regression("rank_identity/cache_key_rank_overflows_int"), tp, ep);
+  EXPECT_TRUE(tp.empty() && ep.empty());
+  facts::ranks_in_cache_key(regression("rank_identity/cache_key_50k_spaces"), tp, ep);
+  EXPECT_EQ(tp, (std::set<int>{1}));
+  facts::ranks_in_cache_key("(('m', 128), ('tp_rank', 2), (\"ep_rank\": 0), tp_rank=x, ep_rank,7)",
+                            tp, ep);
+  EXPECT_EQ(tp, (std::set<int>{1, 2}));
+  EXPECT_EQ(ep, (std::set<int>{0, 7}));
+
+  identity::RankIdentity id;
+  id.rank = 1;
+  identity::identify_from_log(split_lines(regression("rank_identity/log_pp_rank_overflows_int")),
+                              id);
+  EXPECT_EQ(id.dp, 0);
+  EXPECT_EQ(id.pp, std::nullopt);
+  EXPECT_EQ(id.tp, 0);
+  EXPECT_EQ(id.sources.count("pp"), 0u);
+  identity::RankIdentity other;
+  identity::identify_from_log(split_lines(regression("rank_identity/log_rank_50k_digits")), other);
+  EXPECT_EQ(other.rank, std::nullopt);
+}
+
+// mask_url_credentials used std::regex_replace, which recursed once per character: a value of
+// 50,000 characters overflowed the stack (ASan; ~100 KB in a normal build, and an environment
+// variable may hold 128 KiB). Now a linear scan that masks the same passwords.
+TEST(FuzzRegressions, ALongValueIsMaskedWithoutStackOverflow) {
+  const auto value = regression("redaction/url_user_50k");
+  EXPECT_EQ(mask_url_credentials(value), value.substr(0, value.size() - 2) + "<masked>@");
+  EXPECT_EQ(mask_url_credentials("see https://u:pw@h/x and git+ssh://a:b:c@d, ://x:y@z"),
+            "see https://u:<masked>@h/x and git+ssh://a:<masked>@d, ://x:y@z");
+  EXPECT_EQ(mask_url_credentials("1http://u:p@h -http://u:p@h http://:p@h http://u:@h"),
+            "1http://u:<masked>@h -http://u:<masked>@h http://:p@h http://u:@h");
+  EXPECT_EQ(mask_url_credentials("a://u:p q@h b://u:p/q@h c://u@h:p@h"),
+            "a://u:p q@h b://u:p/q@h c://u@h:p@h");
 }
 
 }  // namespace

@@ -82,7 +82,9 @@ std::string trigger_flight_dump(const std::string& root,
                                 const std::map<std::string, std::string>& env, int rank,
                                 std::chrono::milliseconds timeout);
 
-// The record as compact JSON (for snapshots) and back.
+// The record as compact JSON (for snapshots) and back. flight_record_from_json throws
+// nlohmann::json's exceptions for a value of the wrong type and hangscope::Error for a number
+// that is not a 64-bit whole number (or a rank beyond int).
 nlohmann::json to_json(const FlightRecord& record);
 FlightRecord flight_record_from_json(const nlohmann::json& j);
 
