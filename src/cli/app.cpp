@@ -33,7 +33,8 @@ int run(int argc, char** argv) {
       "than a copy of their registers and stack takes.",
       "hangscope"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("hangscope ") + kVersion + " (git " + kGitRevision +
+  app.set_version_flag("--version", std::string("hangscope ") + kVersion + " (git " +
+                                        git_revision() +
                                         ")\nPython stacks: CPython 3.10-3.13, 3.14 and later "
                                         "through their _Py_DebugOffsets table");
   app.footer(

@@ -333,7 +333,7 @@ std::string network_section(const analysis::Analysis& a) {
 
 std::string capture_section(const analysis::Analysis& a) {
   std::ostringstream md;
-  md << "## How this was captured\n\nhangscope " << kVersion << " (git " << kGitRevision << "), "
+  md << "## How this was captured\n\nhangscope " << kVersion << " (git " << git_revision() << "), "
      << a.samples << " sample(s) per node";
   if (a.samples > 1) {
     md.precision(2);

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "command.h"
 #include "target_process.h"
@@ -116,6 +117,56 @@ TEST(Cli, VersionNamesTheRevisionAndThePythonVersions) {
   EXPECT_EQ(result.exit_code, 0);
   EXPECT_EQ(result.out.rfind("hangscope 0.1.0 (git ", 0), 0u) << result.out;
   EXPECT_NE(result.out.find("CPython 3.10-3.13"), std::string::npos) << result.out;
+  // The revision is the checkout's HEAD at build time (plus -dirty for local changes), not
+  // the one of the last cmake configure.
+  const auto head = testing::run_command("git -C " + std::string(HANGSCOPE_SOURCE_DIR) +
+                                         " rev-parse --short=12 HEAD");
+  if (head.exit_code == 0 && !head.out.empty()) {
+    const std::string revision = head.out.substr(0, 12);
+    EXPECT_TRUE(result.out.find("(git " + revision + ")") != std::string::npos ||
+                result.out.find("(git " + revision + "-dirty)") != std::string::npos)
+        << result.out;
+  }
+}
+
+// rules list/check --json: one JSON document a script can read; a bad rule file gives valid
+// false, the parser's reason with the file's name and line, and exit code 1.
+TEST(Cli, RulesListAndCheckPrintJson) {
+  const auto list = run_hangscope("rules list --json");
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  const auto listed = nlohmann::json::parse(list.out);
+  EXPECT_TRUE(listed.at("errors").empty());
+  std::set<std::string> ids;
+  for (const auto& rule : listed.at("rules")) {
+    ids.insert(rule.at("id").get<std::string>());
+    EXPECT_EQ(rule.at("source").get<std::string>().rfind("builtin:", 0), 0u) << rule.dump();
+    EXPECT_GT(rule.at("confidence").get<double>(), 0.0);
+    EXPECT_FALSE(rule.at("groups").empty()) << rule.dump();
+  }
+  EXPECT_TRUE(ids.count("symmetric-memory-rendezvous")) << list.out;
+  EXPECT_TRUE(ids.count("autotune-cache-mismatch")) << list.out;
+  EXPECT_TRUE(ids.count("compiled-dag-stall")) << list.out;
+
+  const auto bad = testing::temp_path("cli-rule") + ".json";
+  testing::run_command("printf '{\\n  \"id\": \"x\",\\n  \"title\": 7,\\n' > " + bad);
+  const auto checked = run_hangscope("rules check --json " + bad);
+  EXPECT_EQ(checked.exit_code, 1);
+  const auto verdict = nlohmann::json::parse(checked.out);
+  EXPECT_EQ(verdict.at("file"), bad);
+  EXPECT_FALSE(verdict.at("valid").get<bool>());
+  EXPECT_EQ(verdict.at("error").get<std::string>().rfind(bad + ":", 0), 0u) << checked.out;
+
+  const auto missing = run_hangscope("rules check --json " + bad + ".absent");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(
+      nlohmann::json::parse(missing.out).at("error").get<std::string>().find("cannot be read"),
+      std::string::npos);
+
+  const auto good = run_hangscope("rules check --json " + std::string(HANGSCOPE_SOURCE_DIR) +
+                                  "/src/rules/builtin/compiled-dag-stall.json");
+  EXPECT_EQ(good.exit_code, 0) << good.out;
+  EXPECT_EQ(nlohmann::json::parse(good.out).at("rule").at("id"), "compiled-dag-stall");
+  testing::run_command("rm -f " + bad);
 }
 
 // diagnose --ticket prints report.md as written into the bundle (a ticket body), nothing else
