@@ -8,7 +8,10 @@
 #   P/share/man/man1/hangscope.1.gz                  docs/hangscope.1
 #   P/share/bash-completion/completions/hangscope    tools/completions/hangscope.bash
 #   P/share/zsh/vendor-completions/_hangscope        tools/completions/_hangscope
-#   P/share/doc/hangscope/                           README.md, LICENSE, docs/*.md
+#   P/share/doc/hangscope/                           README.md, LICENSE, docs/*.md, and copyright
+#                                                    (Debian's machine-readable format:
+#                                                    cmake/debian/copyright, which also names the
+#                                                    statically linked gRPC/protobuf/abseil)
 # Nothing of tests/ is installed.
 
 # The man page, compressed as Debian installs man pages. gzip -n: no name or time stamp in the
@@ -35,6 +38,7 @@ install(FILES ${PROJECT_SOURCE_DIR}/tools/completions/_hangscope
 
 file(GLOB _docs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/*.md)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/LICENSE ${_docs}
+              ${PROJECT_SOURCE_DIR}/cmake/debian/copyright
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
 # CPack: `cd build && cpack -G DEB` writes hangscope_<version>_<arch>.deb (the binary stripped)

@@ -17,6 +17,7 @@
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
 #include "hangscope/common/redaction.h"
+#include "hangscope/common/text.h"
 #include "hangscope/elf/process_image.h"
 #include "hangscope/facts/caches.h"
 #include "hangscope/facts/gpu.h"
@@ -48,6 +49,17 @@ std::string executable(pid_t pid) {
   const ssize_t n =
       ::readlink(("/proc/" + std::to_string(pid) + "/exe").c_str(), buffer, sizeof buffer - 1);
   return n > 0 ? std::string(buffer, static_cast<std::size_t>(n)) : std::string();
+}
+
+// --select: the pattern is searched in the command line, which for a process retitled with
+// setproctitle (vLLM's "VLLM::Worker_TP0", Ray's "ray::RayWorkerWrapper") is its title, in its
+// name (comm), and in its executable's path, which setproctitle leaves alone: `--select python`
+// still finds retitled Python workers.
+bool selected(pid_t pid, const std::regex& pattern) {
+  if (std::regex_search(command_line(pid), pattern)) return true;
+  if (std::regex_search(executable(pid), pattern)) return true;
+  const auto comm = read_file("/proc/" + std::to_string(pid) + "/comm", 64).text;
+  return comm && std::regex_search(trim(*comm), pattern);
 }
 
 bool is_python_executable(const std::string& exe) {
@@ -532,7 +544,7 @@ NodeSnapshot capture_node(const NodeCaptureOptions& options) {
       throw Error("--select " + options.select + ": not a valid regular expression (" + e.what() +
                   ")");
     }
-    std::erase_if(pids, [&](pid_t pid) { return !std::regex_search(command_line(pid), pattern); });
+    std::erase_if(pids, [&](pid_t pid) { return !selected(pid, pattern); });
   }
   NodeFacts node_facts;
   node_facts.gpu = facts::gpu_topology().facts();

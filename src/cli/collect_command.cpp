@@ -109,8 +109,10 @@ CommandRunner register_collect_command(CLI::App& app) {
   app.add_option("--tls-ca", args->tls_ca, "CA of required client certificates (PEM)");
   app.add_option("--node-name", args->node_name, "Name of this node (default: hostname)");
   app.add_option("--pid", args->pids, "Capture these processes instead of discovering ranks");
-  app.add_option("--select", args->select,
-                 "Only processes whose command line matches this regex (agent and --once)");
+  app.add_option(
+      "--select", args->select,
+      "Only processes whose command line (a retitled process's title), name or executable "
+      "path matches this regex (agent and --once)");
   app.add_flag("--locals", args->locals, "Python locals (--once)");
   app.add_flag("--trigger-fr-dump", args->trigger_fr_dump,
                "Ask each rank for a fresh flight-recorder dump through its "

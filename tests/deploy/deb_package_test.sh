@@ -190,6 +190,7 @@ step "package contents = the documented layout (no test executable)"
   for f in "$source_dir"/README.md "$source_dir"/LICENSE "$source_dir"/docs/*.md; do
     echo "./usr/share/doc/hangscope/${f##*/}"
   done
+  echo ./usr/share/doc/hangscope/copyright
 } | sort >"$work/expected.txt"
 dpkg-deb --fsys-tarfile "$deb" | tar -t | grep -v '/$' | sort >"$work/contents.txt"
 diff -u "$work/expected.txt" "$work/contents.txt" || fail "the package's files differ from the layout (- expected, + packaged)"
@@ -289,6 +290,10 @@ for f in "$root"/usr/share/hangscope/rules/*.json; do
 done
 [ "$rules" -gt 0 ] || fail "no rules in /usr/share/hangscope/rules"
 cmp -s "$root/usr/share/doc/hangscope/LICENSE" "$source_dir/LICENSE" || fail "LICENSE"
+# Debian policy 12.5: every package ships /usr/share/doc/PACKAGE/copyright (machine-readable).
+head -1 "$root/usr/share/doc/hangscope/copyright" | grep -q '^Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/' ||
+  fail "no machine-readable /usr/share/doc/hangscope/copyright"
+grep -q '^License: Expat' "$root/usr/share/doc/hangscope/copyright" || fail "copyright names no licence"
 [ -s "$root/usr/share/doc/hangscope/install.md" ] || fail "docs/install.md not installed"
 build_id=$(readelf -n "$root/usr/bin/hangscope" | sed -n 's/.*Build ID: *//p')
 dpkg-deb -c "${ddebs[0]}" | grep -q "usr/lib/debug/.build-id/${build_id:0:2}/${build_id:2}.debug" ||

@@ -125,6 +125,7 @@ TEST(Cli, VersionNamesTheRevisionAndThePythonVersions) {
     const std::string revision = head.out.substr(0, 12);
     EXPECT_TRUE(result.out.find("(git " + revision + ")") != std::string::npos ||
                 result.out.find("(git " + revision + "-dirty)") != std::string::npos)
+        << "the binary's revision is not HEAD's (built before the last commit? rebuild)\n"
         << result.out;
   }
 }

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "hangscope/capture/node_capture.h"
+#include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
 #include "hangscope/elf/process_image.h"
 #include "hangscope/identity/environment.h"
@@ -57,6 +58,29 @@ TEST(IdentityCapture, SetproctitleRankIsIdentifiedFromItsEnvironmentInMemory) {
   EXPECT_EQ(id.pp, 1);
   EXPECT_EQ(id.source, "memory-env");
   EXPECT_EQ(id.job, "10.9.0.1:29501");
+}
+
+// --select on a retitled process: its title, and its executable (which setproctitle leaves
+// alone) both select it; a pattern matching neither leaves it out.
+TEST(IdentityCapture, SelectFindsARetitledProcessByTitleOrExecutable) {
+  testing::TargetProcess rank({"/usr/bin/python3", "-c",
+                               "import setproctitle, time, os\n"
+                               "setproctitle.setproctitle('VLLM::Worker_TP1')\n"
+                               "os.write(1, b'ready\\n')\n"
+                               "time.sleep(600)\n"});
+  rank.wait_for_line("ready");
+  const auto captured = [&](const std::string& select) {
+    capture::NodeCaptureOptions options;
+    options.pids = {rank.pid()};
+    options.select = select;
+    options.process.stacks = capture::StackKinds::kPythonOnly;
+    return capture::capture_node(options).processes.size();
+  };
+  EXPECT_EQ(captured("Worker_TP1$"), 1u);
+  EXPECT_EQ(captured("/python3[.0-9]*$"), 1u);  // /proc/PID/cmdline no longer says python
+  EXPECT_EQ(captured("^python3 -c"), 0u);
+  EXPECT_EQ(captured("sglang"), 0u);
+  EXPECT_THROW(captured("(unclosed"), Error);
 }
 
 TEST(IdentityCapture, PlainProcessEnvironmentComesFromProc) {
