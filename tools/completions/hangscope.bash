@@ -139,9 +139,9 @@ _hangscope() {
           fi
           return 0
           ;;
-        list) opts="-h --help --rules" ;;
+        list) opts="-h --help --rules --json" ;;
         check)
-          opts="-h --help"
+          opts="-h --help --json"
           if [[ $cur != -* ]]; then
             local IFS=$'\n'
             COMPREPLY=($(compgen -f -X '!*.json' -- "$cur") $(compgen -d -- "$cur"))
