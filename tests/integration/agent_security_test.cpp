@@ -22,6 +22,7 @@
 #include "command.h"
 #include "hangscope/v1/agent.grpc.pb.h"
 #include "loopback_peer.h"
+#include "python_targets.h"
 #include "target_process.h"
 
 namespace hangscope {
@@ -373,25 +374,18 @@ TEST(AgentSecurity, PlantedSecretsReachNoOutputByteThroughAnAgent) {
       << R"json({"('gemm', tp_rank=0)": [1, 2], "hub_token": "hf_planted_in_cache_file"})json";
   std::ofstream(compile + "/graph.py") << "TOKEN = 'hf_planted_in_compile_cache'\n";
   const std::string log = work + "/rank.log";
-  const std::string script = HANGSCOPE_SOURCE_DIR "/tests/fixtures/python/secret_rank.py";
-  testing::TargetProcess rank({"/bin/bash", "-c",
-                               "exec >" + log + " 2>&1; exec /usr/bin/python3 " + script +
-                                   " --api-key sk-planted-in-cmdline"},
-                              {{"RANK", "0"},
-                               {"WORLD_SIZE", "1"},
-                               {"VLLM_API_KEY", "planted-vllm-key"},
-                               {"HF_TOKEN", "hf_planted_in_env"},
-                               {"AWS_SECRET_ACCESS_KEY", "planted-aws-secret"},
-                               {"VLLM_CACHE_ROOT", work + "/vllm"},
-                               {"VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR", autotune}});
-  ASSERT_TRUE(
-      testing::eventually([&] { return slurp(log).find("non-default") != std::string::npos; }));
+  const auto rank =
+      testing::start_secret_rank(log, {{"VLLM_API_KEY", "planted-vllm-key"},
+                                       {"HF_TOKEN", "hf_planted_in_env"},
+                                       {"AWS_SECRET_ACCESS_KEY", "planted-aws-secret"},
+                                       {"VLLM_CACHE_ROOT", work + "/vllm"},
+                                       {"VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR", autotune}});
   const std::string token = work + "/token";
   std::ofstream(token) << "planted-agent-token\n";
   std::string everything;
   {
     const LoggedAgent agent("--token-file " + token + " --log " + log + " --pid " +
-                            std::to_string(rank.pid()));
+                            std::to_string(rank->pid()));
     const std::string dir = work + "/bundle";
     const auto out = testing::run_command(
         std::string(HANGSCOPE_BINARY) + " --log-level debug diagnose --agents " + agent.address +

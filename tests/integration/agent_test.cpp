@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "python_targets.h"
 #include "target_process.h"
 
 namespace hangscope {
@@ -191,26 +192,15 @@ namespace {
 // or the snapshots, while the log line itself is kept (masked).
 TEST(Agents, PlantedSecretsAppearInNoOutputFile) {
   const std::string log = testing::temp_path("rank.log");
-  const std::string script = HANGSCOPE_SOURCE_DIR "/tests/fixtures/python/secret_rank.py";
-  testing::TargetProcess rank({"/bin/bash", "-c",
-                               "exec >" + log + " 2>&1; exec /usr/bin/python3 " + script +
-                                   " --api-key sk-planted-in-cmdline"},
-                              {{"RANK", "0"},
-                               {"WORLD_SIZE", "1"},
-                               {"VLLM_API_KEY", "planted-vllm-key"},
-                               {"HF_TOKEN", "hf_planted_in_env"},
-                               {"MY_DB_PASSWORD", "planted-db-password"}});
-  ASSERT_TRUE(testing::eventually([&] {
-    std::ifstream in(log);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    return text.find("non-default args") != std::string::npos;
-  }));
+  const auto rank = testing::start_secret_rank(log, {{"VLLM_API_KEY", "planted-vllm-key"},
+                                                     {"HF_TOKEN", "hf_planted_in_env"},
+                                                     {"MY_DB_PASSWORD", "planted-db-password"}});
   const std::string dir = testing::temp_path("secrets");
   // Two samples with locals (diagnose's default): every output file of the bundle.
   const auto out = run(std::string(HANGSCOPE_BINARY) +
                        " diagnose --samples 2 --interval 100ms "
                        "--pid " +
-                       std::to_string(rank.pid()) + " --json -o " + dir);
+                       std::to_string(rank->pid()) + " --json -o " + dir);
   const auto report = nlohmann::json::parse(out.out);
   ASSERT_EQ(report["ranks"].size(), 1u);
   const auto& lines = report["ranks"][0]["log_lines"];

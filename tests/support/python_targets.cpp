@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <set>
+#include <stdexcept>
 
 namespace hangscope::testing {
 
@@ -55,6 +58,26 @@ std::vector<PythonInterpreter> python_interpreters() {
   if (::access("/usr/bin/python3", X_OK) == 0)
     found.push_back({"debian_python3", "/usr/bin/python3"});
   return found;
+}
+
+std::unique_ptr<TargetProcess> start_secret_rank(const std::string& log,
+                                                 const std::map<std::string, std::string>& env) {
+  const std::string script = HANGSCOPE_SOURCE_DIR "/tests/fixtures/python/secret_rank.py";
+  auto environment = env;
+  environment.emplace("RANK", "0");
+  environment.emplace("WORLD_SIZE", "1");
+  auto rank = std::make_unique<TargetProcess>(
+      std::vector<std::string>{"/bin/bash", "-c",
+                               "exec >" + log + " 2>&1; exec /usr/bin/python3 " + script +
+                                   " --api-key sk-planted-in-cmdline"},
+      environment);
+  const bool started = eventually([&] {
+    std::ifstream in(log);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return text.find("non-default args") != std::string::npos;
+  });
+  if (!started) throw std::runtime_error("secret_rank.py did not start (log: " + log + ")");
+  return rank;
 }
 
 }  // namespace hangscope::testing
