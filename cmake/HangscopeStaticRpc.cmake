@@ -11,7 +11,9 @@
 
 option(HANGSCOPE_STATIC_RPC "Link the hangscope executable's gRPC/protobuf/abseil statically" ON)
 if(HANGSCOPE_TSAN)
-  set(HANGSCOPE_STATIC_RPC OFF)  # tests/tsan.supp names the shared libraries
+  # Shared: code linked from static archives would sit inside the instrumented executable, where
+  # ignore_noninstrumented_modules (tests/tsan.supp) cannot tell it from hangscope's own.
+  set(HANGSCOPE_STATIC_RPC OFF)
 endif()
 
 # Appends to `out_var` the static archive of every shared library reachable from `roots`
