@@ -3,7 +3,6 @@
 // else from the job's layout. Ranks that wait for nobody, work, or are stopped, dead,
 // missing or in uninterruptible sleep are the graph's roots.
 #include <algorithm>
-#include <charconv>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -12,6 +11,7 @@
 
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/collectives/c10d_store.h"
+#include "hangscope/common/numbers.h"
 
 namespace hangscope::analysis {
 namespace {
@@ -20,20 +20,12 @@ namespace {
 // below recurse once per character (std::regex): longer texts are not parsed.
 constexpr std::size_t kMaxParsed = 4096;
 
-// The int a decimal text holds; nullopt when it is none or does not fit an int.
-std::optional<int> to_int(const std::string& digits) {
-  int value = 0;
-  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-  if (error != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
-  return value;
-}
-
 std::optional<int> parse_int(const std::optional<std::string>& text) {
   if (!text || text->size() > kMaxParsed) return std::nullopt;
   static const std::regex integer(R"(^\s*(-?\d+)\s*$)");
   std::smatch m;
   if (!std::regex_match(*text, m, integer)) return std::nullopt;
-  return to_int(m[1]);
+  return to_int(m[1].str());
 }
 
 // "[0, 1, 2, 3]" or "(0, 1)" → {0,1,2,3}; nullopt for anything else.

@@ -5,11 +5,11 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "hangscope/common/files.h"
+#include "hangscope/common/numbers.h"
 
 namespace hangscope::facts {
 namespace {
@@ -249,10 +249,9 @@ void ranks_in_cache_key(const std::string& key, std::set<int>& tp_ranks, std::se
     while (digit(i)) ++i;
     if (i == digits) continue;
     pos = i;
-    int rank = 0;
-    const auto [end, error] = std::from_chars(key.data() + digits, key.data() + i, rank);
-    if (error != std::errc() || end != key.data() + i) continue;
-    (key[at] == 't' ? tp_ranks : ep_ranks).insert(rank);
+    const auto rank = to_int(std::string_view(key).substr(digits, i - digits));
+    if (!rank) continue;  // beyond int: no rank
+    (key[at] == 't' ? tp_ranks : ep_ranks).insert(*rank);
   }
 }
 

@@ -1,17 +1,11 @@
 #include "hangscope/identity/rank_identity.h"
 
-#include <charconv>
 #include <regex>
+
+#include "hangscope/common/numbers.h"
 
 namespace hangscope::identity {
 namespace {
-
-std::optional<int> to_int(std::string_view text) {
-  int value = 0;
-  const auto r = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (r.ec != std::errc() || r.ptr != text.data() + text.size()) return std::nullopt;
-  return value;
-}
 
 std::optional<int> env_int(const std::map<std::string, std::string>& env, const char* name) {
   const auto it = env.find(name);
