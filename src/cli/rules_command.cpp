@@ -4,6 +4,7 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "hangscope/cli/commands.h"
@@ -51,43 +52,43 @@ int list_rules(const RulesArguments& args) {
   return set.errors.empty() ? kExitOk : kExitFailed;
 }
 
-// rules check --json: {"file", "valid", "rule" | "error"}; the exit code says the same.
-int check_rule_json(const RulesArguments& args, const std::string* text) {
-  nlohmann::json out = {{"file", args.file}};
-  try {
-    if (!text) throw Error(args.file + ": cannot be read");
-    out["rule"] = rule_summary(rules::parse_rule(*text, args.file));
-    out["valid"] = true;
-  } catch (const Error& e) {
-    out["valid"] = false;
-    out["error"] = e.what();
-  }
-  std::cout << out.dump(2) << "\n";
-  return out["valid"].get<bool>() ? kExitOk : kExitFailed;
-}
+// A rule file's verdict: the rule, or why the file is not one.
+struct RuleCheck {
+  std::optional<rules::Rule> rule;
+  std::string error;
+};
 
-int check_rule(const RulesArguments& args) {
-  std::ifstream in(args.file);
-  if (!in && args.json) return check_rule_json(args, nullptr);
-  if (!in) {
-    std::cerr << "hangscope: error: " << args.file << ": cannot be read\n";
-    return kExitFailed;
-  }
+RuleCheck check_rule_file(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) return {std::nullopt, file + ": cannot be read"};
   std::stringstream text;
   text << in.rdbuf();
-  if (args.json) {
-    const std::string contents = text.str();
-    return check_rule_json(args, &contents);
-  }
   try {
-    const auto rule = rules::parse_rule(text.str(), args.file);
-    std::cout << args.file << ": rule " << rule.id << " is valid (" << rule.groups.size()
-              << " group(s), " << rule.facts.size() << " fact(s))\n";
-    return kExitOk;
+    return {rules::parse_rule(text.str(), file), ""};
   } catch (const Error& e) {
-    std::cerr << "hangscope: error: " << e.what() << "\n";
-    return kExitFailed;
+    return {std::nullopt, e.what()};
   }
+}
+
+// Text, or with --json {"file", "valid", "rule" | "error"}; the exit code says the same.
+int check_rule(const RulesArguments& args) {
+  const auto result = check_rule_file(args.file);
+  if (args.json) {
+    nlohmann::json out = {{"file", args.file}, {"valid", result.rule.has_value()}};
+    if (result.rule) {
+      out["rule"] = rule_summary(*result.rule);
+    } else {
+      out["error"] = result.error;
+    }
+    std::cout << out.dump(2) << "\n";
+  } else if (result.rule) {
+    std::cout << args.file << ": rule " << result.rule->id << " is valid ("
+              << result.rule->groups.size() << " group(s), " << result.rule->facts.size()
+              << " fact(s))\n";
+  } else {
+    std::cerr << "hangscope: error: " << result.error << "\n";
+  }
+  return result.rule ? kExitOk : kExitFailed;
 }
 
 }  // namespace

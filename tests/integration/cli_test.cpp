@@ -157,6 +157,10 @@ TEST(Cli, RulesListAndCheckPrintJson) {
   EXPECT_FALSE(verdict.at("valid").get<bool>());
   EXPECT_EQ(verdict.at("error").get<std::string>().rfind(bad + ":", 0), 0u) << checked.out;
 
+  const auto text = run_hangscope("rules check " + bad);  // the same verdict for people
+  EXPECT_EQ(text.exit_code, 1);
+  EXPECT_EQ(text.err.rfind("hangscope: error: " + bad + ":", 0), 0u) << text.err;
+
   const auto missing = run_hangscope("rules check --json " + bad + ".absent");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(
