@@ -37,11 +37,12 @@ int run(int argc, char** argv) {
                                         git_revision() +
                                         ")\nPython stacks: CPython 3.10-3.13, 3.14 and later "
                                         "through their _Py_DebugOffsets table");
-  app.footer(
+  const std::string exit_codes =
       "Exit codes: 0 success (diagnose/report: no hang found), 1 error, 2 bad usage, 3 a hang "
       "was found (diagnose/report named a rank, or a node that did not answer or refused). "
       "NO_COLOR turns colours off.\n"
-      "More: hangscope COMMAND --help, man hangscope, docs/cli.md");
+      "More: hangscope COMMAND --help, man hangscope, docs/cli.md";
+  app.footer(exit_codes);
   int verbosity = 0;
   app.add_flag("-v,--verbose", verbosity, "More log output on stderr (repeat for debug)");
   std::string log_level;
@@ -61,6 +62,12 @@ int run(int argc, char** argv) {
   runners[report] = register_report_command(*report);
   auto* rules = app.add_subcommand("rules", "List the signature rules, or check a rule file");
   runners[rules] = register_rules_command(*rules);
+  // A command's own footer (its examples) replaces the main one: scripts read the exit codes
+  // in every command's --help.
+  for (auto& [command, runner] : runners) {
+    const std::string examples = command->get_footer();
+    command->footer(examples.empty() ? exit_codes : examples + "\n\n" + exit_codes);
+  }
 
   try {
     app.parse(argc, argv);

@@ -87,6 +87,11 @@ CommandRunner register_report_command(CLI::App& app) {
                "Print report.md to stdout: a GitHub issue body, ready to paste")
       ->excludes(json);
   app.add_option("--rules", args->rules_dir, "Directory of extra signature rule files (*.json)");
+  app.footer(
+      "Examples:\n"
+      "  hangscope report hang                      # the verdict again, from the bundle\n"
+      "  hangscope report hang --ticket > issue.md  # a GitHub issue body\n"
+      "  hangscope report hang --rules /etc/hangscope/rules.d --json | jq '.verdicts[0]'");
   return [args] { return run_report(*args); };
 }
 

@@ -115,6 +115,11 @@ CommandRunner register_rules_command(CLI::App& app) {
   check->add_option("file", args->file, "The rule file")->required();
   check->add_flag("--json", args->json,
                   "Print {\"file\", \"valid\", \"rule\" or \"error\"} (exit code 0 or 1 as well)");
+  app.footer(
+      "Examples:\n"
+      "  hangscope rules list\n"
+      "  hangscope rules list --rules ./my-rules --json | jq -r '.rules[].id'\n"
+      "  hangscope rules check my-rule.json     # FILE:LINE: reason, exit 1, when it is wrong");
   return [args, list, check] {
     if (list->parsed()) return list_rules(*args);
     if (check->parsed()) return check_rule(*args);

@@ -130,6 +130,18 @@ TEST(Cli, VersionNamesTheRevisionAndThePythonVersions) {
   }
 }
 
+// Every command's --help ends with examples to copy, and with the exit codes.
+TEST(Cli, EveryCommandsHelpShowsExamplesAndExitCodes) {
+  for (const std::string command : {"dump", "collect", "diagnose", "report", "rules"}) {
+    const auto help = run_hangscope(command + " --help");
+    EXPECT_EQ(help.exit_code, 0) << command;
+    EXPECT_NE(help.out.find("Examples:\n  hangscope " + command), std::string::npos)
+        << command << ":\n"
+        << help.out;
+    EXPECT_NE(help.out.find("3 a hang was found"), std::string::npos) << command;
+  }
+}
+
 // rules list/check --json: one JSON document a script can read; a bad rule file gives valid
 // false, the parser's reason with the file's name and line, and exit code 1.
 TEST(Cli, RulesListAndCheckPrintJson) {
