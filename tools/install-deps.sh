@@ -11,7 +11,7 @@ packages=(
   # libraries the build links against
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
-  libunwind-dev libelf-dev
+  libunwind-dev libelf-dev libre2-dev
   # real targets and peers for tests and benchmarks
   python3 python3-torch python3-setproctitle python3.11-dbg elfutils gdb graphviz
   procps iproute2 util-linux psmisc openssl libssl-dev

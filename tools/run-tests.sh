@@ -9,12 +9,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHANGSCOPE_WERROR=ON >/dev/null
 cmake --build build -j "$jobs"
 (cd build && ctest --output-on-failure -j "$jobs" -L 'unit|integration|torch|cluster|slow|deploy')
 
 if [ "${HANGSCOPE_SKIP_SANITIZE:-0}" != 1 ]; then
-  cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Debug -DHANGSCOPE_SANITIZE=ON >/dev/null
+  cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=Debug -DHANGSCOPE_SANITIZE=ON -DHANGSCOPE_WERROR=ON >/dev/null
   cmake --build build-sanitize -j "$jobs"
   (cd build-sanitize &&
     LSAN_OPTIONS="suppressions=$PWD/../tests/lsan.supp:print_suppressions=0" \
@@ -25,7 +25,7 @@ if [ "${HANGSCOPE_SKIP_FUZZ:-0}" != 1 ]; then
   # Only the fuzz targets (tests/fuzz): each replays its regressions and seeds, then fuzzes for
   # HANGSCOPE_FUZZ_SECONDS (15). tools/fuzz/run.sh fuzzes for longer.
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DHANGSCOPE_FUZZ=ON -DHANGSCOPE_BUILD_TESTS=OFF >/dev/null
+    -DHANGSCOPE_FUZZ=ON -DHANGSCOPE_BUILD_TESTS=OFF -DHANGSCOPE_WERROR=ON >/dev/null
   cmake --build build-fuzz -j "$jobs" --target hangscope_fuzz_targets
   (cd build-fuzz && ctest --output-on-failure -j "$jobs" -L fuzz)
 fi
@@ -38,7 +38,7 @@ if [ "${HANGSCOPE_SKIP_TSAN:-0}" != 1 ]; then
   # reports to $reports (log_path): a race in a spawned agent fails the pass even when the test
   # that started it passed. tests/tsan.supp says why ignore_noninstrumented_modules replaces
   # suppressions for Debian's gRPC, abseil and OpenSSL.
-  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHANGSCOPE_TSAN=ON >/dev/null
+  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Release -DHANGSCOPE_TSAN=ON -DHANGSCOPE_WERROR=ON >/dev/null
   cmake --build build-tsan -j "$jobs" --target unit_tests integration_tests
   reports="$PWD/build-tsan/tsan-reports"
   rm -rf "$reports" && mkdir -p "$reports"

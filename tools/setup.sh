@@ -13,6 +13,6 @@ else
   exit 1
 fi
 
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHANGSCOPE_WERROR=ON
 cmake --build build -j "$(nproc)"
 tools/demo.sh
