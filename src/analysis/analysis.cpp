@@ -161,6 +161,12 @@ Analysis analyze(const Bundle& bundle) {
     analysis.verdicts.insert(analysis.verdicts.end(), recorded.begin(), recorded.end());
   }
   for (const auto& job : analysis.jobs) {
+    // A job hung at init: the absent ranks are the verdict; the graph of ranks that hold no
+    // group yet (the store's host polling for workers) would only name the waiting.
+    if (auto init = init_verdict(job, analysis.others)) {
+      analysis.verdicts.push_back(std::move(*init));
+      continue;
+    }
     auto verdicts = generic_verdicts(job);
     analysis.verdicts.insert(analysis.verdicts.end(), verdicts.begin(), verdicts.end());
   }

@@ -57,8 +57,11 @@ const capture::ThreadDump* find_thread(const capture::ProcessRecord& process, pi
 // Waits that spin instead of blocking (vLLM's broadcast ring polls its flags with
 // sched_yield): the thread runs and its line and locals change inside the loop, which is not
 // progress; only leaving the loop (other functions on the stack) is.
+// The same holds for the waits that poll: store waits and rendezvous (the store-based barrier's
+// loop of store.add and sleep, the TCPStore server waiting for workers).
 bool spins(const WaitPoint& wait) {
-  return wait.kind == WaitKind::kRing;
+  return wait.kind == WaitKind::kRing || wait.kind == WaitKind::kStore ||
+         wait.kind == WaitKind::kRendezvous;
 }
 
 // What identifies "the same place" for the progress check: Python frames with lines and
@@ -103,6 +106,18 @@ Progress measure_progress(const RankEntry& entry) {
   progress.seconds =
       static_cast<double>(entry.sample_times_ns.back() - entry.sample_times_ns.front()) / 1e9;
   progress.cpu_ticks = cpu_ticks(last) >= cpu_ticks(first) ? cpu_ticks(last) - cpu_ticks(first) : 0;
+  // A rank that waits on its peers is judged by its waiting thread's CPU: the process's other
+  // threads (the TCPStore server daemon on the store's host, gloo's I/O threads) poll on their
+  // own and are no work of the rank.
+  if (waits_on_peers(entry.wait.kind)) {
+    const auto* a = find_thread(first, entry.wait.tid);
+    const auto* b = find_thread(last, entry.wait.tid);
+    if (a && b) {
+      const auto before = a->utime_ticks + a->stime_ticks;
+      const auto after = b->utime_ticks + b->stime_ticks;
+      progress.cpu_ticks = after >= before ? after - before : 0;
+    }
+  }
   const double ticks_per_second = static_cast<double>(::sysconf(_SC_CLK_TCK));
   const double share = progress.seconds > 0 ? static_cast<double>(progress.cpu_ticks) /
                                                   (progress.seconds * ticks_per_second)
@@ -126,8 +141,11 @@ Progress measure_progress(const RankEntry& entry) {
       progress.stack_moved = true;
     if (h[i]->state != first.state) progress.state_changed = true;
   }
-  progress.progressing =
-      spin ? progress.stack_moved : progress.cpu_grew || progress.stack_moved || progress.woke_up;
+  // Wake-ups alone are no work: a known wait that polls (the TCPStore server waiting for
+  // workers, store.wait/get loops, the store-based barrier, a broadcast ring's acquire loop, an
+  // idle event loop) wakes up all the time and stays where it is. Working takes CPU time or
+  // Python frames that change (docs/analysis.md, "Polling waits").
+  progress.progressing = spin ? progress.stack_moved : progress.cpu_grew || progress.stack_moved;
   char share_text[32];
   std::snprintf(share_text, sizeof share_text, "%.0f%%", share * 100);
   progress.detail =

@@ -71,6 +71,28 @@ std::string waiting_text(const Job& job, const std::set<int>& waiting) {
   return out;
 }
 
+// The verdict's membership basis: the best the waiting ranks' edges had. A verdict that rests
+// on the whole job assumed as the group says so and stays below 0.5.
+void set_membership(const Job& job, const std::set<int>& waiting, Verdict& v) {
+  static const std::vector<std::string> kBest = {"memory", "locals", "flight-recorder", "assumed"};
+  std::size_t best = kBest.size();
+  for (int w : waiting) {
+    const auto* e = job.find(w);
+    if (e == nullptr) continue;
+    const auto it = std::find(kBest.begin(), kBest.end(), e->membership);
+    best = std::min(best, static_cast<std::size_t>(it - kBest.begin()));
+  }
+  if (best == kBest.size()) return;
+  v.membership = kBest[best];
+  if (v.membership == "assumed") {
+    v.confidence = std::min(v.confidence, 0.45);
+    v.evidence.push_back(
+        "the waiting ranks' group members could not be read (no process group in memory, no "
+        "group in the waiting frames' locals): the whole job is assumed to be the group; "
+        "capture with --locals, or give flight-recorder dumps, to decide it");
+  }
+}
+
 struct RootKind {
   std::string id;
   std::string title;
@@ -149,6 +171,141 @@ Verdict root_verdict(const Job& job, const RootKind& kind, const std::vector<int
     v.evidence.push_back("world size " + std::to_string(*job.world_size) + " (job " + job.key +
                          ")");
   }
+  set_membership(job, waiting, v);
+  return v;
+}
+
+// The Python frames of the thread a rank waits in, outermost first.
+std::vector<const capture::Frame*> outer_frames(const RankEntry& r) {
+  std::vector<const capture::Frame*> out;
+  const auto* p = r.latest();
+  if (p == nullptr || !p->dump) return out;
+  for (const auto& t : p->dump->threads) {
+    if (t.tid != r.wait.tid) continue;
+    for (auto f = t.python_frames.rbegin(); f != t.python_frames.rend(); ++f) out.push_back(&*f);
+  }
+  return out;
+}
+
+// Program order of two waiting ranks: the outermost frame where their stacks part, when it is the
+// same function called on at different lines, puts the one at the later line past the other's
+// call. +1: `a` is ahead, -1: `b` is, 0: unknown (different paths, or the same line).
+struct Order {
+  int sign = 0;
+  std::string detail;  // "in main (job.py): line 31 against line 24"
+};
+Order program_order(const RankEntry& a, const RankEntry& b) {
+  const auto fa = outer_frames(a);
+  const auto fb = outer_frames(b);
+  for (std::size_t i = 0; i < fa.size() && i < fb.size(); ++i) {
+    const auto& x = *fa[i];
+    const auto& y = *fb[i];
+    if (x.file != y.file || x.function != y.function) return {};
+    if (x.line == y.line) continue;
+    Order order;
+    order.sign = x.line > y.line ? 1 : -1;
+    order.detail =
+        "in " + (x.qualname.empty() ? x.function : x.qualname) + " (" + short_path(x.file) + ")";
+    return order;
+  }
+  return {};
+}
+
+// The collectives a rank issued on a process group, from its C++ ProcessGroup's sequence number.
+std::optional<std::uint64_t> sequence_on(const RankEntry& r, const std::string& group) {
+  const auto* p = r.latest();
+  if (group.empty() || p == nullptr || !p->dump || !p->dump->distributed) return std::nullopt;
+  const auto* g = p->dump->distributed->find(group);
+  return g ? g->sequence : std::nullopt;
+}
+
+// A cycle with no root, decided by program order: one side's ranks stand past the collective
+// the other sides wait in (a later line of the function they share), so the ranks among them
+// that the others wait for skipped it. The per-group sequence numbers confirm it when read.
+std::optional<Verdict> skipped_collective_verdict(
+    const Job& job, const std::vector<std::pair<std::string, std::set<int>>>& sides) {
+  std::optional<std::size_t> ahead;
+  std::string detail;
+  for (std::size_t i = 0; i < sides.size(); ++i) {
+    const auto* a = job.find(*sides[i].second.begin());
+    bool past_all = true;
+    std::string lines;
+    for (std::size_t j = 0; j < sides.size() && past_all; ++j) {
+      if (j == i) continue;
+      const auto* b = job.find(*sides[j].second.begin());
+      const auto order = program_order(*a, *b);
+      past_all = order.sign > 0;
+      if (past_all) lines = order.detail;
+    }
+    if (!past_all) continue;
+    if (ahead) return std::nullopt;  // two sides ahead of each other: no order
+    ahead = i;
+    detail = lines;
+  }
+  if (!ahead) return std::nullopt;
+  const auto& front = sides[*ahead].second;
+  std::set<int> skipped, waiting;
+  for (std::size_t j = 0; j < sides.size(); ++j) {
+    if (j == *ahead) continue;
+    for (int w : sides[j].second) {
+      const auto* e = job.find(w);
+      for (int target : e->waits_for) {
+        if (front.count(target)) skipped.insert(target);
+      }
+    }
+  }
+  if (skipped.empty()) return std::nullopt;
+  for (const auto& [key, ranks] : sides) {
+    for (int r : ranks) {
+      if (!skipped.count(r)) waiting.insert(r);
+    }
+  }
+  Verdict v;
+  v.id = "collective-mismatch";
+  v.title = "A rank skipped a collective its group waits in";
+  v.job = job.key;
+  v.confidence = 0.8;
+  v.diverged_ranks.assign(skipped.begin(), skipped.end());
+  v.waiting_ranks.assign(waiting.begin(), waiting.end());
+  const auto* d = job.find(*skipped.begin());
+  const RankEntry* behind = nullptr;
+  for (int w : waiting) {
+    const auto* e = job.find(w);
+    if (e && std::find(e->waits_for.begin(), e->waits_for.end(), *skipped.begin()) !=
+                 e->waits_for.end()) {
+      behind = e;
+      break;
+    }
+  }
+  v.summary = (skipped.size() == 1 ? "Rank " : "Ranks ") + compress_ranks(skipped) + " went past " +
+              (behind ? behind->wait.describe() : std::string("a collective")) +
+              " without taking part and now " + (skipped.size() == 1 ? "waits" : "wait") + " in " +
+              d->wait.describe() + ", while " + waiting_text(job, waiting) + ".";
+  v.evidence.push_back("program order " + detail + ": " + ranks_text(front) +
+                       " stand at a later "
+                       "line than the ranks waiting in the other collective");
+  if (behind != nullptr && !behind->group.empty()) {
+    const auto theirs = sequence_on(*behind, behind->group);
+    const auto mine = sequence_on(*d, behind->group);
+    if (theirs && mine) {
+      v.evidence.push_back(
+          "sequence numbers of process group " + behind->group + ": rank " +
+          std::to_string(*behind->rank) + " has issued " + std::to_string(*theirs) + ", rank " +
+          std::to_string(*d->rank) + " " + std::to_string(*mine) +
+          (*mine < *theirs ? " (behind: it never issued the collective its peers wait in)"
+                           : " (not behind: the order rests on the stacks alone)"));
+      if (*mine < *theirs) v.confidence = 0.9;
+      if (*mine >= *theirs) v.confidence = 0.6;
+    }
+  }
+  for (const auto& [key, ranks] : sides) {
+    const auto* any = job.find(*ranks.begin());
+    v.evidence.push_back(ranks_text(ranks) + " in " + any->wait.describe() +
+                         (any->group.empty() ? "" : " on process group " + any->group));
+  }
+  std::set<int> all(skipped);
+  all.insert(waiting.begin(), waiting.end());
+  set_membership(job, all, v);
   return v;
 }
 
@@ -164,20 +321,26 @@ std::optional<Verdict> cycle_verdict(const Job& job) {
   std::vector<std::pair<std::string, std::set<int>>> ordered(sides.begin(), sides.end());
   std::stable_sort(ordered.begin(), ordered.end(),
                    [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
+  if (auto skipped = skipped_collective_verdict(job, ordered)) return skipped;
   Verdict v;
   v.id = "collective-mismatch";
   v.title = "Ranks wait in different collectives";
   v.job = job.key;
   std::string described;
+  std::set<int> everyone;
   for (const auto& [key, ranks] : ordered) {
     const auto* any = job.find(*ranks.begin());
     const std::string text = ranks_text(ranks) + " in " + any->wait.describe();
     v.evidence.push_back(text);
     described += (described.empty() ? "" : "; ") + text;
+    everyone.insert(ranks.begin(), ranks.end());
   }
   v.evidence.push_back(
-      "each side waits for the other (the wait-for graph is a cycle with no root), so the "
-      "smaller side is named: a majority fallback");
+      "each side waits for the other (the wait-for graph is a cycle with no root) and neither "
+      "the stacks nor the groups' sequence numbers order them, so the smaller side is named: a "
+      "majority fallback. Flight-recorder dumps (TORCH_FR_BUFFER_SIZE / "
+      "TORCH_NCCL_TRACE_BUFFER_SIZE with `collect --trigger-fr-dump`) or `--query-store` would "
+      "decide it");
   const bool tie = ordered[0].second.size() == ordered[1].second.size();
   if (tie) {
     v.confidence = 0.4;
@@ -186,9 +349,10 @@ std::optional<Verdict> cycle_verdict(const Job& job) {
     std::sort(v.waiting_ranks.begin(), v.waiting_ranks.end());
     v.summary = "Tie: ranks wait in different collectives in groups of equal size (" + described +
                 "); the samples cannot tell which side diverged.";
+    set_membership(job, everyone, v);
     return v;
   }
-  v.confidence = 0.6;
+  v.confidence = 0.45;
   v.diverged_ranks.assign(ordered[0].second.begin(), ordered[0].second.end());
   for (std::size_t i = 1; i < ordered.size(); ++i) {
     v.waiting_ranks.insert(v.waiting_ranks.end(), ordered[i].second.begin(),
@@ -199,6 +363,7 @@ std::optional<Verdict> cycle_verdict(const Job& job) {
   v.summary = (ordered[0].second.size() == 1 ? "Rank " : "Ranks ") +
               compress_ranks(ordered[0].second) + " waits in a different collective (" +
               diverged->wait.describe() + ") than the other ranks (" + described + ").";
+  set_membership(job, everyone, v);
   return v;
 }
 

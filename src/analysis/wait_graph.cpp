@@ -12,6 +12,7 @@
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/collectives/c10d_store.h"
 #include "hangscope/common/numbers.h"
+#include "hangscope/python/process_groups.h"
 
 namespace hangscope::analysis {
 namespace {
@@ -108,16 +109,42 @@ class Operations {
   std::unordered_map<int, std::vector<int>> outside_;
 };
 
+// The process group the waiting call was given (its `group` local: a known group, or None for
+// the default group), as the rank's own memory holds it; nullptr when that is not known.
+const capture::ProcessGroupState* awaited_group(const RankEntry& self) {
+  const auto* process = self.latest();
+  if (process == nullptr || !process->dump || !process->dump->distributed) return nullptr;
+  const auto& state = *process->dump->distributed;
+  const auto group = self.wait.local("group");
+  if (!group || *group == "None") {
+    // No `group` argument in the waiting frames, or None: the default group. A frame with no
+    // `group` local at all (a wrapper's own wait) is not taken for the default group.
+    return group ? state.default_group() : nullptr;
+  }
+  const auto name = python::group_in_label(*group);
+  return name ? state.find(*name) : nullptr;
+}
+
 // The members of a collective, rendezvous or ring that are not in it with `self`.
 void link_group_wait(const Job& job, Operations& ops, RankEntry& self) {
   std::vector<int> members;
-  if (auto listed = parse_int_list(self.wait.local("ranks"))) {
+  if (const auto* group = awaited_group(self); group != nullptr && !group->ranks.empty()) {
+    members = group->ranks;
+    self.membership = "memory";
+    self.group = group->name;
+    self.waits_for_reason = "members of process group " + group->name +
+                            (group->is_default ? " (the default group)" : "") +
+                            ", read from the rank's memory";
+  } else if (auto listed = parse_int_list(self.wait.local("ranks"))) {
     members = *listed;
+    self.membership = "locals";
     self.waits_for_reason = "group ranks from the waiting frame's locals";
   } else if (auto group_ranks = parse_int_list(self.wait.local("group_ranks"))) {
     members = *group_ranks;
+    self.membership = "locals";
     self.waits_for_reason = "group ranks from the waiting frame's locals";
   } else {
+    self.membership = "assumed";
     self.waits_for_reason = "group assumed to be the whole job";
     for (int r : ops.outside(job, self)) {
       if (r != self.rank) self.waits_for.push_back(r);
@@ -226,6 +253,8 @@ void link_wait_graph(Job& job) {
   Operations ops(job);
   for (auto& self : job.ranks) {
     self.waits_for.clear();
+    self.membership.clear();
+    self.group.clear();
     if (self.state != RankState::kWaiting || !waits_on_peers(self.wait.kind)) continue;
     switch (self.wait.kind) {
       case WaitKind::kChannel:

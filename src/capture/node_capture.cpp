@@ -16,6 +16,7 @@
 #include "hangscope/collectives/shm_ring.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
+#include "hangscope/common/numbers.h"
 #include "hangscope/common/redaction.h"
 #include "hangscope/common/text.h"
 #include "hangscope/elf/process_image.h"
@@ -247,6 +248,100 @@ void collect_facts(ProcessRecord& record, FactSources sources, NodeFacts& memo) 
   }
   collect_cache_facts(record, sources.cache_env, memo);
   for (const auto& [key, value] : memo.gpu) record.facts[key] = value;
+}
+
+// "tcp://10.0.0.1:29500" → "10.0.0.1:29500", the job key MASTER_ADDR:MASTER_PORT gives.
+std::string job_from_init_method(std::string_view method) {
+  constexpr std::string_view kTcp = "tcp://";
+  if (method.substr(0, kTcp.size()) != kTcp) return "";
+  method.remove_prefix(kTcp.size());
+  return std::string(method.substr(0, method.find_first_of("/?")));
+}
+
+// A rank inside init_process_group (or its rendezvous) holds no group yet: its rank, world size
+// and init method are the arguments of the waiting frames.
+void identify_from_init_frames(ProcessRecord& record) {
+  const auto& dump = *record.dump;
+  for (const auto& thread : dump.threads) {
+    for (const auto& frame : thread.python_frames) {
+      const bool init =
+          frame.function == "init_process_group" || frame.function == "_create_c10d_store" ||
+          frame.function == "_store_based_barrier" || frame.function == "_tcp_rendezvous_handler" ||
+          frame.function == "_env_rendezvous_handler";
+      if (!init || frame.file.find("torch/distributed/") == std::string::npos) continue;
+      std::optional<int> rank, world;
+      std::string method;
+      for (const auto& [name, value] : frame.locals) {
+        if (name == "rank") rank = to_int(value);
+        if (name == "world_size") world = to_int(value);
+        if (name == "init_method" && value.size() > 2) method = value.substr(1, value.size() - 2);
+      }
+      if (!rank || *rank < 0) continue;
+      auto& id = record.identity;
+      id.rank = rank;
+      id.role = "rank";
+      id.source = "memory:init-arguments";
+      id.sources["rank"] = id.source;
+      if (world && *world > 0) {
+        id.world_size = world;
+        id.sources["world_size"] = id.source;
+      }
+      if (id.job.empty()) id.job = job_from_init_method(method);
+      return;
+    }
+  }
+}
+
+// torch.distributed's own state outranks the environment, titles and logs: a process that holds
+// a process group is a rank, the rank its C++ ProcessGroup says (docs/analysis.md).
+void identify_from_memory(ProcessRecord& record) {
+  if (!record.dump) return;
+  const auto& state = record.dump->distributed;
+  if (!state || !state->rank) {
+    if (record.identity.source != "env" && record.identity.source != "memory-env") {
+      identify_from_init_frames(record);
+    }
+    return;
+  }
+  constexpr const char* kSource = "memory:process-group";
+  auto& id = record.identity;
+  id.role = "rank";
+  id.rank = state->rank;
+  id.source = kSource;
+  id.sources["rank"] = kSource;
+  if (state->world_size) {
+    id.world_size = state->world_size;
+    id.sources["world_size"] = kSource;
+  }
+  for (const auto& [dimension, field] :
+       {std::pair{"tp", &id.tp}, std::pair{"pp", &id.pp}, std::pair{"dp", &id.dp}}) {
+    const auto it = state->coordinates.find(dimension);
+    if (it == state->coordinates.end()) continue;
+    *field = it->second;
+    id.sources[dimension] = kSource;
+  }
+  if (id.job.empty()) id.job = job_from_init_method(state->init_method);
+}
+
+// A parent of ranks that holds no group itself (torchrun's agent, a torch.multiprocessing.spawn
+// parent, an API server) is their launcher, never a rank, whatever its logs say: the ranks'
+// lines land in the parent's stdout too.
+void mark_launchers(std::vector<ProcessRecord>& records) {
+  std::set<pid_t> parents_of_ranks;
+  for (const auto& r : records) {
+    if (r.identity.role == "rank") parents_of_ranks.insert(r.ppid);
+  }
+  for (auto& r : records) {
+    if (!parents_of_ranks.count(r.pid)) continue;
+    const bool holds_group = r.dump && r.dump->distributed && r.dump->distributed->rank;
+    const bool env_rank = r.identity.source == "env" || r.identity.source == "memory-env" ||
+                          r.identity.source == "memory:init-arguments";
+    if (holds_group || env_rank) continue;
+    r.identity.role = "launcher";
+    r.identity.rank.reset();
+    r.identity.source.clear();
+    r.identity.sources.clear();
+  }
 }
 
 // Children that inherited a rank's identity (worker pools, subprocesses) are its helpers.
@@ -587,6 +682,8 @@ NodeSnapshot capture_node(const NodeCaptureOptions& options) {
     collect_facts(records[i], std::move(sources[i]), node_facts);
     node.processes.push_back(std::move(records[i]));
   }
+  for (auto& r : node.processes) identify_from_memory(r);
+  mark_launchers(node.processes);
   mark_helpers(node.processes);
   collect_flight_records(node, dump_env, options);
   collect_nccl_ras(node, dump_env);

@@ -231,6 +231,7 @@ ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
     python = PythonSession::open(image, live, &note);
     if (python) {
       dump.python = python->interpreter().version.to_string();
+      dump.distributed = python->read_process_groups();
     } else if (options.stacks == StackKinds::kPythonOnly || note.rfind("not a Python", 0) != 0) {
       dump.notes.push_back(note);
     }

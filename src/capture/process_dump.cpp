@@ -17,3 +17,21 @@ std::vector<Frame>& FrameList::edit() {
 }
 
 }  // namespace hangscope::capture
+
+namespace hangscope::capture {
+
+const ProcessGroupState* DistributedState::find(std::string_view name) const {
+  for (const auto& g : groups) {
+    if (g.name == name) return &g;
+  }
+  return nullptr;
+}
+
+const ProcessGroupState* DistributedState::default_group() const {
+  for (const auto& g : groups) {
+    if (g.is_default) return &g;
+  }
+  return nullptr;
+}
+
+}  // namespace hangscope::capture

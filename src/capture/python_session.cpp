@@ -2,6 +2,7 @@
 
 #include "hangscope/common/error.h"
 #include "hangscope/memory/page_cache.h"
+#include "hangscope/python/process_groups.h"
 
 namespace hangscope::capture {
 
@@ -71,6 +72,7 @@ std::vector<python::PyThread> PythonSession::read_threads(bool locals, int attem
   const auto read = [&] {
     memory::PageCache pages(memory_);  // one instant's pages per read
     python::ObjectReader objects(pages, maps_, layout_);
+    objects.set_labels(&group_labels_);
     python::StackReader reader(objects, interpreter_.runtime_address, options);
     return reader.read_threads();
   };
@@ -85,6 +87,14 @@ std::vector<python::PyThread> PythonSession::read_threads(bool locals, int attem
     if (settled) break;
   }
   return threads;
+}
+
+std::optional<DistributedState> PythonSession::read_process_groups() {
+  memory::PageCache pages(memory_);
+  python::ObjectReader objects(pages, maps_, layout_);
+  auto state = python::ProcessGroupReader(objects, interpreter_.runtime_address).read();
+  if (state) group_labels_ = python::ProcessGroupReader::labels(*state);
+  return state;
 }
 
 }  // namespace hangscope::capture

@@ -1,11 +1,13 @@
 // Private to capture: one process's interpreter, its layout, and reads of its Python threads.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "hangscope/capture/process_dump.h"
 #include "hangscope/elf/process_image.h"
 #include "hangscope/memory/memory_reader.h"
 #include "hangscope/python/interpreter.h"
@@ -28,6 +30,10 @@ class PythonSession {
   // Throws hangscope::Error when the interpreter cannot be read at all.
   std::vector<python::PyThread> read_threads(bool locals, int attempts);
 
+  // torch.distributed's groups in the process (nullopt: never imported). Read once, before the
+  // threads: their frames' locals then show the groups they name ("<process group 3>").
+  std::optional<DistributedState> read_process_groups();
+
  private:
   PythonSession(python::Interpreter interpreter, python::Layout layout,
                 memory::MemoryReader& memory, const proc::MemoryMap& maps)
@@ -40,6 +46,7 @@ class PythonSession {
   python::Layout layout_;
   memory::MemoryReader& memory_;
   const proc::MemoryMap& maps_;
+  std::map<std::uint64_t, std::string> group_labels_;
 };
 
 }  // namespace hangscope::capture

@@ -1,6 +1,8 @@
 #include "hangscope/python/objects.h"
 
+#include <algorithm>
 #include <cinttypes>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 
@@ -257,8 +259,48 @@ std::optional<std::uint64_t> ObjectReader::attribute(std::uint64_t object, std::
   return dict_get(*dict, name);
 }
 
+std::optional<std::uint64_t> ObjectReader::class_attribute(std::uint64_t type,
+                                                           std::string_view name) {
+  if (!plausible(type)) return std::nullopt;
+  const auto dict = pointer_at(type + layout_.type_dict);
+  if (!dict || !plausible(*dict) || type_name(*dict) != "dict") return std::nullopt;
+  return dict_get(*dict, name);
+}
+
+std::optional<std::vector<std::uint64_t>> ObjectReader::sequence_items(std::uint64_t object,
+                                                                       std::size_t max_items) {
+  const auto type = type_name(object);
+  if (type != "list" && type != "tuple") return std::nullopt;
+  const auto size = var_size(object);
+  if (!size) return std::nullopt;
+  const auto items = *type == "tuple" ? std::optional<std::uint64_t>(object + layout_.tuple_items)
+                                      : pointer_at(object + layout_.list_items);
+  if (!items) return std::nullopt;
+  const auto count = std::min<std::uint64_t>(static_cast<std::uint64_t>(*size), max_items);
+  std::vector<std::uint64_t> out(count);
+  if (count > 0 && !read(*items, out.data(), count * 8)) return std::nullopt;
+  return out;
+}
+
+std::optional<int> ObjectReader::small_int(std::uint64_t object) {
+  if (type_name(object) != "int") return std::nullopt;
+  const auto text = int_repr(object);
+  if (!text || text->empty() || text->size() > 10) return std::nullopt;
+  long long value = 0;
+  for (std::size_t i = (*text)[0] == '-' ? 1 : 0; i < text->size(); ++i) {
+    if ((*text)[i] < '0' || (*text)[i] > '9') return std::nullopt;
+    value = value * 10 + ((*text)[i] - '0');
+  }
+  if ((*text)[0] == '-') value = -value;
+  if (value < INT32_MIN || value > INT32_MAX) return std::nullopt;
+  return static_cast<int>(value);
+}
+
 std::string ObjectReader::repr(std::uint64_t object, int depth) {
   if (object == 0) return "<NULL>";
+  if (labels_ != nullptr) {
+    if (const auto it = labels_->find(object); it != labels_->end()) return it->second;
+  }
   const auto type = type_name(object);
   if (!type) return "<unreadable>";
   if (*type == "NoneType") return "None";

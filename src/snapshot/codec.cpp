@@ -156,6 +156,47 @@ char state_letter(const std::string& state) {
   return state.empty() ? '?' : state[0];
 }
 
+void encode_distributed(const capture::DistributedState& d, v1::DistributedState& out) {
+  if (d.rank) out.set_rank(*d.rank);
+  if (d.world_size) out.set_world_size(*d.world_size);
+  out.set_init_method(valid_utf8(d.init_method));
+  out.set_registry(valid_utf8(d.registry));
+  for (const auto& [k, v] : d.coordinates) (*out.mutable_coordinates())[valid_utf8(k)] = v;
+  for (const auto& g : d.groups) {
+    auto* group = out.add_groups();
+    group->set_name(valid_utf8(g.name));
+    group->set_backend(valid_utf8(g.backend));
+    for (int r : g.ranks) group->add_ranks(r);
+    if (g.group_rank) group->set_group_rank(*g.group_rank);
+    if (g.sequence) group->set_sequence(*g.sequence);
+    group->set_is_default(g.is_default);
+    for (const auto& l : g.labels) group->add_labels(valid_utf8(l));
+  }
+  for (const auto& n : d.notes) out.add_notes(valid_utf8(n));
+}
+
+capture::DistributedState decode_distributed(const v1::DistributedState& in) {
+  capture::DistributedState d;
+  if (in.has_rank()) d.rank = in.rank();
+  if (in.has_world_size()) d.world_size = in.world_size();
+  d.init_method = in.init_method();
+  d.registry = in.registry();
+  d.coordinates.insert(in.coordinates().begin(), in.coordinates().end());
+  for (const auto& g : in.groups()) {
+    capture::ProcessGroupState group;
+    group.name = g.name();
+    group.backend = g.backend();
+    group.ranks.assign(g.ranks().begin(), g.ranks().end());
+    if (g.has_group_rank()) group.group_rank = g.group_rank();
+    if (g.has_sequence()) group.sequence = g.sequence();
+    group.is_default = g.is_default();
+    group.labels.assign(g.labels().begin(), g.labels().end());
+    d.groups.push_back(std::move(group));
+  }
+  d.notes.assign(in.notes().begin(), in.notes().end());
+  return d;
+}
+
 }  // namespace
 
 void encode(const capture::NodeSnapshot& node, v1::NodeSnapshot& out) {
@@ -214,6 +255,7 @@ void encode(const capture::NodeSnapshot& node, v1::NodeSnapshot& out) {
       for (const auto& n : r.dump->notes) p->add_notes(valid_utf8(n));
       p->set_max_paused_ns(static_cast<std::uint64_t>(r.dump->max_paused.count()));
       for (const auto& t : r.dump->threads) encode_thread(t, *p->add_threads(), stacks);
+      if (r.dump->distributed) encode_distributed(*r.dump->distributed, *p->mutable_distributed());
     }
   }
 }
@@ -335,6 +377,7 @@ capture::NodeSnapshot decode(const v1::NodeSnapshot& in) {
         thread.context_switches = t.context_switches();
         dump.threads.push_back(std::move(thread));
       }
+      if (p.has_distributed()) dump.distributed = decode_distributed(p.distributed());
       r.dump = std::move(dump);
     }
     node.processes.push_back(std::move(r));

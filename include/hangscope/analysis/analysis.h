@@ -46,10 +46,14 @@ struct RankEntry {
   int class_id = 0;                            // 0: in no class (missing, unknown)
   std::vector<int> waits_for;                  // ranks this one waits for
   std::string waits_for_reason;                // how the edges were derived
-  bool tcp_known = false;                      // its TCP connections were captured (net.tcp)
-  std::vector<int> tcp_peers;                  // ranks of the job it has a TCP connection with
-  std::vector<int> missing_tcp_peers;          // ranks it should be connected to and is not
-  std::vector<std::string> collectives;        // per process group, from its flight recorder
+  // Where the members of the awaited group came from: "memory" (torch's registry in the rank's
+  // memory), "locals" (the waiting frame's arguments), "assumed" (the whole job), "" (no group).
+  std::string membership;
+  std::string group;                     // the awaited process group's name, when known
+  bool tcp_known = false;                // its TCP connections were captured (net.tcp)
+  std::vector<int> tcp_peers;            // ranks of the job it has a TCP connection with
+  std::vector<int> missing_tcp_peers;    // ranks it should be connected to and is not
+  std::vector<std::string> collectives;  // per process group, from its flight recorder
 
   const capture::ProcessRecord* latest() const {
     return history.empty() ? nullptr : history.back();
@@ -90,6 +94,9 @@ struct Verdict {
   std::vector<std::string> remedies;
   std::vector<std::string> references;
   std::string explained_by;  // a signature verdict that explains this generic one
+  // How the group members behind the verdict were known: memory | locals | flight-recorder |
+  // assumed ("" when no group is involved).
+  std::string membership;
 };
 
 // A process of interest that is no rank (engine, API server, helper, unidentified).
@@ -120,6 +127,9 @@ void link_tcp_peers(Job& job);
 // wait-for edges and each rank's `collectives` lines.
 std::vector<Verdict> correlate_flight_records(Job& job);
 std::vector<Verdict> generic_verdicts(const Job& job);
+// Ranks inside init_process_group / new_group waiting for ranks that never arrived
+// (`rank-not-arrived`), with the processes that may be the absent ranks among `others`.
+std::optional<Verdict> init_verdict(const Job& job, const std::vector<OtherProcess>& others);
 std::vector<Verdict> node_verdicts(const std::vector<Job>& jobs,
                                    const std::vector<NodeStatus>& nodes);
 

@@ -6,9 +6,11 @@
 #include <chrono>
 #include <cstdint>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -85,6 +87,38 @@ struct ThreadDump {
   std::uint64_t context_switches = 0;  // voluntary + involuntary, read before stopping
 };
 
+// One torch.distributed process group as a rank holds it (read from its memory).
+struct ProcessGroupState {
+  std::string name;                       // torch's group name: "0" is the default group in 1.13
+  std::string backend;                    // "gloo", "nccl", … ("" when unknown)
+  std::vector<int> ranks;                 // global ranks, in group-rank order
+  std::optional<int> group_rank;          // this process's rank in the group (the C++ ProcessGroup)
+  std::optional<std::uint64_t> sequence;  // collectives issued on it (C++ sequence number)
+  bool is_default = false;                // the default (world) group
+  std::vector<std::string> labels;        // what wrappers call it: "vllm:tp", "megatron:pp", …
+  std::uint64_t address = 0;              // the Python object (local to the capture; not sent)
+
+  bool operator==(const ProcessGroupState&) const = default;
+};
+
+// torch.distributed's state in one process: its rank, world size and groups, and how each
+// was read (docs/analysis.md, "Membership").
+struct DistributedState {
+  std::optional<int> rank;  // global rank
+  std::optional<int> world_size;
+  std::string init_method;                 // "tcp://host:port", "env://" ("" when unknown)
+  std::string registry;                    // "torch-1.13" (GroupMember.WORLD) | "torch-2" (_world)
+  std::map<std::string, int> coordinates;  // "tp" → rank in the TP group (wrappers' groups)
+  std::vector<ProcessGroupState> groups;
+  std::vector<std::string> notes;  // what could not be read, and why
+
+  // True once torch.distributed was imported and a default group exists.
+  bool initialized() const { return !groups.empty(); }
+  const ProcessGroupState* find(std::string_view name) const;
+  const ProcessGroupState* default_group() const;
+  bool operator==(const DistributedState&) const = default;
+};
+
 struct ProcessDump {
   pid_t pid = 0;
   std::string command;                // comm of the process
@@ -93,6 +127,9 @@ struct ProcessDump {
   std::vector<ThreadDump> threads;
   std::chrono::nanoseconds capture_time{0};
   std::chrono::nanoseconds max_paused{0};
+  // torch.distributed as the process holds it; nullopt when torch.distributed was never
+  // imported (or the process is not Python).
+  std::optional<DistributedState> distributed;
 };
 
 }  // namespace hangscope::capture

@@ -96,6 +96,7 @@ struct Layout {
 
   // Instance attributes (for threading.Thread._name)
   std::uint64_t type_basicsize = 32;
+  std::uint64_t type_dict = 264;  // tp_dict: a class's own attributes (heap types)
   std::uint64_t type_flags = 168;
   std::uint64_t type_dictoffset = 288;
   std::uint64_t heap_type_cached_keys = 0;  // PyHeapTypeObject.ht_cached_keys

@@ -49,6 +49,17 @@ class ObjectReader {
   // An instance attribute (from its __dict__ or its managed/inline values).
   std::optional<std::uint64_t> attribute(std::uint64_t object, std::string_view name);
 
+  // A class attribute, from the class's own tp_dict (not its bases'): `GroupMember.WORLD`.
+  std::optional<std::uint64_t> class_attribute(std::uint64_t type, std::string_view name);
+  // The items of a list or tuple, at most max_items; nullopt for any other object.
+  std::optional<std::vector<std::uint64_t>> sequence_items(std::uint64_t object,
+                                                           std::size_t max_items = 4096);
+  // An int object's value when it fits an int (ranks, sizes); nullopt for anything else.
+  std::optional<int> small_int(std::uint64_t object);
+
+  // Objects the caller recognised (process groups): repr() shows them by these labels.
+  void set_labels(const std::map<std::uint64_t, std::string>* labels) { labels_ = labels; }
+
   // A short Python-like repr of simple values (int, float, bool, None, str, bytes, small
   // tuples and lists of them); any other object is shown as <type name>.
   std::string repr(std::uint64_t object, int depth = 2);
@@ -64,6 +75,7 @@ class ObjectReader {
   const proc::MemoryMap& maps_;
   const Layout& layout_;
   std::map<std::uint64_t, std::string> type_names_;
+  const std::map<std::uint64_t, std::string>* labels_ = nullptr;
 };
 
 // Appends code point cp to out as UTF-8 (invalid code points become U+FFFD).

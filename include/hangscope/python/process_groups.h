@@ -1,0 +1,54 @@
+// torch.distributed's process groups read from a rank's memory, without running code in it:
+// torch's registry (distributed_c10d: the default group, _pg_group_ranks, _pg_names, _pg_map),
+// each group's C++ ProcessGroup behind its pybind11 holder (the process's own rank in it, the
+// group size, the sequence number of its collectives), and the wrappers that say what a group
+// is for (vLLM's and SGLang's GroupCoordinator, Megatron's parallel_state). docs/analysis.md,
+// "Membership", says what is read where.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "hangscope/capture/process_dump.h"
+#include "hangscope/python/objects.h"
+
+namespace hangscope::python {
+
+// How a local that is a known group shows in a frame's locals: "<process group NAME>".
+std::string group_label(std::string_view name);
+// The group name in such a label; nullopt for any other text.
+std::optional<std::string> group_in_label(std::string_view text);
+
+class ProcessGroupReader {
+ public:
+  ProcessGroupReader(ObjectReader& objects, std::uint64_t runtime_address)
+      : objects_(objects), layout_(objects.layout()), runtime_(runtime_address) {}
+
+  // nullopt when torch.distributed was never imported; a state with no groups when it was but
+  // no default group exists yet (before or inside init_process_group).
+  std::optional<capture::DistributedState> read();
+
+  // Object address → label, for the locals of frames (ObjectReader::set_labels).
+  static std::map<std::uint64_t, std::string> labels(const capture::DistributedState& state);
+
+ private:
+  std::optional<std::uint64_t> module_globals(std::string_view module);
+  std::optional<std::string> text(std::uint64_t object, std::size_t max = 256);
+  void read_registry(std::uint64_t globals, capture::DistributedState& state);
+  std::optional<std::uint64_t> default_group(std::uint64_t globals, std::string& registry);
+  void read_native_groups(capture::DistributedState& state);
+  void read_coordinators(std::string_view framework, std::uint64_t globals,
+                         capture::DistributedState& state);
+  void read_megatron(std::uint64_t globals, capture::DistributedState& state);
+  capture::ProcessGroupState* group_at(capture::DistributedState& state, std::uint64_t object);
+
+  ObjectReader& objects_;
+  const Layout& layout_;
+  std::uint64_t runtime_;
+  std::optional<std::uint64_t> modules_;
+};
+
+}  // namespace hangscope::python

@@ -1,0 +1,326 @@
+#include "hangscope/python/process_groups.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+namespace hangscope::python {
+namespace {
+
+constexpr std::string_view kLabelPrefix = "<process group ";
+constexpr std::size_t kMaxGroups = 4096;
+
+// c10d::ProcessGroup in torch 1.13 (torch/csrc/distributed/c10d/ProcessGroup.hpp): after
+// c10::intrusive_ptr_target (vtable, refcount, weakcount: 24 bytes) come `const int rank_`
+// and `const int size_`; `c10::optional<SequenceNum> sequenceNum_` keeps its engaged flag at
+// 40 and the number (uint64, set by _set_sequence_number_for_group, one more per collective)
+// at 48. Measured on Debian's torch 1.13 (gloo): rank 0/1/2 and size 3 at 24/28, the same
+// sequence number on every rank of a group. Other layouts are searched (below).
+constexpr std::size_t kTorch113RankOffset = 24;
+constexpr std::size_t kTorch113SequenceFlag = 40;
+constexpr std::size_t kTorch113Sequence = 48;
+constexpr std::size_t kNativeBytes = 256;  // of the C++ object searched for rank and size
+
+// A wrapper's module-level groups and the parallel dimension each one is.
+struct WrapperGlobal {
+  const char* name;
+  const char* dimension;
+};
+constexpr std::array<WrapperGlobal, 9> kCoordinatorGlobals = {{{"_WORLD", "world"},
+                                                               {"_TP", "tp"},
+                                                               {"_PP", "pp"},
+                                                               {"_DP", "dp"},
+                                                               {"_EP", "ep"},
+                                                               {"_DCP", "dcp"},
+                                                               {"_MOE_EP", "ep"},
+                                                               {"_MOE_TP", "moe_tp"},
+                                                               {"_ATTN_TP", "attn_tp"}}};
+constexpr std::array<WrapperGlobal, 4> kMegatronGlobals = {
+    {{"_TENSOR_MODEL_PARALLEL_GROUP", "tp"},
+     {"_PIPELINE_MODEL_PARALLEL_GROUP", "pp"},
+     {"_DATA_PARALLEL_GROUP", "dp"},
+     {"_EXPERT_MODEL_PARALLEL_GROUP", "ep"}}};
+
+std::int32_t int_at(const std::array<std::byte, kNativeBytes>& bytes, std::size_t offset) {
+  std::int32_t value = 0;
+  std::memcpy(&value, bytes.data() + offset, sizeof value);
+  return value;
+}
+
+void add_label(capture::ProcessGroupState& group, const std::string& label) {
+  if (std::find(group.labels.begin(), group.labels.end(), label) == group.labels.end()) {
+    group.labels.push_back(label);
+  }
+}
+
+}  // namespace
+
+std::string group_label(std::string_view name) {
+  return std::string(kLabelPrefix) + std::string(name) + ">";
+}
+
+std::optional<std::string> group_in_label(std::string_view text) {
+  if (text.size() <= kLabelPrefix.size() + 1 ||
+      text.substr(0, kLabelPrefix.size()) != kLabelPrefix || text.back() != '>') {
+    return std::nullopt;
+  }
+  return std::string(text.substr(kLabelPrefix.size(), text.size() - kLabelPrefix.size() - 1));
+}
+
+std::optional<std::string> ProcessGroupReader::text(std::uint64_t object, std::size_t max) {
+  return objects_.string(object, max);
+}
+
+std::optional<std::uint64_t> ProcessGroupReader::module_globals(std::string_view module) {
+  if (!modules_) {
+    const auto interp = objects_.pointer_at(runtime_ + layout_.runtime_interpreters_head);
+    if (!interp || !objects_.plausible(*interp)) return std::nullopt;
+    modules_ = objects_.pointer_at(*interp + layout_.interp_modules);
+  }
+  if (!modules_ || !objects_.plausible(*modules_)) return std::nullopt;
+  const auto found = objects_.dict_get(*modules_, module);
+  if (!found || !objects_.plausible(*found)) return std::nullopt;
+  const auto globals = objects_.pointer_at(*found + layout_.module_dict);
+  if (!globals || !objects_.plausible(*globals)) return std::nullopt;
+  return globals;
+}
+
+// torch 2.x: `_world._default_pg`; torch 1.13: the class attribute `GroupMember.WORLD`.
+std::optional<std::uint64_t> ProcessGroupReader::default_group(std::uint64_t globals,
+                                                               std::string& registry) {
+  if (const auto world = objects_.dict_get(globals, "_world")) {
+    registry = "torch-2";
+    const auto pg = objects_.attribute(*world, "_default_pg");
+    if (pg && objects_.type_name(*pg) != "NoneType") return pg;
+    return std::nullopt;
+  }
+  registry = "torch-1.13";
+  for (const char* holder : {"GroupMember", "group"}) {
+    const auto cls = objects_.dict_get(globals, holder);
+    if (!cls) continue;
+    const auto pg = objects_.class_attribute(*cls, "WORLD");
+    if (pg && objects_.type_name(*pg) != "NoneType") return pg;
+  }
+  return std::nullopt;
+}
+
+capture::ProcessGroupState* ProcessGroupReader::group_at(capture::DistributedState& state,
+                                                         std::uint64_t object) {
+  for (auto& g : state.groups) {
+    if (g.address == object) return &g;
+  }
+  return nullptr;
+}
+
+void ProcessGroupReader::read_registry(std::uint64_t globals, capture::DistributedState& state) {
+  const auto default_pg = default_group(globals, state.registry);
+  const auto ranks_dict = objects_.dict_get(globals, "_pg_group_ranks");
+  if (!ranks_dict) {
+    state.notes.push_back("torch.distributed: no _pg_group_ranks in distributed_c10d");
+    return;
+  }
+  // Keys hash by address: the registry's dicts are walked and matched by pointer.
+  for (const auto& [pg, mapping] : objects_.dict_items(*ranks_dict, kMaxGroups)) {
+    if (objects_.type_name(pg) == "object") continue;  // GroupMember.NON_GROUP_MEMBER
+    std::vector<std::pair<int, int>> by_group_rank;    // (group rank, global rank)
+    for (const auto& [global, local] : objects_.dict_items(mapping, 1 << 17)) {
+      const auto g = objects_.small_int(global);
+      const auto l = objects_.small_int(local);
+      if (g && l && *g >= 0 && *l >= 0) by_group_rank.emplace_back(*l, *g);
+    }
+    std::sort(by_group_rank.begin(), by_group_rank.end());
+    capture::ProcessGroupState group;
+    group.address = pg;
+    group.is_default = default_pg && *default_pg == pg;
+    for (const auto& [local, global] : by_group_rank) group.ranks.push_back(global);
+    state.groups.push_back(std::move(group));
+  }
+  if (const auto names = objects_.dict_get(globals, "_pg_names")) {
+    for (const auto& [pg, name] : objects_.dict_items(*names, kMaxGroups)) {
+      if (auto* group = group_at(state, pg)) group->name = text(name).value_or("");
+    }
+  }
+  if (const auto map = objects_.dict_get(globals, "_pg_map")) {
+    for (const auto& [pg, entry] : objects_.dict_items(*map, kMaxGroups)) {
+      auto* group = group_at(state, pg);
+      const auto items = objects_.sequence_items(entry, 2);
+      if (group && items && !items->empty()) group->backend = text((*items)[0], 32).value_or("");
+    }
+  }
+  for (auto& g : state.groups) {
+    if (g.name.empty()) g.name = g.is_default ? "0" : "pg@" + std::to_string(g.address);
+    if (g.is_default) state.world_size = static_cast<int>(g.ranks.size());
+  }
+  if (default_pg && !group_at(state, *default_pg)) {
+    state.notes.push_back("torch.distributed: the default group is not in _pg_group_ranks yet");
+  }
+  for (const char* name : {"_default_pg_init_method"}) {
+    if (const auto method = objects_.dict_get(globals, name)) {
+      state.init_method = text(*method, 512).value_or("");
+    }
+  }
+}
+
+// The process's own rank from the C++ ProcessGroup of each group: the offset of (rank, size)
+// must hold for every group at once, each size must be the registry's, and every group must
+// map its rank back to the same global rank. torch 1.13's offset is tried first.
+void ProcessGroupReader::read_native_groups(capture::DistributedState& state) {
+  struct Native {
+    capture::ProcessGroupState* group;
+    std::array<std::byte, kNativeBytes> bytes;
+  };
+  std::vector<Native> natives;
+  for (auto& g : state.groups) {
+    if (g.ranks.empty() || g.address == 0) continue;
+    // pybind11's `instance`: the value pointer follows PyObject_HEAD (simple layout); with
+    // several registered bases it points to the values-and-holders array instead.
+    for (bool indirect : {false, true}) {
+      auto value = objects_.pointer_at(g.address + 16);
+      if (indirect && value && objects_.plausible(*value)) value = objects_.pointer_at(*value);
+      if (!value || !objects_.plausible(*value)) continue;
+      Native native{&g, {}};
+      if (!objects_.read(*value, native.bytes.data(), native.bytes.size())) continue;
+      natives.push_back(native);
+      break;
+    }
+  }
+  if (natives.empty()) {
+    if (!state.groups.empty()) {
+      state.notes.push_back("torch.distributed: no group's C++ ProcessGroup could be read");
+    }
+    return;
+  }
+  const auto fits = [&](std::size_t offset) -> std::optional<int> {
+    std::optional<int> global;
+    for (const auto& n : natives) {
+      const std::int32_t rank = int_at(n.bytes, offset);
+      const std::int32_t size = int_at(n.bytes, offset + 4);
+      if (size != static_cast<std::int32_t>(n.group->ranks.size()) || rank < 0 || rank >= size) {
+        return std::nullopt;
+      }
+      const int mine = n.group->ranks[static_cast<std::size_t>(rank)];
+      if (global && *global != mine) return std::nullopt;
+      global = mine;
+    }
+    return global;
+  };
+  std::vector<std::size_t> offsets = {kTorch113RankOffset};
+  for (std::size_t o = 8; o + 8 <= kNativeBytes; o += 4) {
+    if (o != kTorch113RankOffset) offsets.push_back(o);
+  }
+  for (const std::size_t offset : offsets) {
+    const auto global = fits(offset);
+    if (!global) continue;
+    state.rank = global;
+    for (auto& n : natives) n.group->group_rank = int_at(n.bytes, offset);
+    if (offset != kTorch113RankOffset) {
+      state.notes.push_back("torch.distributed: rank and size found at offset " +
+                            std::to_string(offset) +
+                            " of the C++ ProcessGroup (not torch 1.13's), checked over " +
+                            std::to_string(natives.size()) + " group(s)");
+      return;  // the sequence number's place is known for torch 1.13 only
+    }
+    for (auto& n : natives) {
+      std::uint64_t sequence = 0;
+      std::memcpy(&sequence, n.bytes.data() + kTorch113Sequence, sizeof sequence);
+      if (static_cast<std::uint8_t>(n.bytes[kTorch113SequenceFlag]) == 1 && sequence != 0) {
+        n.group->sequence = sequence;
+      }
+    }
+    return;
+  }
+  state.notes.push_back(
+      "torch.distributed: this process's rank was not found in its C++ ProcessGroup(s)");
+}
+
+// vLLM's and SGLang's GroupCoordinator: the parallel dimension of its torch groups, the rank in
+// it, and the groups torch's registry does not hold (stateless groups).
+void ProcessGroupReader::read_coordinators(std::string_view framework, std::uint64_t globals,
+                                           capture::DistributedState& state) {
+  for (const auto& [global_name, dimension] : kCoordinatorGlobals) {
+    const auto coordinator = objects_.dict_get(globals, global_name);
+    if (!coordinator || objects_.type_name(*coordinator) == "NoneType") continue;
+    const std::string label = std::string(framework) + ":" + dimension;
+    const auto rank_in_group = [&]() -> std::optional<int> {
+      const auto value = objects_.attribute(*coordinator, "rank_in_group");
+      return value ? objects_.small_int(*value) : std::nullopt;
+    }();
+    if (rank_in_group && std::string_view(dimension) != "world") {
+      state.coordinates.emplace(dimension, *rank_in_group);
+    }
+    bool registered = false;
+    for (const char* member : {"device_group", "cpu_group"}) {
+      const auto pg = objects_.attribute(*coordinator, member);
+      if (!pg) continue;
+      if (auto* group = group_at(state, *pg)) {
+        add_label(*group, label);
+        registered = true;
+      }
+    }
+    if (registered) continue;
+    // Not in torch's registry: the coordinator's own list of ranks.
+    const auto ranks = objects_.attribute(*coordinator, "ranks");
+    const auto items = ranks ? objects_.sequence_items(*ranks, 1 << 17) : std::nullopt;
+    if (!items) continue;
+    capture::ProcessGroupState group;
+    for (auto item : *items) {
+      if (const auto r = objects_.small_int(item)) group.ranks.push_back(*r);
+    }
+    const auto unique = objects_.attribute(*coordinator, "unique_name");
+    group.name = (unique ? text(*unique, 128) : std::nullopt).value_or(label);
+    group.group_rank = rank_in_group;
+    group.labels.push_back(label);
+    group.address = *coordinator;
+    state.groups.push_back(std::move(group));
+  }
+}
+
+void ProcessGroupReader::read_megatron(std::uint64_t globals, capture::DistributedState& state) {
+  for (const auto& [global_name, dimension] : kMegatronGlobals) {
+    const auto pg = objects_.dict_get(globals, global_name);
+    if (!pg) continue;
+    if (auto* group = group_at(state, *pg)) {
+      add_label(*group, std::string("megatron:") + dimension);
+      if (group->group_rank) state.coordinates.emplace(dimension, *group->group_rank);
+    }
+  }
+}
+
+std::optional<capture::DistributedState> ProcessGroupReader::read() {
+  const auto c10d = module_globals("torch.distributed.distributed_c10d");
+  if (!c10d) return std::nullopt;
+  capture::DistributedState state;
+  read_registry(*c10d, state);
+  read_native_groups(state);
+  if (const auto vllm = module_globals("vllm.distributed.parallel_state")) {
+    read_coordinators("vllm", *vllm, state);
+  }
+  if (const auto sglang = module_globals("sglang.srt.distributed.parallel_state")) {
+    read_coordinators("sglang", *sglang, state);
+  }
+  if (const auto megatron = module_globals("megatron.core.parallel_state")) {
+    read_megatron(*megatron, state);
+  }
+  // A coordinator's rank list gives the global rank when no C++ group could be read.
+  if (!state.rank) {
+    for (const auto& g : state.groups) {
+      if (g.group_rank && *g.group_rank >= 0 &&
+          static_cast<std::size_t>(*g.group_rank) < g.ranks.size()) {
+        state.rank = g.ranks[static_cast<std::size_t>(*g.group_rank)];
+        break;
+      }
+    }
+  }
+  return state;
+}
+
+std::map<std::uint64_t, std::string> ProcessGroupReader::labels(
+    const capture::DistributedState& state) {
+  std::map<std::uint64_t, std::string> out;
+  for (const auto& g : state.groups) {
+    if (g.address != 0) out.emplace(g.address, group_label(g.name));
+  }
+  return out;
+}
+
+}  // namespace hangscope::python
