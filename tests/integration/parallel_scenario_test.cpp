@@ -44,21 +44,21 @@ enum class Culprits { kAny, kNotLastStage, kFirstStage };
 // How the culprit and one of its peers wait: a function name that is the rank's wait point's
 // function or its caller's ("" = not checked), and the wait point's kind ("" = not checked).
 struct Wait {
-  std::string function;
-  std::string kind;
+  std::string function{};
+  std::string kind{};
 };
 
 struct ParallelScenario {
-  std::string name;
-  std::string launcher;
-  Layout layout;
+  std::string name{};
+  std::string launcher{};
+  Layout layout{};
   int nodes = 2;
   int ranks_per_node = 2;
-  std::string scenario;
+  std::string scenario{};
   Culprits culprits = Culprits::kAny;
-  std::string verdict;  // the top verdict's id ("" = any); healthy: no verdict expected
-  Wait culprit_wait;
-  Wait tp_peer_wait;  // the culprit's TP peer (tp_rank ^ 1, same DP and PP rank)
+  std::string verdict{};  // the top verdict's id ("" = any); healthy: no verdict expected
+  Wait culprit_wait{};
+  Wait tp_peer_wait{};  // the culprit's TP peer (tp_rank ^ 1, same DP and PP rank)
   bool healthy = false;
   bool in_init = false;  // init hangs: no process group exists yet
   bool absent = false;   // the culprit's process was never started
@@ -160,7 +160,9 @@ TEST_P(ParallelScenarios, DiagnoseNamesTheCulprit) {
   EXPECT_EQ(d.exit_code, 3);
   ASSERT_FALSE(verdicts.empty()) << d.report["conclusion"];
   const auto& top = verdicts[0];
-  if (!s.verdict.empty()) EXPECT_EQ(top["id"], s.verdict) << top.dump(1);
+  if (!s.verdict.empty()) {
+    EXPECT_EQ(top["id"], s.verdict) << top.dump(1);
+  }
   EXPECT_EQ(top["diverged_ranks"], json::array({culprit})) << top.dump(1);
   EXPECT_FALSE(top["waiting_ranks"].empty()) << top.dump(1);
 
@@ -169,7 +171,9 @@ TEST_P(ParallelScenarios, DiagnoseNamesTheCulprit) {
     // No process anywhere: the report says so rather than pointing at a process.
     const auto text = verdict_text(top);
     EXPECT_NE(text.find("no process on any answering node"), std::string::npos) << text;
-    if (entry) EXPECT_EQ((*entry)["state"], "missing") << entry->dump(1);
+    if (entry) {
+      EXPECT_EQ((*entry)["state"], "missing") << entry->dump(1);
+    }
     return;
   }
   ASSERT_NE(entry, nullptr) << "rank " << culprit << " not in the report";

@@ -16,7 +16,7 @@ struct ClusterOptions {
   bool variety = false;                 // identity variety and a second job on node 1
   // Non-empty: tools/repro/parallel_job.py's arguments (cluster.sh --job): each node runs that
   // job's launcher instead of gloo_barrier_hang.py; diverged, scenario and variety are ignored.
-  std::string job;
+  std::string job{};
 };
 
 class VirtualCluster {
