@@ -310,7 +310,7 @@ def run_rank(args, rank, local_rank, world_size, init_method):
     if args.launcher == "ray-actor":
         import setproctitle  # Ray titles the actor's worker process when the actor is created
         setproctitle.setproctitle(RAY_ACTOR_TITLE)
-    if args.scenario == "init-hang":
+    if args.scenario in ("init-hang", "init-missing"):
         announce(f"rank {rank} pid {os.getpid()} {'diverged' if is_culprit else 'waiting'}")
         if is_culprit:
             load_checkpoint(rank)
