@@ -18,7 +18,8 @@ VirtualCluster::VirtualCluster(const ClusterOptions& options) : dir_(temp_path("
   const auto result = run_command(
       kCluster + " up --dir " + dir_ + " --nodes " + std::to_string(options.nodes) + " --ranks " +
       std::to_string(options.ranks_per_node) + " --diverged " + std::to_string(options.diverged) +
-      " --scenario " + options.scenario + (options.variety ? " --variety" : "") + " --hangscope " +
+      " --scenario " + options.scenario + (options.variety ? " --variety" : "") +
+      (options.job.empty() ? "" : " --job '" + options.job + "'") + " --hangscope " +
       HANGSCOPE_BINARY + " 2>&1");
   up_ = result.exit_code == 0;
   if (!up_) ADD_FAILURE() << "cluster did not come up:\n" << result.out << result.err;

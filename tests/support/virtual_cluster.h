@@ -14,6 +14,9 @@ struct ClusterOptions {
   int diverged = 3;
   std::string scenario = "store-wait";  // tools/repro/gloo_barrier_hang.py --scenario
   bool variety = false;                 // identity variety and a second job on node 1
+  // Non-empty: tools/repro/parallel_job.py's arguments (cluster.sh --job): each node runs that
+  // job's launcher instead of gloo_barrier_hang.py; diverged, scenario and variety are ignored.
+  std::string job{};
 };
 
 class VirtualCluster {

@@ -5,7 +5,7 @@
 # hang in dist.barrier() (or as --scenario says: tools/repro/gloo_barrier_hang.py --help).
 #
 #   cluster.sh up   --dir DIR [--nodes K] [--ranks N] [--diverged R] [--hangscope BIN]
-#                   [--scenario NAME] [--variety]
+#                   [--scenario NAME] [--variety] [--job "ARGS"]
 #   cluster.sh down --dir DIR
 #   cluster.sh run  [up options] -- COMMAND...   (up, run COMMAND with AGENTS and TOKEN_FILE
 #                                                  set, then down, whatever happens)
@@ -15,14 +15,19 @@
 # title VLLM::EngineCore, no rank variables; gloo_barrier_hang.py --driver), waited for like
 # the ranks. --scenario collective-behind gives each node's ranks their flight-recorder fifos and
 # dumps under DIR/node<n>/flight-recorder/ (TORCH_NCCL_DEBUG_INFO_PIPE_FILE/_TEMP_FILE) and starts
-# the agents with --trigger-fr-dump. DIR receives: agents (one HOST:PORT per line), token, node
+# the agents with --trigger-fr-dump. --job "ARGS" runs tools/repro/parallel_job.py ARGS instead
+# of gloo_barrier_hang.py (--scenario, --diverged and --variety are then ignored): one launcher
+# per node (e.g. --job "--launcher spawn --layout tp=2,dp=2 --scenario tp-skip --culprit 3"),
+# told its node index, the node count, --ranks and node 0's address; the cluster is up when
+# every rank announced itself ("rank R ..."; a rank its launcher left out: "rank R absent") and,
+# for --scenario compiled-dag in ARGS, node 0's driver. DIR receives: agents (one HOST:PORT per line), token, node
 # logs. Needs root.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 
 nodes=2 ranks=4 diverged=5 dir="" hangscope="$repo/build/src/hangscope" scenario=store-wait
-variety=0
+variety=0 job=""
 subnet=${HANGSCOPE_TESTBED_SUBNET:-198.51.100}  # TEST-NET-2: only ever on our own bridge
 bridge=hsbr0
 port=7447
@@ -37,6 +42,7 @@ parse() {
       --hangscope) hangscope=$2; shift 2 ;;
       --scenario) scenario=$2; shift 2 ;;
       --variety) variety=1; shift ;;
+      --job) job=$2; shift 2 ;;
       --) shift; command=("$@"); return ;;
       *) echo "cluster.sh: unknown option $1" >&2; exit 2 ;;
     esac
@@ -77,7 +83,7 @@ up() {
     # unshare process ends every process of the node.
     ip netns exec "$ns" unshare --pid --fork --mount-proc --uts \
       "$here/node.sh" "node$n" "$n" "$addr" "$port" "$dir" "$hangscope" "$nodes" "$ranks" \
-      "$diverged" "$subnet.1" "$scenario" "$variety" > "$dir/node$n.log" 2>&1 &
+      "$diverged" "$subnet.1" "$scenario" "$variety" "$job" > "$dir/node$n.log" 2>&1 &
     echo $! > "$dir/node$n.pid"
     disown $!  # torn down by `down`, which kills it; no job-control chatter then
   done
@@ -93,12 +99,15 @@ up() {
     drivers=$(cat "$dir"/node*.log 2>/dev/null | grep -c '^driver pid ' || true)
     if [ "$ready" -ge $((nodes * ranks)) ] && [ "$(cat "$dir"/node*.log | grep -c 'listening on')" -ge "$nodes" ] &&
        { [ "$variety" = 0 ] || [ "$nodes" -lt 2 ] || [ "$extra_ranks" -ge 2 ]; } &&
-       { [ "$scenario" != compiled-dag ] || [ "$drivers" -ge 1 ]; }; then
+       { [ "$scenario" != compiled-dag ] || [ -n "$job" ] || [ "$drivers" -ge 1 ]; } &&
+       { [[ " $job " != *" compiled-dag "* ]] || [ "$drivers" -ge 1 ]; }; then
       sleep 1  # let the waiting ranks enter the barrier
       return 0
     fi
     # A scenario that cannot run with these options (the ranks refused it): no point waiting.
-    if cat "$dir"/node*.log 2>/dev/null | grep -q 'gloo_barrier_hang.py: error:'; then break; fi
+    if cat "$dir"/node*.log 2>/dev/null | grep -q -e 'gloo_barrier_hang.py: error:' -e 'parallel_job.py: error:'; then
+      break
+    fi
     sleep 0.2
   done
   echo "cluster.sh: the cluster did not come up; node logs:" >&2

@@ -4,19 +4,35 @@
 # graph's driver, vLLM's EngineCore process), and waits. Started by cluster.sh. With --scenario
 # collective-behind the ranks' flight-recorder fifos and dumps go to DIR/NAME/flight-recorder/
 # and the agent asks for fresh dumps (collect --trigger-fr-dump); with store-exit and store-wait
-# the agent asks the store which awaited keys exist (collect --query-store).
+# the agent asks the store which awaited keys exist (collect --query-store). With a job (JOB,
+# cluster.sh --job) the node runs tools/repro/parallel_job.py's launcher instead: one per node,
+# the ranks its launcher starts (no rank variables here; GLOO_SOCKET_IFNAME=eth0 and a fresh
+# VLLM_CACHE_ROOT for the node, as a user's job script sets them), the agent without options.
 set -u
 name=$1 index=$2 addr=$3 port=$4 dir=$5 hangscope=$6 nodes=$7 ranks=$8 diverged=$9 master=${10}
-scenario=${11:-store-wait} variety=${12:-0}
+scenario=${11:-store-wait} variety=${12:-0} job=${13:-}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 hostname "$name"
 agent_flags=()
+if [ -n "$job" ]; then scenario=job; fi
 if [ "$scenario" = collective-behind ]; then agent_flags=(--trigger-fr-dump); fi
 # Store waits: the agent asks the job's store (read-only) which awaited keys exist.
 if [ "$scenario" = store-exit ] || [ "$scenario" = store-wait ]; then agent_flags=(--query-store); fi
 "$hangscope" collect --listen "$addr:$port" --token-file "$dir/token" --node-name "$name" \
   "${agent_flags[@]}" &
 world=$((nodes * ranks))
+if [ -n "$job" ]; then
+  # This node's launcher of the job (its ranks die with it); word splitting of JOB intended.
+  export VLLM_CACHE_ROOT="$dir/$name/vllm-cache"
+  rm -rf "$VLLM_CACHE_ROOT"
+  mkdir -p "$VLLM_CACHE_ROOT"
+  # shellcheck disable=SC2086
+  GLOO_SOCKET_IFNAME=eth0 /usr/bin/python3 "$repo/tools/repro/parallel_job.py" --nodes "$nodes" \
+    --node-index "$index" --ranks-per-node "$ranks" --master-addr "$master" --master-port 29500 \
+    $job &
+  wait
+  exit 0
+fi
 script="$repo/tools/repro/gloo_barrier_hang.py"
 if [ "$scenario" = autotune-cache ]; then
   # This node's vLLM cache (its FlashInfer autotune cache), fresh for every cluster.

@@ -1,9 +1,10 @@
 """Simulated vllm.distributed.parallel_state: vLLM's process groups (world, tensor parallel,
-data parallel).
+pipeline parallel, data parallel, expert parallel).
 
 Real torch.distributed work on gloo CPU groups; the device groups are gloo groups too (no GPU).
 """
 import os
+import pickle
 import socket
 from multiprocessing import shared_memory
 from unittest.mock import patch
@@ -17,7 +18,12 @@ logger = init_logger(__name__)
 
 _WORLD = None
 _TP = None
+_PP = None
 _DP = None
+_EP = None
+# Whether the TP group's device communicator may use the custom all-reduce
+# (set_custom_all_reduce: the engine's --disable-custom-all-reduce switches it off).
+_ENABLE_CUSTOM_ALL_REDUCE = True
 _group_name_counter = {}
 # Simulation: how in_the_same_node_as probes. False (seed A): a barrier first, then the source's
 # hostname, then the all-reduce. True: vLLM's own probe with a shared-memory segment.
@@ -30,6 +36,14 @@ def _simulate_shm_probe(enabled=True):
     message, a barrier, an all-reduce of the flags) instead of seed A's barrier-first order."""
     global _shm_probe
     _shm_probe = enabled
+
+
+def set_custom_all_reduce(enable):
+    """Enables or disables the custom all-reduce of the TP groups' device communicators (vLLM's
+    worker calls it with `not parallel_config.disable_custom_all_reduce` before building the
+    groups)."""
+    global _ENABLE_CUSTOM_ALL_REDUCE
+    _ENABLE_CUSTOM_ALL_REDUCE = enable
 
 
 def _get_unique_name(name):
@@ -106,6 +120,71 @@ class GroupCoordinator:
             dist.all_reduce(input_, group=self.device_group)
             return input_
         return self.device_communicator.all_reduce(input_)
+
+    @property
+    def next_rank(self):
+        """The global rank of the group's next rank (pipeline order, wrapping around)."""
+        return self.ranks[(self.rank_in_group + 1) % self.world_size]
+
+    @property
+    def prev_rank(self):
+        """The global rank of the group's previous rank (pipeline order, wrapping around)."""
+        return self.ranks[(self.rank_in_group - 1) % self.world_size]
+
+    @property
+    def is_last_rank(self):
+        """Whether this rank is the group's last (the last pipeline stage)."""
+        return self.rank == self.ranks[-1]
+
+    def send_object(self, obj, dst):
+        """Sends a picklable object to dst (a rank of the group): its size as a one-element
+        long tensor, then the pickled bytes as a uint8 tensor, both on the CPU group."""
+        assert dst < self.world_size, f"Invalid dst rank ({dst})"
+        object_tensor = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
+        size_tensor = torch.tensor([object_tensor.numel()], dtype=torch.long)
+        dist.send(size_tensor, dst=self.ranks[dst], group=self.cpu_group)
+        dist.send(object_tensor, dst=self.ranks[dst], group=self.cpu_group)
+
+    def recv_object(self, src):
+        """Receives a picklable object from src (a rank of the group): the size, then the
+        bytes, on the CPU group."""
+        assert src < self.world_size, f"Invalid src rank ({src})"
+        size_tensor = torch.empty(1, dtype=torch.long)
+        dist.recv(size_tensor, src=self.ranks[src], group=self.cpu_group)
+        object_tensor = torch.empty(int(size_tensor.item()), dtype=torch.uint8)
+        dist.recv(object_tensor, src=self.ranks[src], group=self.cpu_group)
+        return pickle.loads(object_tensor.numpy().tobytes())
+
+    def send_tensor_dict(self, tensor_dict, dst=None, all_gather_group=None):
+        """Sends a dict of tensors to the group's next rank (pipeline parallelism: the
+        intermediate tensors to the next stage): the metadata (keys, shapes, dtypes) with
+        send_object on the CPU group, then each tensor with torch.distributed.send on the device
+        group. The real one with all_gather_group (the TP group) sends only this TP rank's slice
+        of each tensor; here the whole tensor."""
+        if self.world_size == 1:
+            return tensor_dict
+        if dst is None:
+            dst = (self.rank_in_group + 1) % self.world_size
+        metadata = [(key, tuple(value.shape), value.dtype) for key, value in tensor_dict.items()]
+        self.send_object(metadata, dst=dst)
+        for value in tensor_dict.values():
+            dist.send(value, dst=self.ranks[dst], group=self.device_group)
+        return None
+
+    def recv_tensor_dict(self, src=None, all_gather_group=None):
+        """Receives a dict of tensors from the group's previous rank: the metadata with
+        recv_object, then each tensor with torch.distributed.recv on the device group."""
+        if self.world_size == 1:
+            return None
+        if src is None:
+            src = (self.rank_in_group - 1) % self.world_size
+        metadata = self.recv_object(src=src)
+        tensor_dict = {}
+        for key, shape, dtype in metadata:
+            value = torch.empty(shape, dtype=dtype)
+            dist.recv(value, src=self.ranks[src], group=self.device_group)
+            tensor_dict[key] = value
+        return tensor_dict
 
 
 def in_the_same_node_as(pg, source_rank=0):
@@ -204,10 +283,40 @@ def get_tp_group():
     return _TP
 
 
+def get_pp_group():
+    """The pipeline-parallel GroupCoordinator."""
+    assert _PP is not None, "pipeline model parallel group is not initialized"
+    return _PP
+
+
 def get_dp_group():
     """The data-parallel GroupCoordinator."""
     assert _DP is not None, "data parallel group is not initialized"
     return _DP
+
+
+def get_ep_group():
+    """The expert-parallel GroupCoordinator."""
+    assert _EP is not None, "expert parallel group is not initialized"
+    return _EP
+
+
+def model_parallel_is_initialized():
+    """Whether the TP and PP groups exist."""
+    return _TP is not None and _PP is not None
+
+
+def ensure_model_parallel_initialized(tensor_model_parallel_size,
+                                      pipeline_model_parallel_size, backend=None,
+                                      data_parallel_size=1):
+    """Builds the model-parallel groups unless they exist (then checks their sizes), as the
+    worker's init_worker_distributed_environment calls it."""
+    if not model_parallel_is_initialized():
+        initialize_model_parallel(tensor_model_parallel_size, pipeline_model_parallel_size,
+                                  backend, data_parallel_size=data_parallel_size)
+        return
+    assert get_tp_group().world_size == tensor_model_parallel_size
+    assert get_pp_group().world_size == pipeline_model_parallel_size
 
 
 def init_distributed_environment(world_size=-1, rank=-1, distributed_init_method="env://",
@@ -227,22 +336,51 @@ def init_distributed_environment(world_size=-1, rank=-1, distributed_init_method
 
 def initialize_model_parallel(tensor_model_parallel_size=1, pipeline_model_parallel_size=1,
                               backend=None, data_parallel_size=1):
-    """Creates the model-parallel groups (TP innermost, DP outermost; the real one takes the DP
-    size from the vLLM config); here the TP groups, each with the device communicator and the
-    message-queue broadcaster, as vLLM does, then (data_parallel_size > 1) the DP groups."""
-    global _TP, _DP
+    """Creates the model-parallel groups as vLLM does: the ranks laid out as
+    ExternalDP x DP x PP x TP (TP innermost), then, every rank building every group in the same
+    order, the TP groups (device communicator and message-queue broadcaster), the PP groups,
+    the DP groups and the EP groups (DP x TP ranks of one PP stage), each rank's place logged.
+    Shortcuts: the real one takes the DP size from the vLLM config (here a parameter) and also
+    builds the decode-context-parallel groups (DCP, size 1 by default) after TP."""
+    global _TP, _PP, _DP, _EP
+    assert dist.is_initialized()
     world_size = dist.get_world_size()
+    rank = dist.get_rank()
     backend = backend or dist.get_backend(get_world_group().device_group)
-    group_ranks = [list(range(i * tensor_model_parallel_size, (i + 1) * tensor_model_parallel_size))
-                   for i in range(world_size // tensor_model_parallel_size)]
+    # the layout order is: ExternalDP x DP x PP x TP
+    all_ranks = torch.arange(world_size).reshape(
+        -1, data_parallel_size, pipeline_model_parallel_size, tensor_model_parallel_size)
+
+    # Build the tensor model-parallel groups.
+    assert _TP is None, "tensor model parallel group is already initialized"
+    group_ranks = [x.tolist() for x in all_ranks.view(-1, tensor_model_parallel_size).unbind(0)]
+    # message queue broadcaster is only used in tensor model parallel group
     _TP = init_model_parallel_group(group_ranks, get_world_group().local_rank, backend,
                                     use_message_queue_broadcaster=True, group_name="tp")
-    if data_parallel_size > 1:
-        # One DP group per position inside a DP replica (ranks dp * replica_size + i). The real
-        # DP coordinator has a device communicator too; the simulation's needs none.
-        replica_size = world_size // data_parallel_size
-        group_ranks = [[d * replica_size + i for d in range(data_parallel_size)]
-                       for i in range(replica_size)]
-        _DP = GroupCoordinator(group_ranks=group_ranks, local_rank=get_world_group().local_rank,
-                               torch_distributed_backend=backend, use_device_communicator=False,
-                               group_name="dp")
+
+    # Build the pipeline model-parallel groups.
+    assert _PP is None, "pipeline model parallel group is already initialized"
+    group_ranks = [x.tolist() for x in
+                   all_ranks.transpose(2, 3).reshape(-1, pipeline_model_parallel_size).unbind(0)]
+    _PP = init_model_parallel_group(group_ranks, get_world_group().local_rank, backend,
+                                    group_name="pp")
+
+    # Build the data-parallel groups (the simulation's DP synchronisation needs no device
+    # communicator: coordinate_batch_across_dp uses the CPU group).
+    assert _DP is None, "data parallel group is already initialized"
+    group_ranks = [x.tolist() for x in
+                   all_ranks.transpose(1, 3).reshape(-1, data_parallel_size).unbind(0)]
+    _DP = GroupCoordinator(group_ranks=group_ranks, local_rank=get_world_group().local_rank,
+                           torch_distributed_backend=backend, use_device_communicator=False,
+                           group_name="dp")
+
+    # Build the expert-parallel groups.
+    assert _EP is None, "expert parallel group is already initialized"
+    group_ranks = [x.tolist() for x in all_ranks.transpose(1, 2).reshape(
+        -1, data_parallel_size * tensor_model_parallel_size).unbind(0)]
+    _EP = init_model_parallel_group(group_ranks, get_world_group().local_rank, backend,
+                                    group_name="ep")
+
+    logger.info("rank %s in world size %s is assigned as DP rank %s, PP rank %s, TP rank %s, "
+                "EP rank %s", rank, world_size, _DP.rank_in_group, _PP.rank_in_group,
+                _TP.rank_in_group, _EP.rank_in_group)

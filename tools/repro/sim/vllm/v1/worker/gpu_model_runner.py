@@ -25,6 +25,9 @@ class GPUModelRunner:
             tensor_parallel_size=tp_size, rank=tp_rank)
         self.vllm_backend = None
         self.compiled_model = None
+        # Simulation only: called after the forward, before the step's output leaves the rank
+        # (a scenario's stall, e.g. waiting for a KV-cache save).
+        self._simulate_after_forward = None
         if compile_model:
             from vllm.compilation.backends import VllmBackend
             self.vllm_backend = VllmBackend(self.parallel_config, prefix="backbone")
@@ -52,11 +55,31 @@ class GPUModelRunner:
         # The real forward: model -> decoder layer -> FusedMoE -> flashinfer fused MoE.
         return trtllm_fp8_block_scale_moe(hidden_states, self.tp_size, self.tp_rank)
 
-    def execute_model(self, scheduler_output):
-        """Runs one step for the scheduler's batch: prepares the inputs, runs the forward (its
-        RowParallelLinear layers all-reduce across the tensor-parallel group), samples."""
+    def execute_model(self, scheduler_output, intermediate_tensors=None):
+        """Runs one step for the scheduler's batch: prepares the inputs (with data parallelism
+        the DP ranks first agree on the padded batch, coordinate_batch_across_dp), runs the
+        forward (its RowParallelLinear layers all-reduce across the tensor-parallel group),
+        samples. A pipeline stage before the last returns its intermediate tensors (a dict)
+        for the worker to send on; intermediate_tensors: what the previous stage sent."""
         num_tokens = int(scheduler_output.total_num_scheduled_tokens)
-        hidden_states = torch.ones(num_tokens, self.hidden_size)
+        if self.parallel_config.data_parallel_size > 1:
+            coordinate_batch_across_dp(num_tokens_unpadded=num_tokens, allow_microbatching=True,
+                                       allow_dp_padding=True,
+                                       parallel_config=self.parallel_config)
+        if intermediate_tensors is not None:
+            hidden_states = intermediate_tensors["hidden_states"]
+        else:
+            hidden_states = torch.ones(num_tokens, self.hidden_size)
         # The forward: each decoder layer's o_proj / down_proj (RowParallelLinear) all-reduce.
         hidden_states = tensor_model_parallel_all_reduce(hidden_states)
+        if self._simulate_after_forward is not None:
+            self._simulate_after_forward()
+        if self.parallel_config.pipeline_parallel_size > 1 and not self._is_last_pp_rank():
+            return {"hidden_states": hidden_states}
         return hidden_states
+
+    @staticmethod
+    def _is_last_pp_rank():
+        """Whether this rank runs the last pipeline stage (get_pp_group().is_last_rank)."""
+        from vllm.distributed.parallel_state import get_pp_group
+        return get_pp_group().is_last_rank
