@@ -32,8 +32,17 @@ std::string place(const WaitPoint& wait) {
   return wait.primitive.empty() ? "an unknown place" : wait.primitive;
 }
 
-// Processes on the answering nodes that may be an absent rank: not ranks, not launchers, and
-// of this job (its key in their environment) or children of the same parent as its ranks.
+// multiprocessing's own helpers (its resource tracker, its fork server) are no ranks.
+bool multiprocessing_helper(const OtherProcess& other) {
+  return other.wait.python &&
+         other.wait.python->file.find("/multiprocessing/") != std::string::npos &&
+         (other.wait.python->function == "main" || other.wait.python->file.find("forkserver") !=
+                                                       std::string::npos);
+}
+
+// Processes on the answering nodes that may be an absent rank: not ranks, launchers or
+// multiprocessing's helpers, and of this job (its key in their environment) or children of the
+// same parent as its ranks.
 std::vector<const OtherProcess*> candidates(const Job& job,
                                             const std::vector<OtherProcess>& others) {
   std::set<std::pair<std::string, pid_t>> parents;
@@ -43,12 +52,27 @@ std::vector<const OtherProcess*> candidates(const Job& job,
   std::vector<const OtherProcess*> out;
   for (const auto& other : others) {
     const auto& id = other.process->identity;
-    if (id.role == "launcher" || id.role == "helper" || !other.process->dump) continue;
+    if (id.role == "launcher" || id.role == "helper" || !other.process->dump ||
+        multiprocessing_helper(other)) {
+      continue;
+    }
     const bool same_job = !job.key.empty() && id.job == job.key;
     const bool sibling = parents.count({other.node, other.process->ppid}) > 0;
     if (same_job || sibling) out.push_back(&other);
   }
   return out;
+}
+
+// The candidate that is rank `rank`: the only one, or the one whose waiting frames hold a local
+// `rank` (or `global_rank`) of that value.
+const OtherProcess* absent_process(int rank, std::size_t absent_count,
+                                   const std::vector<const OtherProcess*>& pool) {
+  for (const auto* other : pool) {
+    for (const char* name : {"rank", "global_rank"}) {
+      if (other->wait.local(name) == std::to_string(rank)) return other;
+    }
+  }
+  return absent_count == 1 && pool.size() == 1 ? pool.front() : nullptr;
 }
 
 }  // namespace
@@ -59,7 +83,10 @@ std::optional<Verdict> init_verdict(const Job& job, const std::vector<OtherProce
   std::string call;
   for (const auto& r : job.ranks) {
     const auto* p = r.latest();
-    if (p == nullptr || !r.rank || r.state != RankState::kWaiting) continue;
+    if (p == nullptr || !r.rank ||
+        (r.state != RankState::kWaiting && r.state != RankState::kRunning)) {
+      continue;
+    }
     const auto c = init_call(*p);
     if (c.empty()) continue;
     if (call.empty() || c == "init_process_group") call = c;
@@ -95,8 +122,8 @@ std::optional<Verdict> init_verdict(const Job& job, const std::vector<OtherProce
       line = "rank " + std::to_string(r) + " runs as pid " + std::to_string(e->pid) + " on " +
              e->node + ", " + std::string(to_string(e->state)) + " in " + place(e->wait) +
              ": it has not called " + call;
-    } else if (absent.size() == 1 && pool.size() == 1) {
-      const auto& other = *pool.front();
+    } else if (const auto* found = absent_process(r, absent.size(), pool)) {
+      const auto& other = *found;
       line = "rank " + std::to_string(r) + " is most likely pid " +
              std::to_string(other.process->pid) + " on " + other.node +
              " (of the job, no rank known yet) in " + place(other.wait) + ": it has not called " +

@@ -259,36 +259,45 @@ std::string job_from_init_method(std::string_view method) {
 }
 
 // A rank inside init_process_group (or its rendezvous) holds no group yet: its rank, world size
-// and init method are the arguments of the waiting frames.
+// and store address are the arguments of the waiting frames (init_process_group's rank,
+// world_size and init_method; _create_c10d_store's hostname and port).
 void identify_from_init_frames(ProcessRecord& record) {
-  const auto& dump = *record.dump;
-  for (const auto& thread : dump.threads) {
+  const auto unquote = [](const std::string& v) {
+    return v.size() >= 2 && v.front() == '\'' ? v.substr(1, v.size() - 2) : v;
+  };
+  for (const auto& thread : record.dump->threads) {
+    std::optional<int> rank, world;
+    std::string method, host, port;
+    bool init = false;
     for (const auto& frame : thread.python_frames) {
-      const bool init =
-          frame.function == "init_process_group" || frame.function == "_create_c10d_store" ||
-          frame.function == "_store_based_barrier" || frame.function == "_tcp_rendezvous_handler" ||
-          frame.function == "_env_rendezvous_handler";
-      if (!init || frame.file.find("torch/distributed/") == std::string::npos) continue;
-      std::optional<int> rank, world;
-      std::string method;
+      if (frame.file.find("torch/distributed/") == std::string::npos) continue;
+      if (frame.function != "init_process_group" && frame.function != "_create_c10d_store" &&
+          frame.function != "_store_based_barrier" && frame.function != "_tcp_rendezvous_handler" &&
+          frame.function != "_env_rendezvous_handler") {
+        continue;
+      }
+      init = true;
       for (const auto& [name, value] : frame.locals) {
-        if (name == "rank") rank = to_int(value);
-        if (name == "world_size") world = to_int(value);
-        if (name == "init_method" && value.size() > 2) method = value.substr(1, value.size() - 2);
+        if (name == "rank" && !rank) rank = to_int(value);
+        if (name == "world_size" && !world) world = to_int(value);
+        if (name == "init_method" && method.empty()) method = unquote(value);
+        if (name == "hostname" && host.empty()) host = unquote(value);
+        if (name == "port" && port.empty()) port = value;
       }
-      if (!rank || *rank < 0) continue;
-      auto& id = record.identity;
-      id.rank = rank;
-      id.role = "rank";
-      id.source = "memory:init-arguments";
-      id.sources["rank"] = id.source;
-      if (world && *world > 0) {
-        id.world_size = world;
-        id.sources["world_size"] = id.source;
-      }
-      if (id.job.empty()) id.job = job_from_init_method(method);
-      return;
     }
+    if (!init || !rank || *rank < 0) continue;
+    auto& id = record.identity;
+    id.rank = rank;
+    id.role = "rank";
+    id.source = "memory:init-arguments";
+    id.sources["rank"] = id.source;
+    if (world && *world > 0) {
+      id.world_size = world;
+      id.sources["world_size"] = id.source;
+    }
+    if (id.job.empty()) id.job = job_from_init_method(method);
+    if (id.job.empty() && !host.empty() && to_int(port)) id.job = host + ":" + port;
+    return;
   }
 }
 
