@@ -9,6 +9,7 @@
 
 #include "hangscope/collectives/flight_recorder.h"
 #include "hangscope/common/error.h"
+#include "hangscope/common/files.h"
 #include "hangscope/common/text.h"
 #include "hangscope/v1/snapshot.pb.h"
 #include "hangscope/version.h"
@@ -76,11 +77,11 @@ void encode_thread(const capture::ThreadDump& t, v1::ThreadSnapshot& out, StackT
   out.set_tid(t.tid);
   out.set_name(valid_utf8(t.name));
   out.set_state(std::string(1, t.state));
-  out.set_wchan(t.wchan);
+  out.set_wchan(valid_utf8(t.wchan));
   if (t.py_thread_id) out.set_py_thread_id(*t.py_thread_id);
   if (t.py_thread_name) out.set_py_thread_name(valid_utf8(*t.py_thread_name));
   out.set_holds_gil(t.holds_gil);
-  out.set_merge(t.merge);
+  out.set_merge(valid_utf8(t.merge));
   if (!t.frames.empty() && t.frames == t.native_frames) {
     out.set_merged_from(v1::ThreadSnapshot::MERGED_NATIVE);
   } else if (!t.frames.empty() && t.frames == t.python_frames) {
@@ -107,11 +108,13 @@ void encode_identity(const capture::ProcessRecord& r, v1::RankIdentity& out) {
   if (id.tp) out.set_tp(*id.tp);
   if (id.pp) out.set_pp(*id.pp);
   if (id.dp) out.set_dp(*id.dp);
-  out.set_source(id.source);
-  out.set_job(id.job);
-  out.set_title(id.title);
+  out.set_source(valid_utf8(id.source));
+  out.set_job(valid_utf8(id.job));
+  out.set_title(valid_utf8(id.title));  // from the target's command line
   out.set_helper_of(r.helper_of);
-  for (const auto& [field, source] : id.sources) (*out.mutable_sources())[field] = source;
+  for (const auto& [field, source] : id.sources) {
+    (*out.mutable_sources())[valid_utf8(field)] = valid_utf8(source);
+  }
 }
 
 // Reads strings back, refusing indices outside the table.
@@ -162,8 +165,8 @@ void encode(const capture::NodeSnapshot& node, v1::NodeSnapshot& out) {
   out.Clear();
   out.set_schema_major(kSchemaMajor);
   out.set_schema_minor(kSchemaMinor);
-  out.set_node_name(node.node_name);
-  out.set_hostname(node.hostname);
+  out.set_node_name(valid_utf8(node.node_name));
+  out.set_hostname(valid_utf8(node.hostname));
   out.set_capture_unix_ns(node.capture_unix_ns);
   out.set_agent_version(kVersion);
   out.set_sample_index(node.sample_index);
@@ -201,7 +204,9 @@ void encode(const capture::NodeSnapshot& node, v1::NodeSnapshot& out) {
     for (const auto& [k, v] : r.facts) {
       if (!common.count(k)) (*p->mutable_facts())[valid_utf8(k)] = valid_utf8(v);
     }
-    if (r.flight_record) p->set_flight_record(collectives::to_json(*r.flight_record).dump());
+    if (r.flight_record)
+      p->set_flight_record(collectives::to_json(*r.flight_record)
+                               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     p->set_environment_source(valid_utf8(r.environment_source));
     p->set_error(valid_utf8(r.error));
     for (const auto& log : r.logs) {
@@ -210,7 +215,7 @@ void encode(const capture::NodeSnapshot& node, v1::NodeSnapshot& out) {
       for (const auto& line : log.lines) out_log->add_line_ids(strings.intern(line));
     }
     if (r.dump) {
-      if (r.dump->python) p->set_python(*r.dump->python);
+      if (r.dump->python) p->set_python(valid_utf8(*r.dump->python));
       for (const auto& n : r.dump->notes) p->add_notes(valid_utf8(n));
       p->set_max_paused_ns(static_cast<std::uint64_t>(r.dump->max_paused.count()));
       for (const auto& t : r.dump->threads) encode_thread(t, *p->add_threads(), stacks);
@@ -342,6 +347,12 @@ capture::NodeSnapshot decode(const v1::NodeSnapshot& in) {
   return node;
 }
 
+capture::NodeSnapshot as_transmitted(const capture::NodeSnapshot& node) {
+  v1::NodeSnapshot message;
+  encode(node, message);
+  return decode(message);
+}
+
 namespace {
 
 bool is_binary(const std::string& path) {
@@ -375,41 +386,60 @@ void write_file(const std::string& path, const std::vector<const capture::NodeSn
   if (!out) throw_errno("cannot write " + path, errno);
 }
 
-std::vector<capture::NodeSnapshot> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_errno("cannot read snapshot file " + path, errno);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return parse_file(buffer.str(), is_binary(path), path);
-}
+namespace {
 
-std::vector<capture::NodeSnapshot> parse_file(const std::string& bytes, bool binary,
-                                              const std::string& path) {
-  v1::SnapshotFile file;
+// The file's bytes into `file`: binary protobuf when `binary`, else protobuf's JSON mapping.
+void parse_message(const std::string& bytes, bool binary, const std::string& path,
+                   v1::SnapshotFile& file) {
   if (binary) {
     if (!file.ParseFromString(bytes)) {
-      throw Error("snapshot file " + path +
-                  " is not a hangscope snapshot (binary protobuf expected)");
+      throw Error("snapshot file " + printable(path) +
+                  ": not a hangscope snapshot (binary protobuf expected)");
     }
-  } else {
-    google::protobuf::util::JsonParseOptions options;
-    options.ignore_unknown_fields = true;  // newer minor versions add fields
-    const auto status = google::protobuf::util::JsonStringToMessage(bytes, &file, options);
-    if (!status.ok()) {
-      throw Error("snapshot file " + path +
-                  " is not a hangscope snapshot: " + std::string(status.message()));
-    }
+    return;
   }
-  if (file.snapshots_size() == 0) throw Error("snapshot file " + path + " holds no snapshot");
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;  // newer minor versions add fields
+  const auto status = google::protobuf::util::JsonStringToMessage(bytes, &file, options);
+  if (!status.ok()) {
+    // The parser's message may quote the file's bytes: escaped, never printed raw.
+    throw Error("snapshot file " + printable(path) +
+                ": not a hangscope snapshot: " + printable(std::string(status.message())));
+  }
+}
+
+std::vector<capture::NodeSnapshot> decode_file(const v1::SnapshotFile& file,
+                                               const std::string& path) {
+  if (file.snapshots_size() == 0) {
+    throw Error("snapshot file " + printable(path) + ": holds no snapshot");
+  }
   std::vector<capture::NodeSnapshot> nodes;
   for (const auto& snapshot : file.snapshots()) {
     try {
       nodes.push_back(decode(snapshot));
     } catch (const Error& e) {
-      throw Error("snapshot file " + path + ": " + e.what());
+      throw Error("snapshot file " + printable(path) + ": " + printable(e.what()));
     }
   }
   return nodes;
+}
+
+}  // namespace
+
+std::vector<capture::NodeSnapshot> read_file(const std::string& path, std::size_t max_bytes) {
+  v1::SnapshotFile file;
+  {
+    const std::string bytes = read_input_file(path, "snapshot file", max_bytes);
+    parse_message(bytes, is_binary(path), path, file);
+  }  // the bytes are freed before the snapshots are decoded
+  return decode_file(file, path);
+}
+
+std::vector<capture::NodeSnapshot> parse_file(const std::string& bytes, bool binary,
+                                              const std::string& path) {
+  v1::SnapshotFile file;
+  parse_message(bytes, binary, path, file);
+  return decode_file(file, path);
 }
 
 }  // namespace hangscope::snapshot

@@ -153,7 +153,7 @@ TEST(Agents, BadSnapshotFileIsReportedAndTheRestStillComesOut) {
   std::ofstream(bad) << "{ this is not a snapshot";
   const std::string dir = testing::temp_path("b3");
   const auto result = run(std::string(HANGSCOPE_BINARY) + " diagnose " + bad + " --json -o " + dir);
-  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_EQ(result.exit_code, 1);  // nothing could be read: a failure, not "no hang"
   const auto report = nlohmann::json::parse(result.out);
   ASSERT_EQ(report["nodes"].size(), 1u);
   EXPECT_EQ(report["nodes"][0]["status"], "error");
