@@ -54,7 +54,7 @@ struct Plan {
   std::chrono::milliseconds interval{1000};
   std::string token;
   std::string dir;
-  std::string where;  // for messages: "this node", "the snapshot files", "the agents' nodes"
+  std::string where;  // for messages: "on this node", "in the snapshot files", …
 };
 
 std::string utc_stamp() {
@@ -235,10 +235,10 @@ Plan make_plan(const DiagnoseArguments& args) {
   if (!args.select.empty()) check_regex("--select", args.select);
   if (args.query_store && !args.locals) throw UsageError("--query-store needs --locals");
   if (p.source == Plan::Source::kAgents) p.token = load_token(args.token_file);
-  p.where = p.source == Plan::Source::kFiles    ? "the snapshot files"
-            : p.source == Plan::Source::kAgents ? "the agents' nodes"
-            : args.pids.empty()                 ? "this node"
-                                                : "the processes given with --pid";
+  p.where = p.source == Plan::Source::kFiles    ? "in the snapshot files"
+            : p.source == Plan::Source::kAgents ? "on the nodes of the agents"
+            : args.pids.empty()                 ? "on this node"
+                                                : "among the processes given with --pid";
   p.dir = args.output.empty() ? "hangscope-" + utc_stamp() : args.output;
   prepare_output_dir(p.dir, args.force);
   return p;

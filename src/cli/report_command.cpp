@@ -33,7 +33,7 @@ int run_report(const ReportArguments& args) {
   }
   ReportRequest request;
   request.dir = args.bundle;
-  request.where = "the bundle " + args.bundle;
+  request.where = "in the bundle " + args.bundle;
   request.rules_dir = args.rules_dir;
   request.output = args.ticket ? Output::kTicket : args.json ? Output::kJson : Output::kSummary;
   request.max_rule_bytes = max_bytes;
@@ -89,8 +89,7 @@ int analyse_and_report(const ReportRequest& request, const analysis::Bundle& bun
   const auto failed = failed_inputs(bundle);
   if (!any_rank_captured(analysis)) {
     const auto why = capture_errors(bundle);
-    print_error("no rank process found in " + request.where +
-                (why.empty() ? "" : " (" + why + ")") +
+    print_error("no rank process found " + request.where + (why.empty() ? "" : " (" + why + ")") +
                 (failed.empty() ? "" : "; failed: " + join(failed, ", ", 5)));
     return kExitFailed;
   }

@@ -50,7 +50,7 @@ enum class Output {
 // How diagnose and report analyse a bundle.
 struct ReportRequest {
   std::string dir;        // where the reports are written
-  std::string where;      // what was looked at, for messages: "this node", "the snapshot files"
+  std::string where;      // what was looked at: "on this node", "in the snapshot files"
   std::string rules_dir;  // --rules
   Output output = Output::kSummary;
   std::size_t max_rule_bytes = 0;
