@@ -18,7 +18,9 @@ namespace hangscope::cli {
 namespace {
 
 void setup_logging(int verbosity, const std::string& level) {
-  auto logger = spdlog::stderr_color_mt("hangscope");
+  // Registered once per process: run() may be called again (the cli_files fuzz target).
+  auto logger = spdlog::get("hangscope");
+  if (!logger) logger = spdlog::stderr_color_mt("hangscope");
   logger->set_pattern("%^hangscope: %l:%$ %v");
   if (!level.empty()) {
     logger->set_level(spdlog::level::from_str(level));

@@ -1,8 +1,16 @@
 #include "hangscope/snapshot/codec.h"
 
+#include <fcntl.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/type_resolver.h>
+#include <google/protobuf/util/type_resolver_util.h>
+#include <unistd.h>
 
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <unordered_map>
@@ -368,22 +376,45 @@ void write_file(const std::string& path, const std::vector<capture::NodeSnapshot
 }
 
 void write_file(const std::string& path, const std::vector<const capture::NodeSnapshot*>& nodes) {
-  v1::SnapshotFile file;
-  for (const auto* node : nodes) encode(*node, *file.add_snapshots());
-  std::string bytes;
+  // The binary form first, the message freed before the file is written: a snapshot of many
+  // processes is held as a message, then as bytes, never as both and its JSON text at once.
+  std::string binary;
+  {
+    v1::SnapshotFile file;
+    for (const auto* node : nodes) encode(*node, *file.add_snapshots());
+    // Deterministic: map entries in key order, as MessageToJsonString writes them.
+    google::protobuf::io::StringOutputStream string_out(&binary);
+    google::protobuf::io::CodedOutputStream coded(&string_out);
+    coded.SetSerializationDeterministic(true);
+    if (!file.SerializeToCodedStream(&coded)) {
+      throw Error("cannot encode snapshots for " + path);
+    }
+  }
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw_errno("cannot write " + path, errno);
+  google::protobuf::io::FileOutputStream out(fd);  // closed below on every path
+  bool written = true;
+  google::protobuf::util::Status converted;
   if (is_binary(path)) {
-    if (!file.SerializeToString(&bytes)) throw Error("cannot encode snapshots for " + path);
+    written = out.WriteAliasedRaw(binary.data(), static_cast<int>(binary.size()));
   } else {
+    // The JSON text is produced into the file as it is converted (BinaryToJsonStream).
     google::protobuf::util::JsonPrintOptions options;
     options.add_whitespace = true;
     options.preserve_proto_field_names = true;
-    const auto status = google::protobuf::util::MessageToJsonString(file, &bytes, options);
-    if (!status.ok()) throw Error("cannot encode snapshots for " + path + ": " + status.ToString());
+    const auto* type = v1::SnapshotFile::descriptor();
+    const std::unique_ptr<google::protobuf::util::TypeResolver> resolver(
+        google::protobuf::util::NewTypeResolverForDescriptorPool("type.googleapis.com",
+                                                                 type->file()->pool()));
+    google::protobuf::io::ArrayInputStream in(binary.data(), static_cast<int>(binary.size()));
+    converted = google::protobuf::util::BinaryToJsonStream(
+        resolver.get(), "type.googleapis.com/" + type->full_name(), &in, &out, options);
   }
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-  out.close();
-  if (!out) throw_errno("cannot write " + path, errno);
+  const bool closed = out.Close();
+  if (!converted.ok()) {
+    throw Error("cannot encode snapshots for " + path + ": " + converted.ToString());
+  }
+  if (!written || !closed) throw_errno("cannot write " + path, out.GetErrno());
 }
 
 namespace {
