@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -16,17 +17,29 @@
 
 namespace {
 
-// This process's scratch directory (inputs and bundles), made once.
+// This process's scratch directory (inputs and bundles): made once, removed at exit.
+class Scratch {
+ public:
+  Scratch() : dir_("/tmp/hangscope-fuzz-cli-" + std::to_string(::getpid())) {
+    for (const char* sub : {"", "/rules", "/bundle", "/bundle/snapshots"}) {
+      ::mkdir((dir_ + sub).c_str(), 0700);
+    }
+  }
+  ~Scratch() {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+};
+
 const std::string& scratch() {
-  static const std::string dir = [] {
-    const std::string d = "/tmp/hangscope-fuzz-cli-" + std::to_string(::getpid());
-    ::mkdir(d.c_str(), 0700);
-    ::mkdir((d + "/rules").c_str(), 0700);
-    ::mkdir((d + "/bundle").c_str(), 0700);
-    ::mkdir((d + "/bundle/snapshots").c_str(), 0700);
-    return d;
-  }();
-  return dir;
+  static const Scratch scratch;
+  return scratch.dir();
 }
 
 void write(const std::string& path, const std::string& bytes) {
