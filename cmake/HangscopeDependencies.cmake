@@ -9,3 +9,11 @@ find_package(OpenSSL REQUIRED COMPONENTS Crypto)  # SHA-256 of cache files
 find_package(PkgConfig REQUIRED)
 # libunwind's remote (generic) API: unwinding a copied stack through our own accessors.
 pkg_check_modules(LIBUNWIND REQUIRED IMPORTED_TARGET libunwind-generic)
+# RE2: signature-rule regexes matched in linear time (docs/rules.md). gRPC depends on it too,
+# and its package config already defines re2::re2 (pkg-config re2); RE2 is linked through
+# hangscope_rpc_libs (HangscopeStaticRpc.cmake) like the rest of the gRPC stack, so the
+# executable holds one copy: libre2.a when gRPC is static, libre2.so otherwise.
+if(NOT TARGET re2::re2)
+  pkg_check_modules(RE2 REQUIRED IMPORTED_TARGET re2)
+  add_library(re2::re2 ALIAS PkgConfig::RE2)
+endif()

@@ -68,7 +68,9 @@ function(hangscope_collect_archives out_var roots keep_shared)
   set(${out_var}_MISSING "${missing}" PARENT_SCOPE)
 endfunction()
 
-set(_shared_rpc gRPC::grpc++ protobuf::libprotobuf)
+# re2::re2 is gRPC's dependency and hangscope's rule matcher: named here so that it is linked
+# once, from the same kind of library as gRPC (never libre2.a and libre2.so together).
+set(_shared_rpc gRPC::grpc++ protobuf::libprotobuf re2::re2)
 add_library(hangscope_rpc_libs INTERFACE)
 set(_static_wanted "$<BOOL:$<TARGET_PROPERTY:HANGSCOPE_STATIC_RPC>>")
 if(HANGSCOPE_STATIC_RPC)
@@ -95,7 +97,8 @@ if(HANGSCOPE_STATIC_RPC)
   # Compile usage requirements (include directories) for every target.
   target_include_directories(hangscope_rpc_libs SYSTEM INTERFACE
     $<TARGET_PROPERTY:gRPC::grpc++,INTERFACE_INCLUDE_DIRECTORIES>
-    $<TARGET_PROPERTY:protobuf::libprotobuf,INTERFACE_INCLUDE_DIRECTORIES>)
+    $<TARGET_PROPERTY:protobuf::libprotobuf,INTERFACE_INCLUDE_DIRECTORIES>
+    $<TARGET_PROPERTY:re2::re2,INTERFACE_INCLUDE_DIRECTORIES>)
 else()
   target_link_libraries(hangscope_rpc_libs INTERFACE ${_shared_rpc})
 endif()

@@ -9,10 +9,14 @@
 #include <cstdio>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
 #include "hangscope/common/error.h"
+#include "hangscope/common/files.h"
+#include "hangscope/common/text.h"
+#include "hangscope/facts/network.h"
 #include "hangscope/snapshot/codec.h"
 #include "hangscope/v1/agent.grpc.pb.h"
 #include "hangscope/version.h"
@@ -278,6 +282,42 @@ void fill_status(AgentAnswer& answer, const grpc::Status& status) {
                      : status.error_message();
 }
 
+// Who listens on a TCP port of this network namespace: "pid 812 (hangscope)", or "" when no
+// process of ours can be seen holding it (another user's process, another namespace).
+std::string port_holder(int port) {
+  std::set<std::uint64_t> inodes;
+  for (const char* table : {"/proc/self/net/tcp", "/proc/self/net/tcp6"}) {
+    const auto read = read_file(table);
+    if (!read.text) continue;
+    try {
+      for (const auto& socket : facts::parse_proc_net_tcp(*read.text)) {
+        if (socket.state == "listen" && socket.local_port == port) inodes.insert(socket.inode);
+      }
+    } catch (const Error&) {
+      continue;  // a table in an unknown format names nobody
+    }
+  }
+  if (inodes.empty()) return "";
+  for (const auto& name : list_directory("/proc").value_or(std::vector<std::string>{})) {
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const auto held = facts::socket_inodes("/proc/" + name);
+    if (std::none_of(held.begin(), held.end(), [&](auto i) { return inodes.count(i) > 0; })) {
+      continue;
+    }
+    const auto comm = read_file("/proc/" + name + "/comm", 64).text;
+    return "pid " + name + (comm ? " (" + printable(trim(*comm)) + ")" : "");
+  }
+  return "";
+}
+
+// Why a port could not be bound: in use (by whom, when it can be seen), or another reason.
+std::string bind_failure(const std::string& address, int port) {
+  const std::string holder = port > 0 ? port_holder(port) : "";
+  if (!holder.empty()) return "cannot listen on " + address + ": the port is in use by " + holder;
+  return "cannot listen on " + address +
+         " (the port is in use, or the address is not one of this node's)";
+}
+
 }  // namespace
 
 bool is_loopback(const std::string& address) {
@@ -328,6 +368,9 @@ int serve(const AgentOptions& options, const std::function<void(int port)>& read
   quota.SetMaxThreads(AgentLimits::kMaxServerThreads);  // more callers wait or are refused
   builder.SetResourceQuota(quota);
   builder.SetMaxReceiveMessageSize(AgentLimits::kMaxRequestBytes);
+  // gRPC sets SO_REUSEPORT by default: a second agent on the same port would start and take
+  // half of the connections, with its own token. A port in use is an error instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   int port = 0;
   const auto credentials = server_credentials(options);
   builder.AddListeningPort(options.listen, credentials, &port);
@@ -338,10 +381,13 @@ int serve(const AgentOptions& options, const std::function<void(int port)>& read
   }
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || port == 0) throw Error("cannot listen on " + options.listen);
+  if (!server || port == 0) throw Error(bind_failure(options.listen, base_port));
   for (std::size_t i = 1; i < replay_ports.size(); ++i) {
     if (replay_ports[i] == 0) {
-      throw Error("cannot listen on port " + std::to_string(base_port + i) + " for --replay");
+      const int replay_port = base_port + static_cast<int>(i);
+      throw Error(
+          bind_failure(host_of(options.listen) + ":" + std::to_string(replay_port), replay_port) +
+          " for --replay");
     }
   }
   if (!options.replay_files.empty()) {

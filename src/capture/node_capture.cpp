@@ -1,12 +1,12 @@
 #include "hangscope/capture/node_capture.h"
 
+#include <re2/re2.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 #include <thread>
 
@@ -56,11 +56,12 @@ std::string executable(pid_t pid) {
 // setproctitle (vLLM's "VLLM::Worker_TP0", Ray's "ray::RayWorkerWrapper") is its title, in its
 // name (comm), and in its executable's path, which setproctitle leaves alone: `--select python`
 // still finds retitled Python workers.
-bool selected(pid_t pid, const std::regex& pattern) {
-  if (std::regex_search(command_line(pid), pattern)) return true;
-  if (std::regex_search(executable(pid), pattern)) return true;
+// RE2: linear in the command line, which the target chose (std::regex recursed per character).
+bool selected(pid_t pid, const RE2& pattern) {
+  if (RE2::PartialMatch(command_line(pid), pattern)) return true;
+  if (RE2::PartialMatch(executable(pid), pattern)) return true;
   const auto comm = read_file("/proc/" + std::to_string(pid) + "/comm", 64).text;
-  return comm && std::regex_search(trim(*comm), pattern);
+  return comm && RE2::PartialMatch(trim(*comm), pattern);
 }
 
 bool is_python_executable(const std::string& exe) {
@@ -641,12 +642,12 @@ NodeSnapshot capture_node(const NodeCaptureOptions& options) {
   std::sort(pids.begin(), pids.end());  // a process named twice is captured once
   pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
   if (!options.select.empty()) {
-    std::regex pattern;
-    try {
-      pattern = std::regex(options.select);
-    } catch (const std::regex_error& e) {
-      throw Error("--select " + options.select + ": not a valid regular expression (" + e.what() +
-                  ")");
+    RE2::Options quiet;
+    quiet.set_log_errors(false);
+    const RE2 pattern(options.select, quiet);
+    if (!pattern.ok()) {
+      throw Error("--select " + options.select + ": not a valid regular expression (" +
+                  pattern.error() + ")");
     }
     std::erase_if(pids, [&](pid_t pid) { return !selected(pid, pattern); });
   }

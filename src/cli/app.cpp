@@ -1,18 +1,26 @@
+// The hangscope command line: global options, the commands, and how every failure becomes one
+// line on stderr and an exit code (design.md).
+#include <google/protobuf/stubs/logging.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 
 #include "hangscope/cli/commands.h"
+#include "hangscope/cli/options.h"
+#include "hangscope/common/text.h"
 #include "hangscope/version.h"
 
 namespace hangscope::cli {
 namespace {
 
 void setup_logging(int verbosity, const std::string& level) {
-  auto logger = spdlog::stderr_color_mt("hangscope");
+  // Registered once per process: run() may be called again (the cli_files fuzz target).
+  auto logger = spdlog::get("hangscope");
+  if (!logger) logger = spdlog::stderr_color_mt("hangscope");
   logger->set_pattern("%^hangscope: %l:%$ %v");
   if (!level.empty()) {
     logger->set_level(spdlog::level::from_str(level));
@@ -24,9 +32,84 @@ void setup_logging(int verbosity, const std::string& level) {
   spdlog::set_default_logger(logger);
 }
 
+// Protobuf logs parse problems (a string that is not UTF-8) on stderr, quoting field names;
+// the caller reports the failed parse itself, with the file's name.
+void quiet_protobuf(google::protobuf::LogLevel level, const char* file, int line,
+                    const std::string& message) {
+  if (level >= google::protobuf::LOGLEVEL_FATAL) {
+    std::cerr << "hangscope: protobuf: " << file << ":" << line << ": " << message << "\n";
+  }
+}
+
+// The word after the global options: what the user meant as the command ("frobnicate").
+std::string first_word(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--log-level") {
+      ++i;
+      continue;
+    }
+    if (!arg.empty() && arg.front() != '-') return arg;
+  }
+  return "";
+}
+
+// CLI11's messages as one line naming the option, and the unknown command by name (CLI11
+// said "A subcommand is required"). `word` is what the user typed as the command.
+std::string failure_message(const CLI::Error& e, const std::string& word,
+                            const std::vector<std::string>& commands) {
+  const bool known = std::find(commands.begin(), commands.end(), word) != commands.end();
+  if (!word.empty() && !known) {
+    return "hangscope: error: unknown command '" + printable(word) +
+           "' (commands: " + join(commands, ", ") + "; hangscope --help)\n";
+  }
+  return "hangscope: error: " + printable(e.what()) + " (hangscope " + (known ? word + " " : "") +
+         "--help)\n";
+}
+
+// Runs a command: its exit code, or the one of the error that ended it.
+int run_command(const CommandRunner& runner) {
+  try {
+    return runner();
+  } catch (const UsageError& e) {
+    print_error(e.what());
+    return kExitUsage;
+  } catch (const Error& e) {
+    print_error(e.what());
+    return kExitFailed;
+  }
+}
+
 }  // namespace
 
+void print_error(const std::string& message) {
+  std::cerr << "hangscope: error: " + printable(message) + "\n" << std::flush;
+}
+
+std::vector<std::string> given_options(const std::vector<const CLI::Option*>& options) {
+  std::vector<std::string> out;
+  for (const auto* option : options) {
+    if (option->count() > 0) out.push_back(option->get_name());
+  }
+  return out;
+}
+
+CLI::Validator pid_validator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const bool digits = !text.empty() && text.size() <= 10 &&
+                            text.find_first_not_of("0123456789") == std::string::npos;
+        const long long value = digits ? std::stoll(text) : 0;
+        if (value < 1 || value > 4194304) {  // PID_MAX_LIMIT
+          return "'" + printable(text) + "' is not a process id (1 to 4194304)";
+        }
+        return "";
+      },
+      "PID");
+}
+
 int run(int argc, char** argv) {
+  google::protobuf::SetLogHandler(quiet_protobuf);
   CLI::App app{
       "hangscope: find the rank that diverged in a hung multi-node PyTorch / vLLM job.\n"
       "Captures native and Python stacks of live processes without stopping them for longer "
@@ -69,6 +152,11 @@ int run(int argc, char** argv) {
     command->footer(examples.empty() ? exit_codes : examples + "\n\n" + exit_codes);
   }
 
+  std::vector<std::string> names;
+  for (const auto* command : app.get_subcommands({})) names.push_back(command->get_name());
+  const std::string word = first_word(argc, argv);
+  app.failure_message(
+      [&](const CLI::App*, const CLI::Error& e) { return failure_message(e, word, names); });
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -81,7 +169,7 @@ int run(int argc, char** argv) {
   }
   setup_logging(verbosity, log_level);
   for (auto& [command, runner] : runners) {
-    if (command->parsed()) return runner();
+    if (command->parsed()) return run_command(runner);
   }
   return kExitUsage;
 }

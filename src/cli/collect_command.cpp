@@ -1,3 +1,4 @@
+// `hangscope collect`: the agent (a gRPC server on this node), or one capture into a file.
 #include <spdlog/spdlog.h>
 
 #include <iostream>
@@ -9,6 +10,7 @@
 #include "hangscope/cli/commands.h"
 #include "hangscope/cli/options.h"
 #include "hangscope/common/error.h"
+#include "hangscope/common/text.h"
 #include "hangscope/snapshot/codec.h"
 
 namespace hangscope::cli {
@@ -31,12 +33,36 @@ struct CollectArguments {
   bool query_store = false;
   std::vector<std::string> replay;
   std::vector<std::string> log_globs;
+  // Which options the command line gave (given_options), for check_options().
+  std::vector<std::string> once_only, agent_only;
 };
 
+// Usage errors (exit 2), found before anything is captured or served.
+void check_options(const CollectArguments& args) {
+  if (args.once && !args.agent_only.empty()) {
+    throw UsageError(args.agent_only.front() + " applies to the agent, not to --once");
+  }
+  if (!args.once && !args.once_only.empty()) {
+    throw UsageError(args.once_only.front() + " applies to --once only");
+  }
+  duration_option("--interval", args.interval);
+  if (!args.select.empty()) check_regex("--select", args.select);
+  if (args.once) {
+    check_output_file(args.output);
+    return;
+  }
+  try {
+    parse_address(args.listen, agent::kDefaultPort, true);
+  } catch (const UsageError& e) {
+    throw UsageError("--listen '" + printable(args.listen) + "': " + e.what());
+  }
+  if (args.tls_cert.empty() != args.tls_key.empty()) {
+    throw UsageError("--tls-cert and --tls-key go together");
+  }
+}
+
 int collect_once(const CollectArguments& args) {
-  const auto interval = parse_duration(args.interval);
-  if (!interval)
-    throw Error("--interval " + args.interval + ": expected a duration like 500ms, 2s or 1m");
+  const auto interval = duration_option("--interval", args.interval);
   capture::NodeCaptureOptions options;
   options.node_name = args.node_name;
   options.pids.assign(args.pids.begin(), args.pids.end());
@@ -47,7 +73,7 @@ int collect_once(const CollectArguments& args) {
   std::vector<capture::NodeSnapshot> samples;
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < args.samples; ++i) {
-    std::this_thread::sleep_until(start + i * *interval);
+    std::this_thread::sleep_until(start + i * interval);
     options.trigger_flight_dumps = args.trigger_fr_dump && i == args.samples - 1;
     options.query_store = args.query_store && i == args.samples - 1;
     samples.push_back(capture::capture_node(options));
@@ -62,27 +88,24 @@ int collect_once(const CollectArguments& args) {
 }
 
 int run_collect(const CollectArguments& args) {
-  try {
-    if (args.once) return collect_once(args);
-    agent::AgentOptions options;
-    options.listen = args.listen;
-    options.token = load_token(args.token_file);
-    options.insecure = args.insecure;
-    options.tls_cert = args.tls_cert;
-    options.tls_key = args.tls_key;
-    options.tls_ca = args.tls_ca;
-    options.node_name = args.node_name;
-    options.pids.assign(args.pids.begin(), args.pids.end());
-    options.select = args.select;
-    options.log_globs = args.log_globs;
-    options.trigger_flight_dumps = args.trigger_fr_dump;
-    options.query_store = args.query_store;
-    options.replay_files = args.replay;
-    return agent::serve(options);
-  } catch (const Error& e) {
-    std::cerr << "hangscope: error: " << e.what() << "\n";
-    return kExitFailed;
-  }
+  check_options(args);
+  if (args.once) return collect_once(args);
+  agent::AgentOptions options;
+  // "[::1]" and "host" get the default port; the agent binds exactly this address.
+  options.listen = parse_address(args.listen, agent::kDefaultPort, true);
+  options.token = load_token(args.token_file);
+  options.insecure = args.insecure;
+  options.tls_cert = args.tls_cert;
+  options.tls_key = args.tls_key;
+  options.tls_ca = args.tls_ca;
+  options.node_name = args.node_name;
+  options.pids.assign(args.pids.begin(), args.pids.end());
+  options.select = args.select;
+  options.log_globs = args.log_globs;
+  options.trigger_flight_dumps = args.trigger_fr_dump;
+  options.query_store = args.query_store;
+  options.replay_files = args.replay;
+  return agent::serve(options);
 }
 
 }  // namespace
@@ -93,27 +116,33 @@ CommandRunner register_collect_command(CLI::App& app) {
       app.add_flag("--once", args->once, "Capture this node now into a file instead of serving");
   app.add_option("-o,--output", args->output, "Snapshot file (--once): .pb = binary, else JSON")
       ->needs(once);
-  app.add_option("--samples", args->samples, "Samples (--once)")
-      ->check(CLI::Range(1, 100))
-      ->capture_default_str();
-  app.add_option("--interval", args->interval, "Time between samples: 500ms, 2s, 1m")
-      ->capture_default_str();
-  app.add_option("--listen", args->listen, "Address to serve on (HOST:PORT)")
-      ->capture_default_str();
-  app.add_option("--token-file", args->token_file,
-                 "File holding the token clients must present (or set HANGSCOPE_TOKEN)");
-  app.add_flag("--insecure", args->insecure,
-               "Allow a non-loopback listener without authentication");
-  app.add_option("--tls-cert", args->tls_cert, "Server certificate (PEM)");
-  app.add_option("--tls-key", args->tls_key, "Server key (PEM)");
-  app.add_option("--tls-ca", args->tls_ca, "CA of required client certificates (PEM)");
+  auto* samples = app.add_option("--samples", args->samples, "Samples (--once)")
+                      ->check(CLI::Range(1, 100))
+                      ->capture_default_str();
+  auto* interval =
+      app.add_option("--interval", args->interval, "Time between samples (--once): 500ms, 2s, 1m")
+          ->capture_default_str();
+  auto* listen = app.add_option("--listen", args->listen,
+                                "Address to serve on: HOST:PORT, [IPv6]:PORT (port 1-65535, or "
+                                "0 for a free one)")
+                     ->capture_default_str();
+  auto* token_file =
+      app.add_option("--token-file", args->token_file,
+                     "File holding the token clients must present (or set HANGSCOPE_TOKEN)");
+  auto* insecure = app.add_flag("--insecure", args->insecure,
+                                "Allow a non-loopback listener without authentication");
+  auto* tls_cert = app.add_option("--tls-cert", args->tls_cert, "Server certificate (PEM)");
+  auto* tls_key = app.add_option("--tls-key", args->tls_key, "Server key (PEM)");
+  auto* tls_ca =
+      app.add_option("--tls-ca", args->tls_ca, "CA of required client certificates (PEM)");
   app.add_option("--node-name", args->node_name, "Name of this node (default: hostname)");
-  app.add_option("--pid", args->pids, "Capture these processes instead of discovering ranks");
+  app.add_option("--pid", args->pids, "Capture these processes instead of discovering ranks")
+      ->check(pid_validator());
   app.add_option(
       "--select", args->select,
       "Only processes whose command line (a retitled process's title), name or executable "
-      "path matches this regex (agent and --once)");
-  app.add_flag("--locals", args->locals, "Python locals (--once)");
+      "path matches this regex (RE2 syntax; agent and --once)");
+  auto* locals = app.add_flag("--locals", args->locals, "Python locals (--once)");
   app.add_flag("--trigger-fr-dump", args->trigger_fr_dump,
                "Ask each rank for a fresh flight-recorder dump through its "
                "TORCH_NCCL_DEBUG_INFO_PIPE_FILE fifo (last sample; waits up to 5 s)");
@@ -121,9 +150,10 @@ CommandRunner register_collect_command(CLI::App& app) {
                "Ask each waiting rank's c10d store (MASTER_ADDR:MASTER_PORT) which of the keys it "
                "awaits exist: read-only CHECKs (last sample; --once: implies --locals; agent: "
                "when the client asks for locals, as diagnose does by default)");
-  app.add_option("--replay", args->replay,
-                 "Serve these recorded snapshot files instead of capturing: file i on the --listen "
-                 "port + i, one simulated node each (benchmarks, tests)");
+  auto* replay = app.add_option(
+      "--replay", args->replay,
+      "Serve these recorded snapshot files instead of capturing: file i on the --listen "
+      "port + i, one simulated node each (benchmarks, tests)");
   app.add_option("--log", args->log_globs,
                  "Extra log files (glob); lines are given to ranks by their \"pid=N\" prefix");
   app.footer(
@@ -134,7 +164,12 @@ CommandRunner register_collect_command(CLI::App& app) {
   app.callback([args] {
     if (args->once && args->output.empty()) throw CLI::ValidationError("--once needs -o FILE");
   });
-  return [args] { return run_collect(*args); };
+  return [=] {
+    args->once_only = given_options({samples, interval, locals});
+    args->agent_only =
+        given_options({listen, token_file, insecure, tls_cert, tls_key, tls_ca, replay});
+    return run_collect(*args);
+  };
 }
 
 }  // namespace hangscope::cli

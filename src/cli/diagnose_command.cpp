@@ -14,6 +14,7 @@
 #include "hangscope/cli/options.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/phase_timer.h"
+#include "hangscope/common/text.h"
 #include "hangscope/report/bundle_files.h"
 #include "hangscope/report/report.h"
 #include "hangscope/snapshot/codec.h"
@@ -39,6 +40,21 @@ struct DiagnoseArguments {
   bool trigger_fr_dump = false;
   bool query_store = false;
   bool ticket = false;
+  bool force = false;
+  std::size_t max_input_mib = kDefaultMaxInputBytes >> 20;
+  // Which options the command line gave (given_options), for the checks of plan().
+  std::vector<std::string> local_only, sampling, credentials;
+  bool agents_given = false;
+};
+
+// Where the snapshots come from, and what was checked before any sampling.
+struct Plan {
+  enum class Source { kFiles, kAgents, kLocal } source = Source::kLocal;
+  std::vector<std::string> addresses;
+  std::chrono::milliseconds interval{1000};
+  std::string token;
+  std::string dir;
+  std::string where;  // for messages: "on this node", "in the snapshot files", …
 };
 
 std::string utc_stamp() {
@@ -72,8 +88,8 @@ analysis::Bundle from_files(const DiagnoseArguments& args, const Progress& progr
   const auto work = [&] {
     for (std::size_t i = next++; i < args.files.size(); i = next++) {
       try {
-        reads[i].nodes = snapshot::read_file(args.files[i]);
-      } catch (const Error& e) {
+        reads[i].nodes = snapshot::read_file(args.files[i], args.max_input_mib << 20);
+      } catch (const std::exception& e) {  // nothing may escape a thread
         reads[i].error = e.what();
       }
     }
@@ -101,19 +117,21 @@ analysis::Bundle from_files(const DiagnoseArguments& args, const Progress& progr
         bundle.snapshots.push_back(std::move(node));
       }
     } catch (const Error& e) {
-      // A bad file is reported; the other files still make the report.
+      // A bad file is reported (an error, even with --quiet); the other files still make the
+      // report, which names it.
       bundle.nodes.push_back({file, std::nullopt, "error", e.what(), 0});
-      progress.say(std::string("skipped ") + e.what());
+      print_error(e.what());
     }
   }
   return bundle;
 }
 
-analysis::Bundle from_agents(const std::vector<std::string>& addresses,
-                             const DiagnoseArguments& args, std::chrono::milliseconds interval,
+analysis::Bundle from_agents(const Plan& plan, const DiagnoseArguments& args,
                              const Progress& progress) {
+  const auto& addresses = plan.addresses;
+  const auto interval = plan.interval;
   agent::CollectRequest request;
-  request.token = load_token(args.token_file);
+  request.token = plan.token;
   request.tls_ca = args.tls_ca;
   request.tls_cert = args.tls_cert;
   request.tls_key = args.tls_key;
@@ -172,7 +190,8 @@ analysis::Bundle from_local_node(const DiagnoseArguments& args, std::chrono::mil
     std::this_thread::sleep_until(start + i * interval);
     options.trigger_flight_dumps = args.trigger_fr_dump && i == args.samples - 1;
     options.query_store = args.query_store && i == args.samples - 1;
-    bundle.snapshots.push_back(capture::capture_node(options));
+    // As an agent's answer would be: every string from the targets valid UTF-8.
+    bundle.snapshots.push_back(snapshot::as_transmitted(capture::capture_node(options)));
     bundle.snapshots.back().sample_index = i;
     progress.say("local sample " + std::to_string(i + 1) + "/" + std::to_string(args.samples));
   }
@@ -180,53 +199,87 @@ analysis::Bundle from_local_node(const DiagnoseArguments& args, std::chrono::mil
   return bundle;
 }
 
+// Every usage error is found here, before any sampling (UsageError: exit 2), and the output
+// directory is made ready (-o, --force).
+Plan make_plan(const DiagnoseArguments& args) {
+  Plan p;
+  p.interval = duration_option("--interval", args.interval);
+  if (args.agents_given && trim(args.agents).empty()) {
+    throw UsageError("--agents '" + printable(args.agents) + "': names no agent");
+  }
+  p.addresses = agent_addresses(args.agents, args.hostfile);
+  const bool agents = !p.addresses.empty();
+  if (!args.files.empty() && agents) {
+    throw UsageError("give snapshot files or agents (--agents, --hostfile), not both");
+  }
+  p.source = !args.files.empty() ? Plan::Source::kFiles
+             : agents            ? Plan::Source::kAgents
+                                 : Plan::Source::kLocal;
+  const std::string not_here = p.source == Plan::Source::kFiles
+                                   ? "snapshot files"
+                                   : "agents (give it to each agent's `hangscope collect`)";
+  if (p.source != Plan::Source::kLocal && !args.local_only.empty()) {
+    throw UsageError(args.local_only.front() + " applies to local capture only, not to " +
+                     not_here);
+  }
+  if (p.source == Plan::Source::kFiles && !args.sampling.empty()) {
+    throw UsageError(args.sampling.front() +
+                     " does not apply to snapshot files (they hold their samples)");
+  }
+  if (p.source != Plan::Source::kAgents && !args.credentials.empty()) {
+    throw UsageError(args.credentials.front() + " applies to agents (--agents, --hostfile) only");
+  }
+  if (args.tls_cert.empty() != args.tls_key.empty()) {
+    throw UsageError("--tls-cert and --tls-key go together");
+  }
+  if (!args.select.empty()) check_regex("--select", args.select);
+  if (args.query_store && !args.locals) throw UsageError("--query-store needs --locals");
+  if (p.source == Plan::Source::kAgents) p.token = load_token(args.token_file);
+  p.where = p.source == Plan::Source::kFiles    ? "in the snapshot files"
+            : p.source == Plan::Source::kAgents ? "on the nodes of the agents"
+            : args.pids.empty()                 ? "on this node"
+                                                : "among the processes given with --pid";
+  p.dir = args.output.empty() ? "hangscope-" + utc_stamp() : args.output;
+  prepare_output_dir(p.dir, args.force);
+  return p;
+}
+
 int run_diagnose(const DiagnoseArguments& args) {
   const Progress progress(args.quiet || args.json || args.ticket);
-  try {
-    const auto interval = parse_duration(args.interval);
-    if (!interval)
-      throw Error("--interval " + args.interval + ": expected a duration like 500ms, 2s or 1m");
-    const auto addresses = agent_addresses(args.agents, args.hostfile);
-    if (!args.files.empty() && !addresses.empty()) {
-      throw Error("give snapshot files or agents, not both");
-    }
-    PhaseTimer timer;
-    analysis::Bundle bundle = !args.files.empty() ? from_files(args, progress)
-                              : !addresses.empty()
-                                  ? from_agents(addresses, args, *interval, progress)
-                                  : from_local_node(args, *interval, progress);
-    const std::string dir = args.output.empty() ? "hangscope-" + utc_stamp() : args.output;
-    timer.lap("gathering");
-    // The snapshots are written while the analysis runs (both only read the bundle).
-    report::make_bundle_dirs(dir);
-    std::string bundle_failure;
-    std::thread bundle_writer([&] {
-      PhaseTimer writing;
-      try {
-        report::write_bundle_data(dir, bundle);
-      } catch (const Error& e) {
-        bundle_failure = e.what();
-      }
-      writing.lap("bundle snapshots");
-    });
-    int code = kExitFailed;
+  const Plan p = make_plan(args);
+  PhaseTimer timer;
+  analysis::Bundle bundle = p.source == Plan::Source::kFiles ? from_files(args, progress)
+                            : p.source == Plan::Source::kAgents
+                                ? from_agents(p, args, progress)
+                                : from_local_node(args, p.interval, progress);
+  timer.lap("gathering");
+  // The snapshots are written while the analysis runs (both only read the bundle).
+  std::string bundle_failure;
+  std::thread bundle_writer([&] {
+    PhaseTimer writing;
     try {
-      code = analyse_and_report(dir, bundle, args.rules_dir,
-                                args.ticket ? Output::kTicket
-                                : args.json ? Output::kJson
-                                            : Output::kSummary,
-                                [&](const std::string& s) { progress.say(s); });
-    } catch (...) {
-      bundle_writer.join();
-      throw;
+      report::write_bundle_data(p.dir, bundle);
+    } catch (const std::exception& e) {  // nothing may escape a thread
+      bundle_failure = e.what();
     }
+    writing.lap("bundle snapshots");
+  });
+  ReportRequest request;
+  request.dir = p.dir;
+  request.where = p.where;
+  request.rules_dir = args.rules_dir;
+  request.output = args.ticket ? Output::kTicket : args.json ? Output::kJson : Output::kSummary;
+  request.max_rule_bytes = args.max_input_mib << 20;
+  int code = kExitFailed;
+  try {
+    code = analyse_and_report(request, bundle, [&](const std::string& s) { progress.say(s); });
+  } catch (...) {
     bundle_writer.join();
-    if (!bundle_failure.empty()) throw Error(bundle_failure);
-    return code;
-  } catch (const Error& e) {
-    std::cerr << "hangscope: error: " << e.what() << "\n";
-    return kExitFailed;
+    throw;
   }
+  bundle_writer.join();
+  if (!bundle_failure.empty()) throw Error(bundle_failure);
+  return code;
 }
 
 }  // namespace
@@ -234,43 +287,66 @@ int run_diagnose(const DiagnoseArguments& args) {
 CommandRunner register_diagnose_command(CLI::App& app) {
   auto args = std::make_shared<DiagnoseArguments>();
   app.add_option("snapshots", args->files, "Snapshot files from `hangscope collect --once`");
-  app.add_option("--agents", args->agents, "Agents to ask: HOST[:PORT],... (default port 7447)");
+  auto* agents = app.add_option("--agents", args->agents,
+                                "Agents to ask: HOST[:PORT],... (default port 7447)");
   app.add_option("--hostfile", args->hostfile, "File with one agent HOST[:PORT] per line");
-  app.add_option("--token-file", args->token_file, "Token for the agents (or HANGSCOPE_TOKEN)");
-  app.add_option("--tls-ca", args->tls_ca, "CA that signed the agents' certificates (PEM)");
-  app.add_option("--tls-cert", args->tls_cert, "Client certificate (PEM)");
-  app.add_option("--tls-key", args->tls_key, "Client key (PEM)");
-  app.add_option("--samples", args->samples, "Samples per node")
-      ->check(CLI::Range(1, 100))
+  auto* token_file =
+      app.add_option("--token-file", args->token_file, "Token for the agents (or HANGSCOPE_TOKEN)");
+  auto* tls_ca =
+      app.add_option("--tls-ca", args->tls_ca, "CA that signed the agents' certificates (PEM)");
+  auto* tls_cert = app.add_option("--tls-cert", args->tls_cert, "Client certificate (PEM)");
+  auto* tls_key = app.add_option("--tls-key", args->tls_key, "Client key (PEM)");
+  auto* samples = app.add_option("--samples", args->samples, "Samples per node")
+                      ->check(CLI::Range(1, 100))
+                      ->capture_default_str();
+  auto* interval =
+      app.add_option("--interval", args->interval, "Time between samples: 500ms, 2s, 1m")
+          ->capture_default_str();
+  app.add_option("-o,--output", args->output,
+                 "Bundle directory (default ./hangscope-<UTC time>); an existing one must be "
+                 "empty");
+  app.add_flag("--force", args->force,
+               "Empty the -o directory first when it holds a bundle of an earlier run");
+  app.add_option("--max-input-mib", args->max_input_mib,
+                 "Largest snapshot or rule file read, in MiB; larger ones are refused")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
       ->capture_default_str();
-  app.add_option("--interval", args->interval, "Time between samples: 500ms, 2s, 1m")
-      ->capture_default_str();
-  app.add_option("-o,--output", args->output, "Bundle directory (default ./hangscope-<UTC time>)");
   auto* json = app.add_flag("--json", args->json, "Print report.json to stdout");
   app.add_flag("--ticket", args->ticket,
                "Print report.md to stdout: a GitHub issue body, ready to paste")
       ->excludes(json);
   app.add_flag("--quiet", args->quiet, "No progress on stderr");
   app.add_option("--rules", args->rules_dir, "Directory of extra signature rule files (*.json)");
-  app.add_flag("--locals,!--no-locals", args->locals,
-               "Python locals of the waiting frames (peers, groups, store keys; masked)")
-      ->capture_default_str();
-  app.add_option("--pid", args->pids,
-                 "Local capture: these processes instead of discovering ranks");
-  app.add_flag("--trigger-fr-dump", args->trigger_fr_dump,
-               "Local capture: ask each rank for a fresh flight-recorder dump through its "
-               "TORCH_NCCL_DEBUG_INFO_PIPE_FILE fifo (agents: `collect --trigger-fr-dump`)");
-  app.add_flag("--query-store", args->query_store,
-               "Local capture: ask each waiting rank's c10d store which of the keys it awaits "
-               "exist (read-only; needs --locals; agents: `collect --query-store`)");
-  app.add_option("--select", args->select,
-                 "Local capture: only processes whose command line matches this regex");
+  auto* locals =
+      app.add_flag("--locals,!--no-locals", args->locals,
+                   "Python locals of the waiting frames (peers, groups, store keys; masked)")
+          ->capture_default_str();
+  auto* pid = app.add_option("--pid", args->pids,
+                             "Local capture: these processes instead of discovering ranks")
+                  ->check(pid_validator());
+  auto* trigger =
+      app.add_flag("--trigger-fr-dump", args->trigger_fr_dump,
+                   "Local capture: ask each rank for a fresh flight-recorder dump through its "
+                   "TORCH_NCCL_DEBUG_INFO_PIPE_FILE fifo (agents: `collect --trigger-fr-dump`)");
+  auto* query_store =
+      app.add_flag("--query-store", args->query_store,
+                   "Local capture: ask each waiting rank's c10d store which of the keys it awaits "
+                   "exist (read-only; needs --locals; agents: `collect --query-store`)");
+  auto* select = app.add_option(
+      "--select", args->select,
+      "Local capture: only processes whose command line matches this regex (RE2 syntax)");
   app.footer(
       "Examples:\n"
       "  hangscope diagnose                                 # this node, no agent needed\n"
       "  hangscope diagnose --agents node0,node1:7447 --token-file token\n"
       "  hangscope diagnose node0.json node1.json --json");
-  return [args] { return run_diagnose(*args); };
+  return [=] {
+    args->agents_given = agents->count() > 0;
+    args->local_only = given_options({pid, select, trigger, query_store});
+    args->sampling = given_options({samples, interval, locals});
+    args->credentials = given_options({token_file, tls_ca, tls_cert, tls_key});
+    return run_diagnose(*args);
+  };
 }
 
 }  // namespace hangscope::cli

@@ -1,10 +1,13 @@
+// `hangscope dump --pid PID`: every thread's stack of one live process, as text or JSON.
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <iostream>
 #include <memory>
 
 #include "hangscope/capture/process_capture.h"
 #include "hangscope/cli/commands.h"
+#include "hangscope/cli/options.h"
 #include "hangscope/common/error.h"
 #include "hangscope/report/dump_format.h"
 
@@ -32,27 +35,28 @@ int run_dump(const DumpArguments& args) {
                    : args.python_only ? capture::StackKinds::kPythonOnly
                                       : capture::StackKinds::kMerged;
   options.locals = args.locals;
-  try {
-    const auto dump = capture::capture_process(args.pid, options);
-    if (args.json) {
-      std::cout << report::dump_to_json(dump).dump(2) << "\n";
-    } else {
-      std::cout << report::dump_to_text(dump);
-    }
-    return kExitOk;
-  } catch (const Error& e) {
-    std::cerr << "hangscope: error: " << e.what() << "\n";
-    return kExitFailed;
+  // ptrace cannot attach to its caller: say so instead of the capture's guess (privileges).
+  if (args.pid == ::getpid()) {
+    throw Error("pid " + std::to_string(args.pid) +
+                " is hangscope itself: a process cannot trace itself");
   }
+  const auto dump = capture::capture_process(args.pid, options);
+  if (args.json) {
+    // A byte of the target that is not UTF-8 becomes U+FFFD, never an exception.
+    std::cout << report::dump_to_json(dump).dump(2, ' ', false,
+                                                 nlohmann::json::error_handler_t::replace)
+              << "\n";
+  } else {
+    std::cout << report::dump_to_text(dump);
+  }
+  return kExitOk;
 }
 
 }  // namespace
 
 CommandRunner register_dump_command(CLI::App& app) {
   auto args = std::make_shared<DumpArguments>();
-  app.add_option("--pid,-p", args->pid, "Process to capture")
-      ->required()
-      ->check(CLI::PositiveNumber);
+  app.add_option("--pid,-p", args->pid, "Process to capture")->required()->check(pid_validator());
   app.add_flag("--json", args->json, "Print the dump as JSON (keys as in docs/cli.md)");
   auto* native_only =
       app.add_flag("--native-only", args->native_only, "Native stacks only: no interpreter reads");

@@ -1,6 +1,16 @@
-// hangscope's entry point.
+// hangscope's entry point, and its last handler: no exception leaves main.
+#include <cstdio>
+#include <exception>
+
 #include "hangscope/cli/commands.h"
 
 int main(int argc, char** argv) {
-  return hangscope::cli::run(argc, argv);
+  try {
+    return hangscope::cli::run(argc, argv);
+  } catch (const std::exception& e) {
+    hangscope::cli::print_error(std::string("internal error: ") + e.what());
+  } catch (...) {
+    hangscope::cli::print_error("internal error: an unknown exception");
+  }
+  return hangscope::cli::kExitFailed;
 }

@@ -6,9 +6,11 @@
 #include <memory>
 
 #include "hangscope/cli/commands.h"
+#include "hangscope/cli/options.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
 #include "hangscope/common/phase_timer.h"
+#include "hangscope/common/text.h"
 #include "hangscope/report/bundle_files.h"
 #include "hangscope/report/report.h"
 
@@ -20,39 +22,84 @@ struct ReportArguments {
   std::string rules_dir;
   bool json = false;
   bool ticket = false;
+  std::size_t max_input_mib = kDefaultMaxInputBytes >> 20;
 };
 
 int run_report(const ReportArguments& args) {
-  try {
-    const auto bundle = report::read_bundle(args.bundle);
-    for (const auto& node : bundle.nodes) {
-      if (node.status == "error") std::cerr << "hangscope: " << node.error << "\n";
-    }
-    return analyse_and_report(
-        args.bundle, bundle, args.rules_dir,
-        args.ticket ? Output::kTicket
-        : args.json ? Output::kJson
-                    : Output::kSummary,
-        [](const std::string& s) { std::cerr << "hangscope: " << s << "\n"; });
-  } catch (const Error& e) {
-    std::cerr << "hangscope: error: " << e.what() << "\n";
-    return kExitFailed;
+  const std::size_t max_bytes = args.max_input_mib << 20;
+  const auto bundle = report::read_bundle(args.bundle, max_bytes);
+  for (const auto& node : bundle.nodes) {
+    if (node.status == "error") print_error(node.error);
   }
+  ReportRequest request;
+  request.dir = args.bundle;
+  request.where = "in the bundle " + args.bundle;
+  request.rules_dir = args.rules_dir;
+  request.output = args.ticket ? Output::kTicket : args.json ? Output::kJson : Output::kSummary;
+  request.max_rule_bytes = max_bytes;
+  // --ticket and --json: stdout is the document, stderr only errors.
+  const bool quiet = args.ticket || args.json;
+  return analyse_and_report(request, bundle, [quiet](const std::string& s) {
+    if (!quiet) std::cerr << "hangscope: " << printable(s) << "\n";
+  });
+}
+
+// The processes of the newest samples that could not be captured: "pid 12: why", at most 3.
+std::string capture_errors(const analysis::Bundle& bundle) {
+  std::vector<std::string> errors;
+  for (const auto& [name, node] : analysis::latest_samples(bundle)) {
+    for (const auto& p : node->processes) {
+      if (p.error.empty()) continue;
+      const std::string pid = "pid " + std::to_string(p.pid);
+      errors.push_back(p.error.find(pid) == std::string::npos ? pid + ": " + p.error : p.error);
+    }
+  }
+  return join(errors, "; ", 3);
+}
+
+// The inputs that failed: nodes that did not answer, snapshot files that could not be read.
+std::vector<std::string> failed_inputs(const analysis::Bundle& bundle) {
+  std::vector<std::string> out;
+  for (const auto& n : bundle.nodes) {
+    if (n.status != "ok") out.push_back(n.name + " (" + n.status + ")");
+  }
+  return out;
+}
+
+bool any_rank_captured(const analysis::Analysis& analysis) {
+  for (const auto& job : analysis.jobs) {
+    for (const auto& r : job.ranks) {
+      if (!r.history.empty()) return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
 
-int analyse_and_report(const std::string& dir, const analysis::Bundle& bundle,
-                       const std::string& rules_dir, Output output,
+int analyse_and_report(const ReportRequest& request, const analysis::Bundle& bundle,
                        const std::function<void(const std::string&)>& say) {
   PhaseTimer timer;
-  const auto analysis = analyze_with_rules(bundle, rules_dir, say);
+  const auto analysis = analyze_with_rules(bundle, request.rules_dir, say, request.max_rule_bytes);
   timer.lap("analysis and rules");
-  for (const auto& note : report::write_reports(dir, bundle, analysis)) say(note);
+  for (const auto& note : report::write_reports(request.dir, bundle, analysis)) say(note);
   timer.lap("report files");
-  say("report written to " + dir + "/report.md");
-  print_result(dir, bundle, analysis, output);
-  return analysis.verdicts.empty() ? kExitOk : kExitHangFound;
+  say("report written to " + request.dir + "/report.md");
+  print_result(request.dir, bundle, analysis, request.output);
+  const auto failed = failed_inputs(bundle);
+  if (!any_rank_captured(analysis)) {
+    const auto why = capture_errors(bundle);
+    print_error("no rank process found " + request.where + (why.empty() ? "" : " (" + why + ")") +
+                (failed.empty() ? "" : "; failed: " + join(failed, ", ", 5)));
+    return kExitFailed;
+  }
+  if (!analysis.verdicts.empty()) return kExitHangFound;
+  if (!failed.empty()) {
+    print_error("no hang among the ranks read, but not every input was: " + join(failed, ", ", 5) +
+                " (see the report's nodes)");
+    return kExitFailed;
+  }
+  return kExitOk;
 }
 
 void print_result(const std::string& dir, const analysis::Bundle& bundle,
@@ -63,9 +110,8 @@ void print_result(const std::string& dir, const analysis::Bundle& bundle,
       std::cout << std::flush;
       break;
     case Output::kTicket: {
-      const auto text = read_file(dir + "/report.md", 64 << 20);
-      if (!text.text) throw Error("cannot read " + dir + "/report.md for --ticket");
-      std::cout << *text.text << std::flush;
+      std::cout << read_input_file(dir + "/report.md", "report", std::size_t{64} << 20)
+                << std::flush;
       break;
     }
     case Output::kSummary: {
@@ -87,6 +133,10 @@ CommandRunner register_report_command(CLI::App& app) {
                "Print report.md to stdout: a GitHub issue body, ready to paste")
       ->excludes(json);
   app.add_option("--rules", args->rules_dir, "Directory of extra signature rule files (*.json)");
+  app.add_option("--max-input-mib", args->max_input_mib,
+                 "Largest snapshot or rule file read, in MiB; larger ones are refused")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
+      ->capture_default_str();
   app.footer(
       "Examples:\n"
       "  hangscope report hang                      # the verdict again, from the bundle\n"

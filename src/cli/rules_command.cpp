@@ -1,14 +1,13 @@
 // `hangscope rules list|check FILE`: the signature rules in effect, and validation of one file;
 // as text for people or, with --json, as one JSON document for scripts.
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 
 #include "hangscope/cli/commands.h"
 #include "hangscope/common/error.h"
+#include "hangscope/common/text.h"
 #include "hangscope/rules/engine.h"
 #include "hangscope/rules/rule.h"
 
@@ -19,7 +18,14 @@ struct RulesArguments {
   std::string rules_dir;
   std::string file;
   bool json = false;
+  std::size_t max_input_mib = kDefaultMaxInputBytes >> 20;
+  std::size_t max_bytes() const { return max_input_mib << 20; }
 };
+
+// A JSON document on stdout; a byte that is not UTF-8 becomes U+FFFD, never an exception.
+void print_json(const nlohmann::json& doc) {
+  std::cout << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+}
 
 // What a script needs of a rule: which it is, where it came from, what it matches.
 nlohmann::json rule_summary(const rules::Rule& rule) {
@@ -37,13 +43,13 @@ nlohmann::json rule_summary(const rules::Rule& rule) {
 }
 
 int list_rules(const RulesArguments& args) {
-  const auto set = rules::load_rules("/etc/hangscope/rules.d", args.rules_dir);
+  const auto set = rules::load_rules("/etc/hangscope/rules.d", args.rules_dir, args.max_bytes());
   if (args.json) {
     nlohmann::json out = {{"rules", nlohmann::json::array()}, {"errors", set.errors}};
     for (const auto& r : set.rules) out["rules"].push_back(rule_summary(r));
-    std::cout << out.dump(2) << "\n";
+    print_json(out);
   } else {
-    for (const auto& e : set.errors) std::cerr << "hangscope: skipped rule: " << e << "\n";
+    for (const auto& e : set.errors) print_error("skipped rule: " + e);
     for (const auto& r : set.rules) {
       std::cout << r.id << "  (" << r.source << ", confidence " << r.confidence << ")\n  "
                 << r.title << "\n";
@@ -58,13 +64,9 @@ struct RuleCheck {
   std::string error;
 };
 
-RuleCheck check_rule_file(const std::string& file) {
-  std::ifstream in(file);
-  if (!in) return {std::nullopt, file + ": cannot be read"};
-  std::stringstream text;
-  text << in.rdbuf();
+RuleCheck check_rule_file(const std::string& file, std::size_t max_bytes) {
   try {
-    return {rules::parse_rule(text.str(), file), ""};
+    return {rules::read_rule_file(file, max_bytes), ""};
   } catch (const Error& e) {
     return {std::nullopt, e.what()};
   }
@@ -72,7 +74,7 @@ RuleCheck check_rule_file(const std::string& file) {
 
 // Text, or with --json {"file", "valid", "rule" | "error"}; the exit code says the same.
 int check_rule(const RulesArguments& args) {
-  const auto result = check_rule_file(args.file);
+  const auto result = check_rule_file(args.file, args.max_bytes());
   if (args.json) {
     nlohmann::json out = {{"file", args.file}, {"valid", result.rule.has_value()}};
     if (result.rule) {
@@ -80,13 +82,13 @@ int check_rule(const RulesArguments& args) {
     } else {
       out["error"] = result.error;
     }
-    std::cout << out.dump(2) << "\n";
+    print_json(out);
   } else if (result.rule) {
-    std::cout << args.file << ": rule " << result.rule->id << " is valid ("
+    std::cout << printable(args.file) << ": rule " << result.rule->id << " is valid ("
               << result.rule->groups.size() << " group(s), " << result.rule->facts.size()
               << " fact(s))\n";
   } else {
-    std::cerr << "hangscope: error: " << result.error << "\n";
+    print_error(result.error);
   }
   return result.rule ? kExitOk : kExitFailed;
 }
@@ -94,9 +96,10 @@ int check_rule(const RulesArguments& args) {
 }  // namespace
 
 analysis::Analysis analyze_with_rules(const analysis::Bundle& bundle, const std::string& rules_dir,
-                                      const std::function<void(const std::string&)>& say) {
+                                      const std::function<void(const std::string&)>& say,
+                                      std::size_t max_rule_bytes) {
   auto result = analysis::analyze(bundle);
-  const auto set = rules::load_rules("/etc/hangscope/rules.d", rules_dir);
+  const auto set = rules::load_rules("/etc/hangscope/rules.d", rules_dir, max_rule_bytes);
   for (const auto& e : set.errors) say("skipped rule: " + e);
   rules::apply_rules(set.rules, result);
   return result;
@@ -115,6 +118,13 @@ CommandRunner register_rules_command(CLI::App& app) {
   check->add_option("file", args->file, "The rule file")->required();
   check->add_flag("--json", args->json,
                   "Print {\"file\", \"valid\", \"rule\" or \"error\"} (exit code 0 or 1 as well)");
+  for (auto* command : {list, check}) {
+    command
+        ->add_option("--max-input-mib", args->max_input_mib,
+                     "Largest rule file read, in MiB; larger ones are refused")
+        ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
+        ->capture_default_str();
+  }
   app.footer(
       "Examples:\n"
       "  hangscope rules list\n"

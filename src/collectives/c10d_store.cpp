@@ -1,13 +1,13 @@
 #include "hangscope/collectives/c10d_store.h"
 
 #include <netdb.h>
+#include <re2/re2.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <cstring>
-#include <regex>
 
 #include "hangscope/common/error.h"
 #include "hangscope/common/tcp_connection.h"
@@ -90,8 +90,8 @@ class StoreClient {
                   " bytes: not a counter");
     }
     const auto value = connection_.receive_exact(size, "GET " + key);
-    static const std::regex decimal(R"(-?\d{1,19})");
-    if (!std::regex_match(value, decimal)) return "(not a number)";
+    static const RE2 decimal(R"(-?\d{1,19})");
+    if (!RE2::FullMatch(value, decimal)) return "(not a number)";
     return value;
   }
 
@@ -214,8 +214,8 @@ StoreEndpoint store_endpoint(const std::map<std::string, std::string>& env) {
   const auto port = env.find("MASTER_PORT");
   if (addr == env.end() || addr->second.empty()) throw Error("MASTER_ADDR is not set");
   if (port == env.end() || port->second.empty()) throw Error("MASTER_PORT is not set");
-  static const std::regex number(R"(\d{1,5})");
-  if (!std::regex_match(port->second, number) || std::stoi(port->second) == 0 ||
+  static const RE2 number(R"(\d{1,5})");
+  if (!RE2::FullMatch(port->second, number) || std::stoi(port->second) == 0 ||
       std::stoi(port->second) > 65535) {
     throw Error("MASTER_PORT " + port->second + " is not a port number");
   }

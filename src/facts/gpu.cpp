@@ -1,7 +1,8 @@
 #include "hangscope/facts/gpu.h"
 
+#include <re2/re2.h>
+
 #include <algorithm>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -23,8 +24,10 @@ std::vector<std::string> split(const std::string& text, char separator) {
 }
 
 std::string strip_ansi(const std::string& text) {
-  static const std::regex escape("\x1b\\[[0-9;]*[A-Za-z]");
-  return std::regex_replace(text, escape, "");
+  static const RE2 escape("\x1b\\[[0-9;]*[A-Za-z]");
+  std::string out = text;
+  RE2::GlobalReplace(&out, escape, "");
+  return out;
 }
 
 // "memory.total [MiB]" → "memory.total".
@@ -183,15 +186,15 @@ std::vector<Gpu> parse_nvidia_smi_query(const std::string& csv,
 }
 
 TopologyMatrix parse_nvidia_smi_topo(const std::string& text) {
-  static const std::regex device_name("^(GPU|NIC)[0-9]+$");
-  static const std::regex nic_legend("^\\s*(NIC[0-9]+):\\s*(\\S+)\\s*$");
+  static const RE2 device_name("(GPU|NIC)[0-9]+");
+  static const RE2 nic_legend("\\s*(NIC[0-9]+):\\s*(\\S+)\\s*");
   TopologyMatrix m;
   bool header_seen = false;
   for (const auto& raw : split_lines(strip_ansi(text))) {
     if (trim(raw).empty()) continue;
-    std::smatch nic;
-    if (std::regex_match(raw, nic, nic_legend)) {
-      m.nic_names[nic[1]] = nic[2];
+    std::string nic, interface;
+    if (RE2::FullMatch(raw, nic_legend, &nic, &interface)) {
+      m.nic_names[nic] = interface;
       continue;
     }
     if (trim(raw).rfind("Legend", 0) == 0) continue;
@@ -199,12 +202,12 @@ TopologyMatrix parse_nvidia_smi_topo(const std::string& text) {
     for (auto& c : cells) c = trim(c);
     if (!header_seen) {
       for (const auto& c : cells) {
-        if (std::regex_match(c, device_name)) m.devices.push_back(c);
+        if (RE2::FullMatch(c, device_name)) m.devices.push_back(c);
       }
       header_seen = !m.devices.empty();
       continue;
     }
-    if (cells.empty() || !std::regex_match(cells[0], device_name)) continue;
+    if (cells.empty() || !RE2::FullMatch(cells[0], device_name)) continue;
     if (m.links.size() >= m.devices.size()) continue;
     std::vector<std::string> row(cells.begin() + 1,
                                  cells.begin() + std::min(cells.size(), m.devices.size() + 1));
@@ -218,9 +221,9 @@ TopologyMatrix parse_nvidia_smi_topo(const std::string& text) {
 }
 
 std::string parse_nvrm_version(const std::string& text) {
-  static const std::regex version("Kernel Module(?: for [^ ]+)?\\s+([0-9]+(?:\\.[0-9]+)+)");
-  std::smatch m;
-  return std::regex_search(text, m, version) ? std::string(m[1]) : "";
+  static const RE2 version("Kernel Module(?: for [^ ]+)?\\s+([0-9]+(?:\\.[0-9]+)+)");
+  std::string number;
+  return RE2::PartialMatch(text, version, &number) ? number : "";
 }
 
 GpuTopology gpu_topology_from_files(const std::string& root) {

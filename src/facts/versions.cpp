@@ -1,10 +1,11 @@
 #include "hangscope/facts/versions.h"
 
+#include <re2/re2.h>
+
 #include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <limits>
-#include <regex>
 #include <set>
 #include <tuple>
 
@@ -30,19 +31,19 @@ std::string metadata_version(const std::string& file) {
 
 void scan_site_dir(const std::string& root, const std::string& dir,
                    std::map<std::string, std::string>& out) {
-  static const std::regex info(R"(^(.+?)-([0-9][^-]*?)(-py[0-9.]+)?\.(dist-info|egg-info)$)");
+  static const RE2 info(R"((.+?)-([0-9][^-]*?)(-py[0-9.]+)?\.(dist-info|egg-info))");
   const auto& wanted = packages_of_interest();
   for (const auto& entry : list_directory(root + dir).value_or(std::vector<std::string>{})) {
     if (entry.size() < 5 || entry.compare(entry.size() - 5, 5, "-info") != 0) continue;
-    std::smatch m;
-    if (!std::regex_match(entry, m, info)) continue;
-    const std::string name = normalize_package_name(m[1]);
+    std::string package, file_version, python, kind;
+    if (!RE2::FullMatch(entry, info, &package, &file_version, &python, &kind)) continue;
+    const std::string name = normalize_package_name(package);
     if (std::find(wanted.begin(), wanted.end(), name) == wanted.end() || out.count(name)) continue;
     const std::string base = root + dir + "/" + entry;
     std::string version =
-        metadata_version(base + (m[4] == "dist-info" ? "/METADATA" : "/PKG-INFO"));
-    if (version.empty() && m[4] == "egg-info") version = metadata_version(base);  // a file
-    out[name] = version.empty() ? m[2].str() : version;
+        metadata_version(base + (kind == "dist-info" ? "/METADATA" : "/PKG-INFO"));
+    if (version.empty() && kind == "egg-info") version = metadata_version(base);  // a file
+    out[name] = version.empty() ? file_version : version;
   }
 }
 
@@ -130,10 +131,10 @@ std::map<std::string, std::string> package_versions(const std::string& root,
                                                     const std::vector<std::string>& paths) {
   std::set<std::string> dirs;
   std::map<std::string, std::string> out;
-  static const std::regex nccl(R"(/libnccl\.so\.([0-9]+\.[0-9]+\.[0-9]+)$)");
+  static const RE2 nccl(R"(/libnccl\.so\.([0-9]+\.[0-9]+\.[0-9]+)$)");
   for (const auto& path : paths) {
-    std::smatch m;
-    if (std::regex_search(path, m, nccl)) out.emplace("nccl", m[1]);
+    std::string nccl_version;
+    if (RE2::PartialMatch(path, nccl, &nccl_version)) out.emplace("nccl", nccl_version);
     if (path.empty() || path.front() != '/') continue;
     for (auto slash = path.rfind('/'); slash != std::string::npos && slash > 0;
          slash = path.rfind('/', slash - 1)) {

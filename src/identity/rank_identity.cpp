@@ -1,6 +1,6 @@
 #include "hangscope/identity/rank_identity.h"
 
-#include <regex>
+#include <re2/re2.h>
 
 #include "hangscope/common/numbers.h"
 
@@ -143,16 +143,16 @@ namespace {
 // vLLM's initialize_model_parallel line: "rank 3 in world size 4 is assigned as DP rank 0, PP
 // rank 1, TP rank 1, EP rank N/A" gives the parallel coordinates the environment does not.
 void coordinates_from_log(const std::vector<std::string>& lines, RankIdentity& identity) {
-  static const std::regex assigned(
+  static const RE2 assigned(
       R"(rank (\d+) in world size (\d+) is assigned as DP rank (\d+), PP rank (\d+), TP rank (\d+))");
   for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
     // The line is about 120 characters; std::regex recurses once per digit of a number and
     // overflowed the stack on a long one (a log line is any text the rank printed).
     if (it->size() > 4096) continue;
-    std::smatch m;
-    if (!std::regex_search(*it, m, assigned)) continue;
+    std::string m[6];
+    if (!RE2::PartialMatch(*it, assigned, &m[1], &m[2], &m[3], &m[4], &m[5])) continue;
     // Numbers that do not fit an int (to_int: nullopt) are no ranks (std::stoi threw).
-    if (identity.rank && identity.rank != to_int(m[1].str())) continue;  // another rank's line
+    if (identity.rank && identity.rank != to_int(m[1])) continue;  // another rank's line
     const auto set = [&](std::optional<int>& field, const char* name, const std::string& value) {
       if (field) return;
       field = to_int(value);

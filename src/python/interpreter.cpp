@@ -29,6 +29,7 @@ std::optional<std::uint64_t> version_hex_from_file(const elf::Module& module) {
 InterpreterSearch find_interpreter(elf::ProcessImage& image, memory::MemoryReader& memory) {
   InterpreterSearch search;
   std::string unreadable;
+  std::optional<PythonVersion> without_runtime;  // 2.x and 3.0-3.6 have no _PyRuntime
   for (const proc::Mapping* mapping : image.file_mappings()) {
     const std::string& path = mapping->path;
     if (!looks_like_python(path)) continue;  // only the interpreter's files are opened
@@ -39,7 +40,10 @@ InterpreterSearch find_interpreter(elf::ProcessImage& image, memory::MemoryReade
     }
     const elf::Module& module = *location->module;
     const auto vaddr = runtime_vaddr(module);
-    if (!vaddr) continue;  // e.g. pyenv's python3.X executable: the runtime is in libpython
+    if (!vaddr) {  // e.g. pyenv's python3.X executable: the runtime is in libpython
+      if (!without_runtime) without_runtime = PythonVersion::from_file_name(path);
+      continue;
+    }
     Interpreter interpreter;
     interpreter.runtime_address = location->bias + *vaddr;
     interpreter.module_path = path;
@@ -58,6 +62,11 @@ InterpreterSearch find_interpreter(elf::ProcessImage& image, memory::MemoryReade
       interpreter.version = PythonVersion::from_hex(hex);
     }
     search.interpreter = interpreter;
+    return search;
+  }
+  if (without_runtime && !without_runtime->at_least(3, 7)) {
+    search.note = "unsupported Python version " + without_runtime->to_string() +
+                  " (hangscope reads CPython 3.10 and later): Python stacks unavailable";
     return search;
   }
   search.note =

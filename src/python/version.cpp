@@ -25,7 +25,7 @@ std::optional<PythonVersion> PythonVersion::from_file_name(std::string_view path
       return std::nullopt;
     const char* minor_at = r.ptr + 1;
     r = std::from_chars(minor_at, name.data() + name.size(), v.minor);
-    if (r.ec != std::errc() || v.major != 3) return std::nullopt;
+    if (r.ec != std::errc() || (v.major != 3 && v.major != 2)) return std::nullopt;
     return v;
   }
   return std::nullopt;

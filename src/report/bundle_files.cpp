@@ -17,6 +17,7 @@
 #include "hangscope/common/files.h"
 #include "hangscope/common/phase_timer.h"
 #include "hangscope/common/subprocess.h"
+#include "hangscope/common/text.h"
 #include "hangscope/report/report.h"
 #include "hangscope/snapshot/codec.h"
 
@@ -100,7 +101,8 @@ void write_bundle_data(const std::string& dir, const analysis::Bundle& bundle) {
                      {"error", n.error},
                      {"clock_offset_ns", n.clock_offset_ns}});
   }
-  write_text(dir + "/nodes.json", nodes.dump(2) + "\n");
+  write_text(dir + "/nodes.json",
+             nodes.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 std::vector<std::string> write_reports(const std::string& dir, const analysis::Bundle& bundle,
@@ -115,7 +117,7 @@ std::vector<std::string> write_reports(const std::string& dir, const analysis::B
       write_report_json(out, bundle, analysis);
       out.close();
       if (!out) throw_errno("cannot write " + dir + "/report.json", errno);
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {  // nothing may escape a thread
       json_failure = e.what();
     }
   });
@@ -135,18 +137,24 @@ std::vector<std::string> write_reports(const std::string& dir, const analysis::B
   return notes;
 }
 
-analysis::Bundle read_bundle(const std::string& dir) {
+analysis::Bundle read_bundle(const std::string& dir, std::size_t max_bytes) {
   analysis::Bundle bundle;
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) throw_errno("bundle " + printable(dir), errno);
+  if (!S_ISDIR(st.st_mode)) throw Error("bundle " + printable(dir) + ": is not a directory");
   const std::string snapshots = dir + "/snapshots";
   const auto names = list_directory(snapshots);
-  if (!names) throw_errno("cannot read the bundle " + dir + " (no snapshots/)", errno);
+  if (!names) {
+    throw_errno("bundle " + printable(dir) + ": no snapshots/ (not written by diagnose?)", errno);
+  }
   std::vector<std::string> files;
   for (const auto& name : *names) files.push_back(snapshots + "/" + name);
   std::map<std::string, analysis::NodeStatus> statuses;
-  std::ifstream nodes_in(dir + "/nodes.json");
-  if (nodes_in) {
+  if (::stat((dir + "/nodes.json").c_str(), &st) == 0) {
+    const std::string nodes_file = dir + "/nodes.json";
+    const std::string text = read_input_file(nodes_file, "bundle file", max_bytes);
     try {
-      for (const auto& n : nlohmann::json::parse(nodes_in)) {
+      for (const auto& n : nlohmann::json::parse(text)) {
         analysis::NodeStatus status;
         status.name = n.at("name").get<std::string>();
         if (!n.at("address").is_null()) status.address = n.at("address").get<std::string>();
@@ -157,12 +165,13 @@ analysis::Bundle read_bundle(const std::string& dir) {
         bundle.nodes.push_back(status);
       }
     } catch (const nlohmann::json::exception& e) {
-      throw Error(dir + "/nodes.json: not a node list (" + e.what() + ")");
+      throw Error("bundle file " + printable(nodes_file) + ": not a node list (" +
+                  printable(e.what()) + ")");
     }
   }
   for (const auto& file : files) {
     try {
-      for (auto& node : snapshot::read_file(file)) {
+      for (auto& node : snapshot::read_file(file, max_bytes)) {
         if (!statuses.count(node.node_name)) {
           statuses[node.node_name] = {node.node_name, std::nullopt, "ok", "", 0};
           bundle.nodes.push_back(statuses[node.node_name]);

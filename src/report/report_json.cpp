@@ -207,13 +207,16 @@ void write_report_json(std::ostream& out, const Bundle& bundle,
   auto doc = report_json(bundle, analysis, false);
   const std::string placeholder = "hangscope-ranks-placeholder";
   doc["ranks"] = placeholder;
-  const std::string text = doc.dump(2);
+  // Strings from targets, files and peers are valid UTF-8 by then (snapshot codec); any byte
+  // that still is not becomes U+FFFD instead of an exception.
+  constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
+  const std::string text = doc.dump(2, ' ', false, kReplace);
   const auto at = text.find("\"" + placeholder + "\"");
   out << text.substr(0, at) << "[";
   bool first = true;
   for (const auto& job : analysis.jobs) {
     for (const auto& r : job.ranks) {
-      out << (first ? "\n    " : ",\n    ") << rank_json(r).dump();
+      out << (first ? "\n    " : ",\n    ") << rank_json(r).dump(-1, ' ', false, kReplace);
       first = false;
     }
   }

@@ -1,8 +1,9 @@
 #include "hangscope/rules/engine.h"
 
+#include <re2/re2.h>
+
 #include <algorithm>
 #include <map>
-#include <regex>
 #include <set>
 
 #include "hangscope/analysis/call_tree.h"
@@ -32,8 +33,10 @@ bool frame_matches(const FramePattern& p, const Frame& f) {
     return false;
   }
   if (!p.function_regex.empty()) {
-    const std::regex re(p.function_regex);
-    if (!std::regex_search(f.function, re) && !std::regex_search(f.qualname, re)) return false;
+    // Compiled once by the rule parser; a pattern that was not compiled matches nothing.
+    if (!p.function_re) return false;
+    const auto& re = *p.function_re;
+    if (!RE2::PartialMatch(f.function, re) && !RE2::PartialMatch(f.qualname, re)) return false;
   }
   return true;
 }
@@ -163,7 +166,9 @@ bool value_holds(const FactSpec& fact, const std::string& value) {
   if (!fact.in.empty() && std::find(fact.in.begin(), fact.in.end(), value) == fact.in.end()) {
     return false;
   }
-  if (!fact.matches.empty() && !std::regex_search(value, std::regex(fact.matches))) return false;
+  if (!fact.matches.empty() && (!fact.matches_re || !RE2::PartialMatch(value, *fact.matches_re))) {
+    return false;
+  }
   if (!fact.at_least.empty() && facts::compare_versions(value, fact.at_least) < 0) return false;
   if (!fact.below.empty() && facts::compare_versions(value, fact.below) >= 0) return false;
   return true;

@@ -1,10 +1,12 @@
 // Rule files: JSON text → Rule, with errors that name the file, the line and the reason.
+#include <re2/re2.h>
+
 #include <algorithm>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 
 #include "hangscope/common/error.h"
+#include "hangscope/common/text.h"
 #include "hangscope/rules/rule.h"
 
 namespace hangscope::rules {
@@ -16,6 +18,31 @@ const std::set<std::string> kStates = {"running", "waiting", "stopped", "uninter
                                        "dead",    "missing", "unknown"};
 const std::set<std::string> kWaitKinds = {"collective", "store", "rendezvous", "channel", "ring",
                                           "lock",       "sleep", "cpu",        "other"};
+// What a template may say of a group: {group} or {group.FIELD} (engine.cpp fills them).
+const std::set<std::string> kGroupFields = {"count", "where", "nodes", "members"};
+
+// "^[a-z0-9]+(-[a-z0-9]+)*$", checked by hand.
+bool is_kebab_case(const std::string& id) {
+  if (id.empty() || id.front() == '-' || id.back() == '-') return false;
+  for (std::size_t i = 0; i < id.size(); ++i) {
+    const char c = id[i];
+    const bool word = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    if (!word && !(c == '-' && id[i + 1] != '-')) return false;
+  }
+  return true;
+}
+
+// An RE2 pattern compiled once; nullptr with `error` set when RE2 refuses it.
+Regex compile(const std::string& pattern, std::string& error) {
+  RE2::Options options;
+  options.set_log_errors(false);  // the error is reported with the file and line instead
+  auto re = std::make_shared<const RE2>(pattern, options);
+  if (!re->ok()) {
+    error = re->error();
+    return nullptr;
+  }
+  return re;
+}
 
 // Reads one rule; `fail` throws with the line of the key it is about.
 class RuleReader {
@@ -27,11 +54,11 @@ class RuleReader {
     try {
       doc = json::parse(text_);
     } catch (const json::parse_error& e) {
-      throw Error(source_ + ":" + std::to_string(line_at(e.byte == 0 ? 0 : e.byte - 1)) +
-                  ": not valid JSON: " + strip_prefix(e.what()));
+      throw Error(printable(source_) + ":" + std::to_string(line_at(e.byte == 0 ? 0 : e.byte - 1)) +
+                  ": not valid JSON: " + printable(strip_prefix(e.what())));
     } catch (const json::exception& e) {  // out_of_range 406: a number beyond double
-      throw Error(source_ + ":" + std::to_string(line_of_quoted(e.what())) +
-                  ": not valid JSON: " + strip_prefix(e.what()));
+      throw Error(printable(source_) + ":" + std::to_string(line_of_quoted(e.what())) +
+                  ": not valid JSON: " + printable(strip_prefix(e.what())));
     }
     if (!doc.is_object()) fail("", "a rule file holds one JSON object");
     check_keys(
@@ -41,8 +68,7 @@ class RuleReader {
     Rule rule;
     rule.source = source_;
     rule.id = string(doc, "id", true);
-    static const std::regex id_form("^[a-z0-9]+(-[a-z0-9]+)*$");
-    if (!std::regex_match(rule.id, id_form)) fail("id", "the id must be kebab-case: " + rule.id);
+    if (!is_kebab_case(rule.id)) fail("id", "the id must be kebab-case: " + printable(rule.id));
     rule.title = string(doc, "title", true);
     rule.description = string(doc, "description", false);
     if (doc.contains("confidence")) {
@@ -74,7 +100,9 @@ class RuleReader {
       }
     }
     rule.summary = string(doc, "summary", true);
+    check_placeholders(rule.summary, "summary", rule.groups);
     rule.evidence = strings(doc, "evidence");
+    for (const auto& e : rule.evidence) check_placeholders(e, "evidence", rule.groups);
     rule.remedies = strings(doc, "remedies");
     rule.references = strings(doc, "references");
     rule.explains = strings(doc, "explains");
@@ -84,7 +112,8 @@ class RuleReader {
 
  private:
   [[noreturn]] void fail(const std::string& key, const std::string& reason) const {
-    throw Error(source_ + ":" + std::to_string(line_of_key(key)) + ": " + reason);
+    throw Error(printable(source_) + ":" + std::to_string(line_of_key(key)) + ": " +
+                printable(reason));
   }
 
   std::size_t line_at(std::size_t byte) const {
@@ -145,6 +174,29 @@ class RuleReader {
     return out;
   }
 
+  // Every {…} of a template must name a group, optionally with a known field.
+  void check_placeholders(const std::string& text, const char* key,
+                          const std::vector<GroupSpec>& groups) const {
+    for (auto open = text.find('{'); open != std::string::npos; open = text.find('{', open + 1)) {
+      const auto close = text.find('}', open);
+      if (close == std::string::npos) {
+        fail(key, std::string("`") + key + "` has a `{` without its `}`");
+      }
+      const std::string inside = text.substr(open + 1, close - open - 1);
+      const auto dot = inside.find('.');
+      const std::string group = inside.substr(0, dot);
+      const bool known_group = std::any_of(groups.begin(), groups.end(),
+                                           [&](const GroupSpec& g) { return g.name == group; });
+      const bool known_field =
+          dot == std::string::npos || kGroupFields.count(inside.substr(dot + 1));
+      if (!known_group || !known_field) {
+        fail(key,
+             "unknown placeholder `{" + printable(inside) + "}` in `" + key +
+                 "`: use {GROUP} or {GROUP.count|where|nodes|members} with a group of the rule");
+      }
+    }
+  }
+
   FramePattern frame(const json& spec, const std::string& group) const {
     if (!spec.is_object()) fail(group, "frame patterns in `" + group + "` must be objects");
     check_keys(spec, "a frame pattern of `" + group + "`",
@@ -158,10 +210,11 @@ class RuleReader {
       fail(group, "an empty frame pattern in `" + group + "` would match every frame");
     }
     if (!p.function_regex.empty()) {
-      try {
-        std::regex check(p.function_regex);
-      } catch (const std::regex_error& e) {
-        fail("function_regex", "bad function_regex `" + p.function_regex + "`: " + e.what());
+      std::string why;
+      p.function_re = compile(p.function_regex, why);
+      if (!p.function_re) {
+        fail("function_regex",
+             "bad function_regex `" + printable(p.function_regex) + "` (RE2 syntax): " + why);
       }
     }
     return p;
@@ -233,10 +286,10 @@ class RuleReader {
     f.fact = string(spec, "fact", false);
     f.matches = string(spec, "matches", false);
     if (!f.matches.empty()) {
-      try {
-        std::regex check(f.matches);
-      } catch (const std::regex_error& e) {
-        fail("matches", "bad regex `" + f.matches + "`: " + e.what());
+      std::string why;
+      f.matches_re = compile(f.matches, why);
+      if (!f.matches_re) {
+        fail("matches", "bad regex `" + printable(f.matches) + "` (RE2 syntax): " + why);
       }
     }
     const int kinds =

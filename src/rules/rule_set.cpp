@@ -1,10 +1,9 @@
 // The rules in effect: built-in files, then /etc/hangscope/rules.d, then --rules DIR.
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
+#include "hangscope/common/text.h"
 #include "hangscope/rules/rule.h"
 
 namespace hangscope::rules {
@@ -29,17 +28,10 @@ void add_or_replace(std::vector<Rule>& rules, Rule rule) {
   rules.push_back(std::move(rule));
 }
 
-void load_dir(const std::string& dir, RuleSet& set) {
+void load_dir(const std::string& dir, std::size_t max_bytes, RuleSet& set) {
   for (const auto& path : rule_files(dir)) {
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    if (!in) {
-      set.errors.push_back(path + ": cannot be read");
-      continue;
-    }
     try {
-      add_or_replace(set.rules, parse_rule(text.str(), path));
+      add_or_replace(set.rules, read_rule_file(path, max_bytes));
     } catch (const Error& e) {
       set.errors.push_back(e.what());
     }
@@ -48,7 +40,12 @@ void load_dir(const std::string& dir, RuleSet& set) {
 
 }  // namespace
 
-RuleSet load_rules(const std::string& system_dir, const std::string& extra_dir) {
+Rule read_rule_file(const std::string& path, std::size_t max_bytes) {
+  return parse_rule(read_input_file(path, "rule file", max_bytes), path);
+}
+
+RuleSet load_rules(const std::string& system_dir, const std::string& extra_dir,
+                   std::size_t max_bytes) {
   RuleSet set;
   for (const auto& [name, text] : builtin_rule_files()) {
     try {
@@ -57,12 +54,13 @@ RuleSet load_rules(const std::string& system_dir, const std::string& extra_dir) 
       set.errors.push_back(e.what());  // a test keeps this list empty
     }
   }
-  if (!system_dir.empty()) load_dir(system_dir, set);
+  if (!system_dir.empty()) load_dir(system_dir, max_bytes, set);
   if (!extra_dir.empty()) {
     if (list_directory(extra_dir)) {
-      load_dir(extra_dir, set);
+      load_dir(extra_dir, max_bytes, set);
     } else {
-      set.errors.push_back(extra_dir + ": not a readable directory of rule files");
+      set.errors.push_back("--rules " + printable(extra_dir) +
+                           ": not a readable directory of rule files");
     }
   }
   return set;

@@ -1,14 +1,23 @@
 #include "hangscope/snapshot/codec.h"
 
+#include <fcntl.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/type_resolver.h>
+#include <google/protobuf/util/type_resolver_util.h>
+#include <unistd.h>
 
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <unordered_map>
 
 #include "hangscope/collectives/flight_recorder.h"
 #include "hangscope/common/error.h"
+#include "hangscope/common/files.h"
 #include "hangscope/common/text.h"
 #include "hangscope/v1/snapshot.pb.h"
 #include "hangscope/version.h"
@@ -76,11 +85,11 @@ void encode_thread(const capture::ThreadDump& t, v1::ThreadSnapshot& out, StackT
   out.set_tid(t.tid);
   out.set_name(valid_utf8(t.name));
   out.set_state(std::string(1, t.state));
-  out.set_wchan(t.wchan);
+  out.set_wchan(valid_utf8(t.wchan));
   if (t.py_thread_id) out.set_py_thread_id(*t.py_thread_id);
   if (t.py_thread_name) out.set_py_thread_name(valid_utf8(*t.py_thread_name));
   out.set_holds_gil(t.holds_gil);
-  out.set_merge(t.merge);
+  out.set_merge(valid_utf8(t.merge));
   if (!t.frames.empty() && t.frames == t.native_frames) {
     out.set_merged_from(v1::ThreadSnapshot::MERGED_NATIVE);
   } else if (!t.frames.empty() && t.frames == t.python_frames) {
@@ -107,11 +116,13 @@ void encode_identity(const capture::ProcessRecord& r, v1::RankIdentity& out) {
   if (id.tp) out.set_tp(*id.tp);
   if (id.pp) out.set_pp(*id.pp);
   if (id.dp) out.set_dp(*id.dp);
-  out.set_source(id.source);
-  out.set_job(id.job);
-  out.set_title(id.title);
+  out.set_source(valid_utf8(id.source));
+  out.set_job(valid_utf8(id.job));
+  out.set_title(valid_utf8(id.title));  // from the target's command line
   out.set_helper_of(r.helper_of);
-  for (const auto& [field, source] : id.sources) (*out.mutable_sources())[field] = source;
+  for (const auto& [field, source] : id.sources) {
+    (*out.mutable_sources())[valid_utf8(field)] = valid_utf8(source);
+  }
 }
 
 // Reads strings back, refusing indices outside the table.
@@ -203,8 +214,8 @@ void encode(const capture::NodeSnapshot& node, v1::NodeSnapshot& out) {
   out.Clear();
   out.set_schema_major(kSchemaMajor);
   out.set_schema_minor(kSchemaMinor);
-  out.set_node_name(node.node_name);
-  out.set_hostname(node.hostname);
+  out.set_node_name(valid_utf8(node.node_name));
+  out.set_hostname(valid_utf8(node.hostname));
   out.set_capture_unix_ns(node.capture_unix_ns);
   out.set_agent_version(kVersion);
   out.set_sample_index(node.sample_index);
@@ -242,7 +253,9 @@ void encode(const capture::NodeSnapshot& node, v1::NodeSnapshot& out) {
     for (const auto& [k, v] : r.facts) {
       if (!common.count(k)) (*p->mutable_facts())[valid_utf8(k)] = valid_utf8(v);
     }
-    if (r.flight_record) p->set_flight_record(collectives::to_json(*r.flight_record).dump());
+    if (r.flight_record)
+      p->set_flight_record(collectives::to_json(*r.flight_record)
+                               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     p->set_environment_source(valid_utf8(r.environment_source));
     p->set_error(valid_utf8(r.error));
     for (const auto& log : r.logs) {
@@ -251,7 +264,7 @@ void encode(const capture::NodeSnapshot& node, v1::NodeSnapshot& out) {
       for (const auto& line : log.lines) out_log->add_line_ids(strings.intern(line));
     }
     if (r.dump) {
-      if (r.dump->python) p->set_python(*r.dump->python);
+      if (r.dump->python) p->set_python(valid_utf8(*r.dump->python));
       for (const auto& n : r.dump->notes) p->add_notes(valid_utf8(n));
       p->set_max_paused_ns(static_cast<std::uint64_t>(r.dump->max_paused.count()));
       for (const auto& t : r.dump->threads) encode_thread(t, *p->add_threads(), stacks);
@@ -385,6 +398,12 @@ capture::NodeSnapshot decode(const v1::NodeSnapshot& in) {
   return node;
 }
 
+capture::NodeSnapshot as_transmitted(const capture::NodeSnapshot& node) {
+  v1::NodeSnapshot message;
+  encode(node, message);
+  return decode(message);
+}
+
 namespace {
 
 bool is_binary(const std::string& path) {
@@ -400,59 +419,101 @@ void write_file(const std::string& path, const std::vector<capture::NodeSnapshot
 }
 
 void write_file(const std::string& path, const std::vector<const capture::NodeSnapshot*>& nodes) {
-  v1::SnapshotFile file;
-  for (const auto* node : nodes) encode(*node, *file.add_snapshots());
-  std::string bytes;
+  // The binary form first, the message freed before the file is written: a snapshot of many
+  // processes is held as a message, then as bytes, never as both and its JSON text at once.
+  std::string binary;
+  {
+    v1::SnapshotFile file;
+    for (const auto* node : nodes) encode(*node, *file.add_snapshots());
+    // Deterministic: map entries in key order, as MessageToJsonString writes them.
+    google::protobuf::io::StringOutputStream string_out(&binary);
+    google::protobuf::io::CodedOutputStream coded(&string_out);
+    coded.SetSerializationDeterministic(true);
+    if (!file.SerializeToCodedStream(&coded)) {
+      throw Error("cannot encode snapshots for " + path);
+    }
+  }
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw_errno("cannot write " + path, errno);
+  google::protobuf::io::FileOutputStream out(fd);  // closed below on every path
+  bool written = true;
+  google::protobuf::util::Status converted;
   if (is_binary(path)) {
-    if (!file.SerializeToString(&bytes)) throw Error("cannot encode snapshots for " + path);
+    written = out.WriteAliasedRaw(binary.data(), static_cast<int>(binary.size()));
   } else {
+    // The JSON text is produced into the file as it is converted (BinaryToJsonStream).
     google::protobuf::util::JsonPrintOptions options;
     options.add_whitespace = true;
     options.preserve_proto_field_names = true;
-    const auto status = google::protobuf::util::MessageToJsonString(file, &bytes, options);
-    if (!status.ok()) throw Error("cannot encode snapshots for " + path + ": " + status.ToString());
+    const auto* type = v1::SnapshotFile::descriptor();
+    const std::unique_ptr<google::protobuf::util::TypeResolver> resolver(
+        google::protobuf::util::NewTypeResolverForDescriptorPool("type.googleapis.com",
+                                                                 type->file()->pool()));
+    google::protobuf::io::ArrayInputStream in(binary.data(), static_cast<int>(binary.size()));
+    converted = google::protobuf::util::BinaryToJsonStream(
+        resolver.get(), "type.googleapis.com/" + type->full_name(), &in, &out, options);
   }
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << bytes;
-  out.close();
-  if (!out) throw_errno("cannot write " + path, errno);
+  const bool closed = out.Close();
+  if (!converted.ok()) {
+    throw Error("cannot encode snapshots for " + path + ": " + converted.ToString());
+  }
+  if (!written || !closed) throw_errno("cannot write " + path, out.GetErrno());
 }
 
-std::vector<capture::NodeSnapshot> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_errno("cannot read snapshot file " + path, errno);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return parse_file(buffer.str(), is_binary(path), path);
-}
+namespace {
 
-std::vector<capture::NodeSnapshot> parse_file(const std::string& bytes, bool binary,
-                                              const std::string& path) {
-  v1::SnapshotFile file;
+// The file's bytes into `file`: binary protobuf when `binary`, else protobuf's JSON mapping.
+void parse_message(const std::string& bytes, bool binary, const std::string& path,
+                   v1::SnapshotFile& file) {
   if (binary) {
     if (!file.ParseFromString(bytes)) {
-      throw Error("snapshot file " + path +
-                  " is not a hangscope snapshot (binary protobuf expected)");
+      throw Error("snapshot file " + printable(path) +
+                  ": not a hangscope snapshot (binary protobuf expected)");
     }
-  } else {
-    google::protobuf::util::JsonParseOptions options;
-    options.ignore_unknown_fields = true;  // newer minor versions add fields
-    const auto status = google::protobuf::util::JsonStringToMessage(bytes, &file, options);
-    if (!status.ok()) {
-      throw Error("snapshot file " + path +
-                  " is not a hangscope snapshot: " + std::string(status.message()));
-    }
+    return;
   }
-  if (file.snapshots_size() == 0) throw Error("snapshot file " + path + " holds no snapshot");
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;  // newer minor versions add fields
+  const auto status = google::protobuf::util::JsonStringToMessage(bytes, &file, options);
+  if (!status.ok()) {
+    // The parser's message may quote the file's bytes: escaped, never printed raw.
+    throw Error("snapshot file " + printable(path) +
+                ": not a hangscope snapshot: " + printable(std::string(status.message())));
+  }
+}
+
+std::vector<capture::NodeSnapshot> decode_file(const v1::SnapshotFile& file,
+                                               const std::string& path) {
+  if (file.snapshots_size() == 0) {
+    throw Error("snapshot file " + printable(path) + ": holds no snapshot");
+  }
   std::vector<capture::NodeSnapshot> nodes;
   for (const auto& snapshot : file.snapshots()) {
     try {
       nodes.push_back(decode(snapshot));
     } catch (const Error& e) {
-      throw Error("snapshot file " + path + ": " + e.what());
+      throw Error("snapshot file " + printable(path) + ": " + printable(e.what()));
     }
   }
   return nodes;
+}
+
+}  // namespace
+
+std::vector<capture::NodeSnapshot> read_file(const std::string& path, std::size_t max_bytes) {
+  v1::SnapshotFile file;
+  {
+    const std::string bytes = read_input_file(path, "snapshot file", max_bytes);
+    parse_message(bytes, is_binary(path), path, file);
+  }  // the bytes are freed before the snapshots are decoded
+  return decode_file(file, path);
+}
+
+std::vector<capture::NodeSnapshot> parse_file(const std::string& bytes, bool binary,
+                                              const std::string& path) {
+  v1::SnapshotFile file;
+  parse_message(bytes, binary, path, file);
+  return decode_file(file, path);
 }
 
 }  // namespace hangscope::snapshot

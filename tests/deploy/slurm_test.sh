@@ -171,6 +171,7 @@ echo "setup: a batch job whose Python process sleeps in a function"
 cat >"$work/job.sh" <<EOF
 #!/bin/bash
 echo \$\$ >"$work/rank.pid"
+export RANK=0 WORLD_SIZE=1   # a rank of a one-rank job: diagnose exits 0 or 3, not 1 (no rank)
 exec /usr/bin/python3 -c '
 import time
 def slurm_rank_waits_in_collective():

@@ -180,7 +180,7 @@ TEST(AgentSecurity, WrongAndMissingTokensAreRefusedAndLoggedWithoutTheToken) {
     EXPECT_EQ(good.status(), "ok") << good.report["nodes"].dump();
     const auto bad = diagnose("--agents " + agent.address + " --token-file " + wrong);
     EXPECT_EQ(bad.status(), "refused");
-    EXPECT_EQ(bad.exit_code, 3);
+    EXPECT_EQ(bad.exit_code, 1);  // no rank was looked at: a failure, with the verdict below
     EXPECT_EQ(bad.report["verdicts"][0]["id"], "node-refused");
     const auto none = diagnose("--agents " + agent.address);
     EXPECT_EQ(none.status(), "refused");

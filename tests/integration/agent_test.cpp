@@ -153,7 +153,7 @@ TEST(Agents, BadSnapshotFileIsReportedAndTheRestStillComesOut) {
   std::ofstream(bad) << "{ this is not a snapshot";
   const std::string dir = testing::temp_path("b3");
   const auto result = run(std::string(HANGSCOPE_BINARY) + " diagnose " + bad + " --json -o " + dir);
-  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_EQ(result.exit_code, 1);  // nothing could be read: a failure, not "no hang"
   const auto report = nlohmann::json::parse(result.out);
   ASSERT_EQ(report["nodes"].size(), 1u);
   EXPECT_EQ(report["nodes"][0]["status"], "error");
@@ -293,13 +293,15 @@ TEST(Agents, SelectorNarrowsTheLocalCaptureToMatchingCommandLines) {
   const std::string dir = testing::temp_path("b5");
   const auto result = run(std::string(HANGSCOPE_BINARY) + " diagnose --samples 1 --select " +
                           marker + " --json -o " + dir);
-  ASSERT_EQ(result.exit_code, 0) << result.err;
+  // The one process selected is no rank: a failure (nothing to diagnose), with the report.
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_NE(result.err.find("no rank process found on this node"), std::string::npos) << result.err;
   const auto report = nlohmann::json::parse(result.out);
   ASSERT_EQ(report["processes"].size(), 1u) << report.dump(1);
   EXPECT_EQ(report["processes"][0]["pid"], wanted.pid());
   const auto bad =
-      run(std::string(HANGSCOPE_BINARY) + " diagnose --samples 1 --select '(' -o " + dir);
-  EXPECT_EQ(bad.exit_code, 1);
+      run(std::string(HANGSCOPE_BINARY) + " diagnose --samples 1 --select '(' -o " + dir + "-bad");
+  EXPECT_EQ(bad.exit_code, 2);  // bad usage, before any sampling
   EXPECT_NE(bad.err.find("not a valid regular expression"), std::string::npos) << bad.err;
   std::system(("rm -rf " + dir).c_str());
 }
@@ -369,12 +371,14 @@ TEST(Agents, MutualTlsRequiresAClientCertificate) {
   const std::string address = agent.wait_for_line("listening on ").substr(13);
   const std::string target = "localhost:" + address.substr(address.rfind(':') + 1);
   const std::string base = std::string(HANGSCOPE_BINARY) + " diagnose --agents " + target +
-                           " --tls-ca " + dir + "/ca.pem --samples 1 --json -o " + dir + "/bundle";
+                           " --tls-ca " + dir + "/ca.pem --samples 1 --json -o " + dir;
   const auto with_cert = nlohmann::json::parse(
-      run(base + " --tls-cert " + dir + "/client.pem --tls-key " + dir + "/client.key").out);
+      run(base + "/bundle --tls-cert " + dir + "/client.pem --tls-key " + dir + "/client.key").out);
   EXPECT_EQ(with_cert["nodes"][0]["status"], "ok") << with_cert["nodes"].dump();
   EXPECT_EQ(with_cert["ranks"].size(), 1u);
-  const auto without_cert = nlohmann::json::parse(run(base).out);
+  const auto refused = run(base + "/bundle-without-cert");
+  EXPECT_EQ(refused.exit_code, 1) << refused.err;  // the only node refused: no rank looked at
+  const auto without_cert = nlohmann::json::parse(refused.out);
   EXPECT_NE(without_cert["nodes"][0]["status"], "ok");
   EXPECT_TRUE(without_cert["ranks"].empty());
   std::system(("rm -rf " + dir).c_str());

@@ -175,9 +175,12 @@ TEST(Cli, RulesListAndCheckPrintJson) {
 
   const auto missing = run_hangscope("rules check --json " + bad + ".absent");
   EXPECT_EQ(missing.exit_code, 1);
-  EXPECT_NE(
-      nlohmann::json::parse(missing.out).at("error").get<std::string>().find("cannot be read"),
-      std::string::npos);
+  EXPECT_NE(nlohmann::json::parse(missing.out)
+                .at("error")
+                .get<std::string>()
+                .find("rule file " + bad + ".absent: No such file or directory"),
+            std::string::npos)
+      << missing.out;
 
   const auto good = run_hangscope("rules check --json " + std::string(HANGSCOPE_SOURCE_DIR) +
                                   "/src/rules/builtin/compiled-dag-stall.json");
@@ -189,7 +192,7 @@ TEST(Cli, RulesListAndCheckPrintJson) {
 // diagnose --ticket prints report.md as written into the bundle (a ticket body), nothing else
 // on stdout; --ticket and --json together are bad usage; NO_COLOR keeps escapes out.
 TEST(Cli, TicketPrintsTheReportMarkdownAndExitCodesAreDocumented) {
-  testing::TargetProcess target({NATIVE_TARGET});
+  testing::TargetProcess target({NATIVE_TARGET}, {{"RANK", "0"}, {"WORLD_SIZE", "1"}});
   target.wait_for_line("ready");
   const auto snapshot = testing::temp_path("cli-ticket") + ".json";
   const auto bundle = testing::temp_path("cli-ticket-bundle");
@@ -198,11 +201,25 @@ TEST(Cli, TicketPrintsTheReportMarkdownAndExitCodesAreDocumented) {
           .exit_code,
       0);
   const auto ticket = run_hangscope("diagnose " + snapshot + " -o " + bundle + " --ticket");
-  EXPECT_EQ(ticket.exit_code, 0) << ticket.err;  // no rank: no hang found
+  EXPECT_EQ(ticket.exit_code, 0) << ticket.err;  // one rank, waiting for nobody: no hang
+  EXPECT_EQ(ticket.err, "");
   const auto written = testing::run_command("cat " + bundle + "/report.md");
   EXPECT_FALSE(written.out.empty());
   EXPECT_EQ(ticket.out, written.out);
   EXPECT_EQ(run_hangscope("diagnose " + snapshot + " --ticket --json").exit_code, 2);
+  // A snapshot of no rank at all: nothing was looked at, so not "no hang" but a failure.
+  testing::TargetProcess not_a_rank({NATIVE_TARGET});
+  not_a_rank.wait_for_line("ready");
+  const auto no_rank_file = testing::temp_path("cli-no-rank") + ".json";
+  ASSERT_EQ(run_hangscope("collect --once --pid " + std::to_string(not_a_rank.pid()) + " -o " +
+                          no_rank_file)
+                .exit_code,
+            0);
+  const auto no_rank = run_hangscope("diagnose " + no_rank_file + " -o " + bundle + "-none");
+  EXPECT_EQ(no_rank.exit_code, 1);
+  EXPECT_NE(no_rank.err.find("no rank process found in the snapshot files"), std::string::npos)
+      << no_rank.err;
+  testing::run_command("rm -rf " + no_rank_file + " " + bundle + "-none");
   const auto plain = run_hangscope_as("NO_COLOR=1", "report " + bundle);
   EXPECT_EQ(plain.out.find('\x1b'), std::string::npos);
   const auto help = run_hangscope("--help");

@@ -85,7 +85,8 @@ _hangscope() {
       COMPREPLY=($(compgen -W "500ms 1s 2s 5s 1m" -- "$cur"))
       return 0
       ;;
-    --samples | --max-stack-kib | --stop-timeout-ms | --listen | --agents | --node-name | --select)
+    --samples | --max-stack-kib | --stop-timeout-ms | --listen | --agents | --node-name | --select | \
+      --max-input-mib)
       return 0 # free values
       ;;
   esac
@@ -112,7 +113,7 @@ _hangscope() {
     diagnose)
       opts="-h --help --agents --hostfile --token-file --tls-ca --tls-cert --tls-key --samples
             --interval -o --output --json --ticket --quiet --rules --locals --no-locals --pid
-            --trigger-fr-dump --query-store --select"
+            --trigger-fr-dump --query-store --select --force --max-input-mib"
       if [[ $cur != -* ]]; then
         # snapshot files from `hangscope collect --once`
         local IFS=$'\n'
@@ -123,7 +124,7 @@ _hangscope() {
       fi
       ;;
     report)
-      opts="-h --help --json --ticket --rules"
+      opts="-h --help --json --ticket --rules --max-input-mib"
       if [[ $cur != -* ]]; then
         _hangscope_files "$cur" dirs
         return 0
@@ -139,9 +140,9 @@ _hangscope() {
           fi
           return 0
           ;;
-        list) opts="-h --help --rules --json" ;;
+        list) opts="-h --help --rules --json --max-input-mib" ;;
         check)
-          opts="-h --help --json"
+          opts="-h --help --json --max-input-mib"
           if [[ $cur != -* ]]; then
             local IFS=$'\n'
             COMPREPLY=($(compgen -f -X '!*.json' -- "$cur") $(compgen -d -- "$cur"))

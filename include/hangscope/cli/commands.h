@@ -14,8 +14,19 @@ inline constexpr int kExitFailed = 1;
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitHangFound = 3;
 
-// A registered command: after parsing, the callback runs and returns the exit code.
+// A registered command: after parsing, the callback runs and returns the exit code. It may
+// throw UsageError (exit 2) or hangscope::Error (exit 1): one line on stderr says why.
 using CommandRunner = std::function<int()>;
+
+// "hangscope: error: MESSAGE" on stderr, as one line with raw bytes escaped.
+void print_error(const std::string& message);
+
+// A process id option (--pid): a whole number from 1 to the kernel's pid_max, with a message
+// that says so (CLI11's PositiveNumber printed a 300-digit range).
+CLI::Validator pid_validator();
+
+// The names of the options the command line gave ("--pid"), in the order listed.
+std::vector<std::string> given_options(const std::vector<const CLI::Option*>& options);
 
 CommandRunner register_dump_command(CLI::App& app);
 CommandRunner register_collect_command(CLI::App& app);
@@ -24,9 +35,10 @@ CommandRunner register_report_command(CLI::App& app);
 CommandRunner register_rules_command(CLI::App& app);
 
 // The analysis of a bundle with the signature rules in effect (built-in, /etc/hangscope/rules.d,
-// `rules_dir`); skipped rule files are told to `say`.
+// `rules_dir`; rule files of at most max_rule_bytes); skipped rule files are told to `say`.
 analysis::Analysis analyze_with_rules(const analysis::Bundle& bundle, const std::string& rules_dir,
-                                      const std::function<void(const std::string&)>& say);
+                                      const std::function<void(const std::string&)>& say,
+                                      std::size_t max_rule_bytes);
 
 // What diagnose and report print on stdout.
 enum class Output {
@@ -35,10 +47,20 @@ enum class Output {
   kTicket,   // report.md, ready to paste as an issue body (--ticket)
 };
 
+// How diagnose and report analyse a bundle.
+struct ReportRequest {
+  std::string dir;        // where the reports are written
+  std::string where;      // what was looked at: "on this node", "in the snapshot files"
+  std::string rules_dir;  // --rules
+  Output output = Output::kSummary;
+  std::size_t max_rule_bytes = 0;
+};
+
 // Analyses a bundle (with the rules), writes its reports into `dir`, prints the result and
-// returns diagnose's exit code (3 when a verdict was reached).
-int analyse_and_report(const std::string& dir, const analysis::Bundle& bundle,
-                       const std::string& rules_dir, Output output,
+// returns the exit code (design.md): 3 when a verdict was reached; 1 when no rank was found
+// anywhere, or when an input failed and the rest shows no hang (the report still comes out);
+// 0 only when ranks were looked at and nothing was found. Errors go to stderr as such.
+int analyse_and_report(const ReportRequest& request, const analysis::Bundle& bundle,
                        const std::function<void(const std::string&)>& say);
 
 // The result of an analysis on stdout, as `output` says (`dir` holds the written reports).

@@ -18,6 +18,11 @@ std::vector<std::string> split_lines(const std::string& text);
 // JSON) take only valid UTF-8.
 std::string valid_utf8(std::string_view text);
 
+// `text` as one line that is safe to print on a terminal: valid UTF-8 stays, every control
+// character (newlines and escape sequences included) and every byte that is not valid UTF-8
+// becomes "\xNN". For messages that quote bytes of a file or a peer.
+std::string printable(std::string_view text);
+
 // "a, b, c"; past `max_items` items: "…, and N more" instead of the rest.
 std::string join(const std::vector<std::string>& items, const std::string& separator,
                  std::size_t max_items = static_cast<std::size_t>(-1));

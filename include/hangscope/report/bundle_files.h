@@ -8,6 +8,7 @@
 
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/analysis/bundle.h"
+#include "hangscope/common/files.h"
 
 namespace hangscope::report {
 
@@ -21,8 +22,9 @@ void write_bundle_data(const std::string& dir, const analysis::Bundle& bundle);
 std::vector<std::string> write_reports(const std::string& dir, const analysis::Bundle& bundle,
                                        const analysis::Analysis& analysis);
 
-// Reads a bundle written by write_bundle_data. A bad snapshot file becomes a node with status
-// "error" naming the file and the reason; a missing directory throws hangscope::Error.
-analysis::Bundle read_bundle(const std::string& dir);
+// Reads a bundle written by write_bundle_data (files of at most max_bytes each). A bad
+// snapshot file becomes a node with status "error" naming the file and the reason; a missing
+// directory, or one that is no bundle, throws hangscope::Error.
+analysis::Bundle read_bundle(const std::string& dir, std::size_t max_bytes = kDefaultMaxInputBytes);
 
 }  // namespace hangscope::report

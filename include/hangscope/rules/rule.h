@@ -3,16 +3,28 @@
 // remedies and references. docs/rules.md documents the format.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "hangscope/common/files.h"
+
+namespace re2 {
+class RE2;
+}
+
 namespace hangscope::rules {
+
+// A rule's regular expression, compiled once when its file is parsed (RE2: linear time in
+// the text, no lookaround or backreferences; docs/rules.md). Shared by copies of the rule.
+using Regex = std::shared_ptr<const re2::RE2>;
 
 // One frame pattern: every given field must match the same frame.
 struct FramePattern {
   std::string function;        // Python co_name / qualname tail, or native symbol, exactly
-  std::string function_regex;  // ECMAScript regex over the function (or qualname)
+  std::string function_regex;  // RE2 regex searched in the function (or qualname)
+  Regex function_re;           // function_regex compiled
   std::string file;            // suffix of the Python file ("vllm/x/y.py")
   std::string native;          // substring of a native symbol
 };
@@ -39,7 +51,8 @@ struct FactSpec {
   std::string package;                // a package version of the diverged ranks (facts/versions)
   std::string fact;                   // any captured fact of the diverged ranks ("shm.free_bytes")
   std::string at_least, below;        // a version / number range (inclusive, exclusive)
-  std::string matches;                // ECMAScript regex the fact's value must contain
+  std::string matches;                // RE2 regex the fact's value must contain
+  Regex matches_re;                   // matches compiled
   bool expect = true;                 // the truth value the rule needs
 };
 
@@ -65,6 +78,10 @@ struct Rule {
 // Parses one rule file's text; throws hangscope::Error "SOURCE:LINE: reason".
 Rule parse_rule(const std::string& text, const std::string& source);
 
+// Reads and parses one rule file (a regular file of at most max_bytes); throws
+// hangscope::Error naming the file and the reason ("FILE:LINE: reason" for its content).
+Rule read_rule_file(const std::string& path, std::size_t max_bytes = kDefaultMaxInputBytes);
+
 // The rules in effect: built-in < files in /etc/hangscope/rules.d < `extra_dir`; a later rule
 // with the same id replaces an earlier one. A bad file is skipped and named in `errors`.
 struct RuleSet {
@@ -72,7 +89,8 @@ struct RuleSet {
   std::vector<std::string> errors;
 };
 RuleSet load_rules(const std::string& system_dir = "/etc/hangscope/rules.d",
-                   const std::string& extra_dir = "");
+                   const std::string& extra_dir = "",
+                   std::size_t max_bytes = kDefaultMaxInputBytes);
 
 // The built-in rule files: (file name, text), compiled into the binary.
 const std::vector<std::pair<std::string, std::string>>& builtin_rule_files();

@@ -1,0 +1,367 @@
+// Bad input as a newcomer and an attacker give it, to every command: each case asserts the exit
+// code (never a crash, never 0 for input that could not be read) and a part of the one-line
+// message that names the input; no raw byte of a junk file reaches the terminal.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "command.h"
+#include "target_process.h"
+
+namespace hangscope {
+namespace {
+
+using testing::CommandResult;
+
+// Replaces every "{D}" (the fixture directory) in `text`.
+std::string expand(std::string text, const std::string& dir) {
+  for (auto at = text.find("{D}"); at != std::string::npos; at = text.find("{D}", at)) {
+    text.replace(at, 3, dir);
+  }
+  return text;
+}
+
+CommandResult hangscope(const std::string& args) {
+  return testing::run_command(std::string(HANGSCOPE_BINARY) + " " + args);
+}
+
+// True when `text` is valid UTF-8 without control characters but newlines: safe on a terminal.
+bool terminal_safe(const std::string& text) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '\n') continue;
+    if (c < 0x20 || c == 0x7f) return false;
+    if (c < 0x80) continue;
+    const std::size_t length = (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (length == 0 || i + length > text.size()) return false;
+    for (std::size_t k = 1; k < length; ++k) {
+      if ((static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) return false;
+    }
+    if (c == 0xC2 && static_cast<unsigned char>(text[i + 1]) < 0xA0) return false;  // C1
+    i += length - 1;
+  }
+  return true;
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+// Bytes that are neither JSON nor UTF-8 nor a protobuf message: control characters, an
+// escape sequence, bytes past 0x7f.
+std::string junk() {
+  std::string bytes = "\x1b[31m\xff\xfe\x00\x01junk\r\n";
+  bytes += std::string("\xc3\x28\xa0\xa1\xe2\x28\xa1\x9b\x07", 9);
+  for (int i = 0; i < 4096; ++i) bytes += static_cast<char>((i * 7919) & 0xff);
+  return bytes;
+}
+
+class BadInput : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(testing::temp_path("bad-input"));
+    const std::string& d = *dir_;
+    ASSERT_EQ(testing::run_command("mkdir -p " + d + "/rules " + d + "/bundle/snapshots " + d +
+                                   "/nonempty " + d + "/emptydir")
+                  .exit_code,
+              0);
+    write_bytes(d + "/junk.json", junk());
+    write_bytes(d + "/junk.pb", junk());
+    write_bytes(d + "/empty.json", "");
+    write_bytes(d + "/bundle/snapshots/node0.json", junk());
+    write_bytes(d + "/bundle/nodes.json", "[]");
+    write_bytes(d + "/nonempty/keep.txt", "mine");
+    write_bytes(d + "/empty-hosts", "# no agent here\n\n");
+    write_bytes(d + "/bad-hosts", "node0:7447\nnode1:99999\n");
+    write_bytes(d + "/file", "x");
+    write_bytes(d + "/rules/binary.json", junk());
+    write_bytes(d + "/binary-rule.json", junk());
+    // RE2 has no lookahead; the pattern is on line 5.
+    write_bytes(
+        d + "/lookahead.json",
+        "{\n  \"id\": \"look\",\n  \"title\": \"t\",\n  \"groups\": {\"a\": {\"frames\": [\n"
+        "    {\"function_regex\": \"foo(?=bar)\"}]}},\n  \"diverged\": \"a\",\n"
+        "  \"summary\": \"{a}\"\n}\n");
+    write_bytes(d + "/placeholder.json",
+                "{\n  \"id\": \"holder\",\n  \"title\": \"t\",\n"
+                "  \"groups\": {\"a\": {\"states\": [\"running\"]}},\n  \"diverged\": \"a\",\n"
+                "  \"summary\": \"ranks {a} and {b.where}\"\n}\n");
+    ASSERT_EQ(testing::run_command("truncate -s 3M " + d + "/big.json && mkfifo " + d + "/fifo")
+                  .exit_code,
+              0);
+  }
+  static void TearDownTestSuite() {
+    testing::run_command("rm -rf " + *dir_);
+    delete dir_;
+  }
+  static const std::string& dir() { return *dir_; }
+
+ private:
+  static std::string* dir_;
+};
+
+std::string* BadInput::dir_ = nullptr;
+
+struct Case {
+  const char* args;     // after the binary; {D} is the fixture directory
+  int exit_code;        // 1 failed / unreadable, 2 usage
+  const char* message;  // a part of stderr that names the input and the reason
+};
+
+// One row per case of issue 19 (and what a careful user would expect where it is silent).
+const Case kCases[] = {
+    // diagnose: unreadable input is a failure, never "no hang"
+    {"diagnose {D}/missing.json -o {D}/o1", 1, "snapshot file {D}/missing.json: No such file"},
+    {"diagnose {D}/junk.json -o {D}/o2", 1, "snapshot file {D}/junk.json: not a hangscope"},
+    {"diagnose {D}/junk.pb -o {D}/o3", 1, "snapshot file {D}/junk.pb: not a hangscope snapshot"},
+    {"diagnose {D}/empty.json -o {D}/o4", 1, "snapshot file {D}/empty.json"},
+    {"diagnose /dev/zero -o {D}/o5", 1, "snapshot file /dev/zero: is a character device"},
+    {"diagnose {D}/fifo -o {D}/o6", 1, "snapshot file {D}/fifo: is a FIFO"},
+    {"diagnose {D}/emptydir -o {D}/o7", 1, "snapshot file {D}/emptydir: is a directory"},
+    {"diagnose {D}/big.json --max-input-mib 1 -o {D}/o8", 1,
+     "snapshot file {D}/big.json: 3.0 MiB (3145728 bytes) is over the limit"},
+    {"diagnose --pid 999999 -o {D}/o9", 1, "pid 999999 does not exist"},
+    // diagnose: usage errors, before any sampling
+    {"diagnose --hostfile {D}/empty-hosts", 2, "--hostfile {D}/empty-hosts: names no agent"},
+    {"diagnose --hostfile {D}/bad-hosts", 2, "--hostfile {D}/bad-hosts:2: 'node1:99999'"},
+    {"diagnose --hostfile {D}/absent-hosts", 2, "--hostfile {D}/absent-hosts: No such file"},
+    {"diagnose --agents ''", 2, "--agents '': names no agent"},
+    {"diagnose --agents 127.0.0.1:99999", 2, "port 99999 is outside 1-65535"},
+    {"diagnose --agents 127.0.0.1:abc", 2, "--agents '127.0.0.1:abc': port 'abc' is not a number"},
+    {"diagnose --agents 127.0.0.1:0", 2, "port 0 is outside 1-65535"},
+    {"diagnose --agents ::1", 2, "an IPv6 address goes in brackets: [::1]:PORT"},
+    {"diagnose --interval abc", 2, "--interval 'abc': expected a duration"},
+    {"diagnose --interval nan", 2, "--interval 'nan': expected a duration"},
+    {"diagnose --select '('", 2, "--select '(': not a valid regular expression"},
+    {"diagnose {D}/junk.json --agents 127.0.0.1:1", 2, "not both"},
+    {"diagnose {D}/junk.json --select python", 2, "--select applies to local capture only"},
+    {"diagnose {D}/junk.json --pid 1", 2, "--pid applies to local capture only"},
+    {"diagnose --agents 127.0.0.1:1 --pid 1", 2, "--pid applies to local capture only"},
+    {"diagnose --agents 127.0.0.1:1 --trigger-fr-dump", 2, "--trigger-fr-dump applies to local"},
+    {"diagnose {D}/junk.json --samples 2", 2, "--samples does not apply to snapshot files"},
+    {"diagnose --token-file {D}/file", 2, "--token-file applies to agents"},
+    {"diagnose --no-locals --query-store", 2, "--query-store needs --locals"},
+    {"diagnose -o {D}/nonempty", 2, "-o {D}/nonempty: exists and is not empty"},
+    {"diagnose -o {D}/nonempty --force", 2, "-o {D}/nonempty: is not empty and holds no hangscope"},
+    {"diagnose -o {D}/file", 2, "-o {D}/file: exists and is not a directory"},
+    {"diagnose --pid 0", 2, "--pid: '0' is not a process id"},
+    // report
+    {"report {D}/absent-bundle", 1, "bundle {D}/absent-bundle: No such file"},
+    {"report {D}/file", 1, "bundle {D}/file: is not a directory"},
+    {"report {D}/emptydir", 1, "bundle {D}/emptydir: no snapshots/"},
+    {"report {D}/bundle", 1, "snapshot file {D}/bundle/snapshots/node0.json: not a hangscope"},
+    // rules
+    {"rules check /tmp", 1, "rule file /tmp: is a directory"},
+    {"rules check /dev/zero", 1, "rule file /dev/zero: is a character device"},
+    {"rules check {D}/fifo", 1, "rule file {D}/fifo: is a FIFO"},
+    {"rules check {D}/binary-rule.json", 1, "{D}/binary-rule.json:1: not valid JSON"},
+    {"rules check {D}/big.json --max-input-mib 1", 1, "rule file {D}/big.json: 3.0 MiB"},
+    {"rules check {D}/lookahead.json", 1, "{D}/lookahead.json:5: bad function_regex `foo(?=bar)`"},
+    {"rules check {D}/placeholder.json", 1,
+     "{D}/placeholder.json:6: unknown placeholder `{b.where}`"},
+    {"rules list --rules {D}/rules", 1, "skipped rule: {D}/rules/binary.json:1: not valid JSON"},
+    {"rules list --rules {D}/absent", 1, "--rules {D}/absent: not a readable directory"},
+    // dump
+    {"dump --pid 0", 2, "--pid: '0' is not a process id (1 to 4194304)"},
+    {"dump --pid 99999999999999999999", 2, "is not a process id"},
+    {"dump --pid 999999", 1, "pid 999999 does not exist"},
+    {"dump", 2, "--pid is required"},
+    // collect
+    {"collect --listen 127.0.0.1:99999", 2, "--listen '127.0.0.1:99999': port 99999 is outside"},
+    {"collect --listen 127.0.0.1:abc", 2, "--listen '127.0.0.1:abc': port 'abc' is not a number"},
+    {"collect --listen ::1:7447", 2, "an IPv6 address goes in brackets"},
+    {"collect --listen '[::1'", 2, "'[' without ']'"},
+    {"collect --once -o {D}/emptydir", 2, "-o {D}/emptydir: is a directory"},
+    {"collect --once -o {D}/absent/x.json", 1, "-o {D}/absent/x.json: directory {D}/absent"},
+    {"collect --samples 3", 2, "--samples applies to --once only"},
+    {"collect --once -o {D}/x.json --listen 127.0.0.1:1", 2, "--listen applies to the agent"},
+    {"collect --once -o {D}/x.json --select '('", 2, "--select '(': not a valid regular"},
+    {"collect --once -o {D}/x.json --interval 2h", 2, "--interval '2h'"},
+    {"collect --replay {D}/junk.json --listen 127.0.0.1:47911", 1, "{D}/junk.json"},
+    // the command itself
+    {"frobnicate", 2, "unknown command 'frobnicate'"},
+    {"--log-level debug frobnicate", 2, "unknown command 'frobnicate'"},
+};
+
+TEST_F(BadInput, EveryCaseExitsWithItsCodeAndNamesTheInput) {
+  for (const auto& c : kCases) {
+    const std::string args = expand(c.args, dir());
+    const auto started = std::chrono::steady_clock::now();
+    const auto result = hangscope(args);
+    const auto took = std::chrono::steady_clock::now() - started;
+    SCOPED_TRACE(args + "\nstderr: " + result.err);
+    EXPECT_EQ(result.exit_code, c.exit_code);
+    EXPECT_NE(result.err.find(expand(c.message, dir())), std::string::npos);
+    EXPECT_TRUE(terminal_safe(result.err));
+    EXPECT_TRUE(terminal_safe(result.out));
+    // Every error is a line of its own that says it is one.
+    EXPECT_NE(result.err.find("hangscope: error: "), std::string::npos);
+    if (c.exit_code == 2) {
+      // Usage errors are found before anything is sampled or served.
+      EXPECT_EQ(result.err.find("local sample"), std::string::npos);
+      EXPECT_EQ(result.err.find("wrote"), std::string::npos);
+      EXPECT_EQ(result.out.find("listening on"), std::string::npos);
+      EXPECT_LT(took, std::chrono::seconds(5));
+    }
+  }
+}
+
+// --json output stays one JSON document whatever the input's bytes were.
+TEST_F(BadInput, JsonOutputsStayValidJson) {
+  const std::string& d = dir();
+  for (const std::string& args :
+       std::vector<std::string>{"rules check --json " + d + "/binary-rule.json",
+                                "rules list --json --rules " + d + "/rules",
+                                "diagnose --json " + d + "/junk.json -o " + d + "/j1",
+                                "report --json " + d + "/bundle"}) {
+    const auto result = hangscope(args);
+    SCOPED_TRACE(args + "\nstderr: " + result.err);
+    EXPECT_EQ(result.exit_code, 1);
+    nlohmann::json doc;
+    ASSERT_NO_THROW(doc = nlohmann::json::parse(result.out)) << result.out;
+    EXPECT_TRUE(terminal_safe(result.out));
+  }
+  const auto report = nlohmann::json::parse(
+      hangscope("diagnose --json " + d + "/junk.pb -o " + d + "/j2 --quiet").out);
+  ASSERT_EQ(report.at("nodes").size(), 1u);
+  EXPECT_EQ(report["nodes"][0]["status"], "error");
+  EXPECT_NE(report["nodes"][0]["error"].get<std::string>().find(d + "/junk.pb"), std::string::npos);
+}
+
+// `dump` of its own process: ptrace cannot attach to the caller; the message says so instead
+// of blaming privileges.
+TEST_F(BadInput, DumpOfItselfSaysItCannotTraceItself) {
+  const auto result =
+      testing::run_command("sh -c 'exec " + std::string(HANGSCOPE_BINARY) + " dump --pid $$'");
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.err.find("is hangscope itself: a process cannot trace itself"),
+            std::string::npos)
+      << result.err;
+  EXPECT_EQ(result.err.find("CAP_SYS_PTRACE"), std::string::npos) << result.err;
+}
+
+// A rank whose log holds a byte that is not UTF-8 (sys.stdout.buffer.write(b"\xff")): the local
+// diagnose reads the log and still writes report.json (it aborted with nlohmann's type_error
+// 316), with the byte as U+FFFD.
+TEST_F(BadInput, LocalDiagnoseOfARankWithANonUtf8LogWritesItsReport) {
+  const std::string log = dir() + "/rank.log";
+  const std::string script =
+      "import os, sys, time\n"
+      "fd = os.open('" +
+      log +
+      "', os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)\n"
+      "saved = os.dup(1)\n"
+      "os.dup2(fd, 1)\n"
+      "sys.stdout.buffer.write(b'ERROR worker failed: \\xff\\xfe bad byte\\n')\n"
+      "sys.stdout.flush()\n"
+      "os.write(saved, b'ready\\n')\n"
+      "time.sleep(600)\n";
+  testing::TargetProcess rank({"/usr/bin/python3", "-c", script},
+                              {{"RANK", "0"}, {"WORLD_SIZE", "1"}});
+  rank.wait_for_line("ready");
+  const std::string out = dir() + "/local";
+  const auto result =
+      hangscope("diagnose --pid " + std::to_string(rank.pid()) + " --samples 1 --json -o " + out);
+  ASSERT_TRUE(result.exit_code == 0 || result.exit_code == 3) << result.exit_code << result.err;
+  const auto report = nlohmann::json::parse(result.out);
+  ASSERT_EQ(report.at("ranks").size(), 1u);
+  const auto written = testing::run_command("cat " + out + "/report.json");
+  nlohmann::json written_doc;
+  EXPECT_NO_THROW(written_doc = nlohmann::json::parse(written.out));
+  const auto snapshot = testing::run_command("cat " + out + "/snapshots/*.json");
+  EXPECT_NE(snapshot.out.find("worker failed: \xEF\xBF\xBD\xEF\xBF\xBD bad byte"),
+            std::string::npos);
+}
+
+// -o on the bundle of an earlier run: refused (report would list every rank twice), unless
+// --force, which empties it first; `report` then shows each rank once.
+TEST_F(BadInput, OutputDirectoryOfAnEarlierRunNeedsForce) {
+  testing::TargetProcess rank({NATIVE_TARGET}, {{"RANK", "0"}, {"WORLD_SIZE", "1"}});
+  rank.wait_for_line("ready");
+  const std::string snapshot = dir() + "/rank0.json";
+  ASSERT_EQ(
+      hangscope("collect --once --pid " + std::to_string(rank.pid()) + " -o " + snapshot).exit_code,
+      0);
+  const std::string out = dir() + "/rerun";
+  const auto first = hangscope("diagnose " + snapshot + " -o " + out + " --quiet");
+  ASSERT_TRUE(first.exit_code == 0 || first.exit_code == 3) << first.err;
+  const auto again = hangscope("diagnose " + snapshot + " -o " + out + " --quiet");
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.err.find("-o " + out + ": exists and is not empty"), std::string::npos)
+      << again.err;
+  const auto forced = hangscope("diagnose " + snapshot + " -o " + out + " --force --quiet");
+  EXPECT_EQ(forced.exit_code, first.exit_code) << forced.err;
+  const auto replayed = hangscope("report --json " + out);
+  EXPECT_EQ(replayed.exit_code, first.exit_code) << replayed.err;
+  EXPECT_EQ(nlohmann::json::parse(replayed.out).at("ranks").size(), 1u);
+}
+
+// A second agent on a port in use is refused (gRPC's SO_REUSEPORT would have let it take half
+// of the connections), naming the agent that holds the port.
+TEST_F(BadInput, SecondAgentOnAPortInUseIsRefused) {
+  testing::TargetProcess first(
+      {HANGSCOPE_BINARY, "collect", "--listen", "127.0.0.1:0", "--node-name", "first"});
+  const std::string line = first.wait_for_line("listening on ");
+  const std::string address = line.substr(std::string("listening on ").size());
+  const auto second = hangscope("collect --listen " + address);
+  EXPECT_EQ(second.exit_code, 1);
+  EXPECT_NE(second.err.find("cannot listen on " + address + ": the port is in use by pid " +
+                            std::to_string(first.pid()) + " (hangscope)"),
+            std::string::npos)
+      << second.err;
+  EXPECT_EQ(second.out.find("listening on"), std::string::npos);
+}
+
+// An interpreter hangscope cannot read is named as such (2.7 was "not a Python process"):
+// a native program under the file name of CPython 2.7 or 3.6, which have no _PyRuntime.
+TEST_F(BadInput, OldPythonVersionsAreNamedUnsupported) {
+  for (const std::string& name : std::vector<std::string>{"python2.7", "python3.6"}) {
+    const std::string exe = dir() + "/" + name;
+    ASSERT_EQ(testing::run_command("cp /bin/sleep " + exe).exit_code, 0);
+    testing::TargetProcess old({exe, "600"});
+    ASSERT_TRUE(testing::eventually([&] {
+      char buffer[4096] = {};
+      const auto n = ::readlink(("/proc/" + std::to_string(old.pid()) + "/exe").c_str(), buffer,
+                                sizeof buffer - 1);
+      return n > 0 && std::string(buffer, static_cast<std::size_t>(n)) == exe;
+    }));
+    const auto result = hangscope("dump --pid " + std::to_string(old.pid()));
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    EXPECT_NE((result.out + result.err).find("unsupported Python version " + name.substr(6)),
+              std::string::npos)
+        << result.out << result.err;
+  }
+}
+
+// A hostfile given as `--hostfile <(command)` is a pipe: read, and checked line by line.
+TEST_F(BadInput, HostfileFromAPipeIsReadAndChecked) {
+  const auto result = testing::run_command("bash -c '" + std::string(HANGSCOPE_BINARY) +
+                                           " diagnose --hostfile <(printf \"n0\\nn1:0\\n\")'");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.err.find(":2: 'n1:0': port 0 is outside 1-65535"), std::string::npos)
+      << result.err;
+}
+
+// `report --ticket` prints the ticket on stdout and nothing on stderr but errors.
+TEST_F(BadInput, ReportTicketKeepsStderrForErrors) {
+  testing::TargetProcess rank({NATIVE_TARGET}, {{"RANK", "0"}, {"WORLD_SIZE", "1"}});
+  rank.wait_for_line("ready");
+  const std::string snapshot = dir() + "/ticket0.json";
+  ASSERT_EQ(
+      hangscope("collect --once --pid " + std::to_string(rank.pid()) + " -o " + snapshot).exit_code,
+      0);
+  const std::string out = dir() + "/ticket";
+  ASSERT_NE(hangscope("diagnose " + snapshot + " -o " + out + " --quiet").exit_code, 1);
+  const auto ticket = hangscope("report --ticket " + out);
+  EXPECT_NE(ticket.exit_code, 1);
+  EXPECT_EQ(ticket.err, "");
+  EXPECT_NE(ticket.out.find("# "), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hangscope
