@@ -310,15 +310,17 @@ def run_rank(args, rank, local_rank, world_size, init_method):
     if args.launcher == "ray-actor":
         import setproctitle  # Ray titles the actor's worker process when the actor is created
         setproctitle.setproctitle(RAY_ACTOR_TITLE)
-    if args.scenario in ("init-hang", "init-missing"):
-        announce(f"rank {rank} pid {os.getpid()} {'diverged' if is_culprit else 'waiting'}")
-        if is_culprit:
-            load_checkpoint(rank)
     if args.scenario == "autotune-cache" and is_culprit:
         import gloo_barrier_hang  # a cache file for this rank's (tp_size, tp_rank) only
         gloo_barrier_hang.leave_autotune_cache(layout["tp"], tp_rank)
     from vllm.config import ParallelConfig
     from vllm.v1.worker.gpu_worker import Worker
+    if args.scenario in ("init-hang", "init-missing"):
+        # After the imports: an announced rank is at init_process_group's door (or, the culprit,
+        # in its checkpoint), not still importing torch.
+        announce(f"rank {rank} pid {os.getpid()} {'diverged' if is_culprit else 'waiting'}")
+        if is_culprit:
+            load_checkpoint(rank)
     parallel_config = ParallelConfig(
         tensor_parallel_size=layout["tp"], pipeline_parallel_size=layout["pp"],
         data_parallel_size=layout["dp"], data_parallel_rank=dp_rank, rank=pp_rank * layout["tp"]
