@@ -36,8 +36,8 @@ std::string place(const WaitPoint& wait) {
 bool multiprocessing_helper(const OtherProcess& other) {
   return other.wait.python &&
          other.wait.python->file.find("/multiprocessing/") != std::string::npos &&
-         (other.wait.python->function == "main" || other.wait.python->file.find("forkserver") !=
-                                                       std::string::npos);
+         (other.wait.python->function == "main" ||
+          other.wait.python->file.find("forkserver") != std::string::npos);
 }
 
 // Processes on the answering nodes that may be an absent rank: not ranks, launchers or

@@ -128,7 +128,8 @@ RootKind classify_root(const Job& job, const RankEntry& root, const std::set<int
       (root.wait.kind == WaitKind::kCollective || root.wait.kind == WaitKind::kRendezvous) &&
       std::any_of(waiting.begin(), waiting.end(), [&](int w) {
         const auto* r = job.find(w);
-        return r && r->wait.operation_key() != root.wait.operation_key();
+        return r &&
+               (r->wait.operation_key() != root.wait.operation_key() || r->group != root.group);
       });
   if (other_collective) {
     return {"collective-mismatch", "Ranks wait in different collectives", 0.85,
@@ -314,7 +315,7 @@ std::optional<Verdict> cycle_verdict(const Job& job) {
   std::map<std::string, std::set<int>> sides;
   for (const auto& r : job.ranks) {
     if (r.rank && r.state == RankState::kWaiting && !r.waits_for.empty()) {
-      sides[r.wait.operation_key()].insert(*r.rank);
+      sides[r.wait.operation_key() + "@" + r.group].insert(*r.rank);
     }
   }
   if (sides.size() < 2) return std::nullopt;

@@ -20,6 +20,9 @@ namespace {
 // Locals are reprs from a snapshot, of any length; those that name ranks are short. The regexes
 // below recurse once per character (std::regex): longer texts are not parsed.
 constexpr std::size_t kMaxParsed = 4096;
+// A group of 0..size-1 beyond this many ranks is not listed rank by rank (a decoded size is
+// untrusted input).
+constexpr int kMaxListedGroup = 1 << 17;
 
 std::optional<int> parse_int(const std::optional<std::string>& text) {
   if (!text || text->size() > kMaxParsed) return std::nullopt;
@@ -69,6 +72,22 @@ std::optional<std::set<int>> ranks_in_keys(const std::optional<std::string>& tex
   return ranks_named_by(keys);
 }
 
+// The process group the waiting call was given (its `group` local: a known group, or None for
+// the default group), as the rank's own memory holds it; nullptr when that is not known.
+const capture::ProcessGroupState* awaited_group(const RankEntry& self) {
+  const auto* process = self.latest();
+  if (process == nullptr || !process->dump || !process->dump->distributed) return nullptr;
+  const auto& state = *process->dump->distributed;
+  const auto group = self.wait.local("group");
+  if (!group || *group == "None") {
+    // No `group` argument in the waiting frames, or None: the default group. A frame with no
+    // `group` local at all (a wrapper's own wait) is not taken for the default group.
+    return group ? state.default_group() : nullptr;
+  }
+  const auto name = python::group_in_label(*group);
+  return name ? state.find(*name) : nullptr;
+}
+
 // Each rank's operation as a small number, so that "waits with me" is cheap at 30,000 ranks.
 class Operations {
  public:
@@ -76,9 +95,14 @@ class Operations {
     std::unordered_map<std::string, int> ids;
     for (const auto& r : job.ranks) {
       const bool waiting = r.state == RankState::kWaiting && waits_on_peers(r.wait.kind);
-      id_.push_back(
-          waiting ? ids.emplace(r.wait.operation_key(), static_cast<int>(ids.size())).first->second
-                  : -1);
+      // The same call on two groups is two operations: a TP all_reduce and a DP all_reduce
+      // at one line of torch wait for different peers.
+      std::string key;
+      if (waiting) {
+        const auto* group = awaited_group(r);
+        key = r.wait.operation_key() + "@" + (group ? group->name : "");
+      }
+      id_.push_back(waiting ? ids.emplace(key, static_cast<int>(ids.size())).first->second : -1);
     }
   }
   // True when `peer` waits in the same operation as `self`.
@@ -109,32 +133,25 @@ class Operations {
   std::unordered_map<int, std::vector<int>> outside_;
 };
 
-// The process group the waiting call was given (its `group` local: a known group, or None for
-// the default group), as the rank's own memory holds it; nullptr when that is not known.
-const capture::ProcessGroupState* awaited_group(const RankEntry& self) {
-  const auto* process = self.latest();
-  if (process == nullptr || !process->dump || !process->dump->distributed) return nullptr;
-  const auto& state = *process->dump->distributed;
-  const auto group = self.wait.local("group");
-  if (!group || *group == "None") {
-    // No `group` argument in the waiting frames, or None: the default group. A frame with no
-    // `group` local at all (a wrapper's own wait) is not taken for the default group.
-    return group ? state.default_group() : nullptr;
-  }
-  const auto name = python::group_in_label(*group);
-  return name ? state.find(*name) : nullptr;
-}
-
 // The members of a collective, rendezvous or ring that are not in it with `self`.
 void link_group_wait(const Job& job, Operations& ops, RankEntry& self) {
   std::vector<int> members;
-  if (const auto* group = awaited_group(self); group != nullptr && !group->ranks.empty()) {
-    members = group->ranks;
+  const auto* group = awaited_group(self);
+  if (group != nullptr && (!group->ranks.empty() || group->size > 0)) {
     self.membership = "memory";
     self.group = group->name;
     self.waits_for_reason = "members of process group " + group->name +
                             (group->is_default ? " (the default group)" : "") +
                             ", read from the rank's memory";
+    if (group->ranks.empty() && (group->is_default || group->size > kMaxListedGroup)) {
+      // The default group (0..size-1) is the job: the job-wide list, computed once.
+      for (int r : ops.outside(job, self)) {
+        if (r != self.rank && r < group->size) self.waits_for.push_back(r);
+      }
+      return;
+    }
+    members = group->ranks;
+    for (int r = 0; members.empty() && r < group->size; ++r) members.push_back(r);
   } else if (auto listed = parse_int_list(self.wait.local("ranks"))) {
     members = *listed;
     self.membership = "locals";

@@ -133,6 +133,7 @@ void ProcessGroupReader::read_registry(std::uint64_t globals, capture::Distribut
     group.address = pg;
     group.is_default = default_pg && *default_pg == pg;
     for (const auto& [local, global] : by_group_rank) group.ranks.push_back(global);
+    group.size = static_cast<int>(group.ranks.size());
     state.groups.push_back(std::move(group));
   }
   if (const auto names = objects_.dict_get(globals, "_pg_names")) {
@@ -268,6 +269,7 @@ void ProcessGroupReader::read_coordinators(std::string_view framework, std::uint
     }
     const auto unique = objects_.attribute(*coordinator, "unique_name");
     group.name = (unique ? text(*unique, 128) : std::nullopt).value_or(label);
+    group.size = static_cast<int>(group.ranks.size());
     group.group_rank = rank_in_group;
     group.labels.push_back(label);
     group.address = *coordinator;

@@ -70,7 +70,30 @@ nlohmann::json dump_to_json(const capture::ProcessDump& dump) {
           {"notes", dump.notes},
           {"capture_us", micros(dump.capture_time)},
           {"max_paused_us", micros(dump.max_paused)},
+          {"distributed",
+           dump.distributed ? distributed_to_json(*dump.distributed) : nlohmann::json(nullptr)},
           {"threads", std::move(threads)}};
+}
+
+nlohmann::json distributed_to_json(const capture::DistributedState& state) {
+  nlohmann::json groups = nlohmann::json::array();
+  for (const auto& g : state.groups) {
+    groups.push_back({{"name", g.name},
+                      {"backend", g.backend},
+                      {"ranks", group_ranks_text(g)},
+                      {"size", g.size},
+                      {"group_rank", optional_json(g.group_rank)},
+                      {"sequence", optional_json(g.sequence)},
+                      {"default", g.is_default},
+                      {"labels", g.labels}});
+  }
+  return {{"rank", optional_json(state.rank)},
+          {"world_size", optional_json(state.world_size)},
+          {"init_method", state.init_method},
+          {"registry", state.registry},
+          {"coordinates", state.coordinates},
+          {"groups", std::move(groups)},
+          {"notes", state.notes}};
 }
 
 }  // namespace hangscope::report

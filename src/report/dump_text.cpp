@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "hangscope/analysis/rank_set.h"
 #include "hangscope/proc/task_stat.h"
 #include "hangscope/report/dump_format.h"
 
@@ -41,6 +42,34 @@ std::string frame_line(std::size_t index, const capture::Frame& frame) {
 
 }  // namespace
 
+std::string group_ranks_text(const capture::ProcessGroupState& group) {
+  if (group.ranks.empty() && group.size > 0) return "0-" + std::to_string(group.size - 1);
+  return analysis::compress_ranks(group.ranks);
+}
+
+std::string distributed_to_text(const capture::DistributedState& state) {
+  std::ostringstream out;
+  out << "torch.distributed: ";
+  if (!state.initialized()) {
+    out << "imported, no process group yet\n";
+  } else {
+    out << "rank " << (state.rank ? std::to_string(*state.rank) : std::string("unknown")) << " of "
+        << (state.world_size ? std::to_string(*state.world_size) : std::string("?"))
+        << (state.init_method.empty() ? "" : " (" + state.init_method + ")") << "\n";
+  }
+  for (const auto& g : state.groups) {
+    out << "  process group " << g.name << " (" << (g.backend.empty() ? "?" : g.backend)
+        << (g.is_default ? ", default" : "");
+    for (const auto& label : g.labels) out << ", " << label;
+    out << "): ranks " << group_ranks_text(g);
+    if (g.group_rank) out << "; this rank " << *g.group_rank;
+    if (g.sequence) out << "; sequence number " << *g.sequence;
+    out << "\n";
+  }
+  for (const auto& note : state.notes) out << "  note: " << note << "\n";
+  return out.str();
+}
+
 std::string dump_to_text(const capture::ProcessDump& dump) {
   std::ostringstream out;
   out << "Process " << dump.pid << " (" << dump.command << "), " << dump.threads.size() << " thread"
@@ -48,6 +77,7 @@ std::string dump_to_text(const capture::ProcessDump& dump) {
   if (dump.python) out << ", Python " << *dump.python;
   out << "\n";
   for (const auto& note : dump.notes) out << "note: " << note << "\n";
+  if (dump.distributed) out << distributed_to_text(*dump.distributed);
   for (const auto& thread : dump.threads) {
     out << "\nThread " << thread.tid << " \"" << thread.name << "\" " << thread.state << " ("
         << proc::describe_state(thread.state) << ")";

@@ -1,6 +1,7 @@
 #include <ctime>
 
 #include "hangscope/analysis/rank_set.h"
+#include "hangscope/report/dump_format.h"
 #include "hangscope/report/report.h"
 #include "hangscope/version.h"
 
@@ -67,6 +68,8 @@ json rank_json(const RankEntry& r) {
       {"wait_point", wait_point_json(r.wait, captured && p->dump.has_value())},
       {"waits_for", r.waits_for},
       {"waits_for_reason", r.waits_for_reason},
+      {"membership", r.membership.empty() ? json(nullptr) : json(r.membership)},
+      {"group", r.group.empty() ? json(nullptr) : json(r.group)},
       {"class", r.class_id ? json(r.class_id) : json(nullptr)},
       {"tcp_peers", r.tcp_known ? json(r.tcp_peers) : json(nullptr)},
       {"missing_tcp_peers", r.tcp_known ? json(r.missing_tcp_peers) : json(nullptr)},
@@ -93,7 +96,11 @@ json rank_json(const RankEntry& r) {
       out["flight_recorder"] = nullptr;
     }
     out["error"] = p->error.empty() ? json(nullptr) : json(p->error);
+    out["distributed"] = p->dump && p->dump->distributed
+                             ? distributed_to_json(*p->dump->distributed)
+                             : json(nullptr);
   } else {
+    out["distributed"] = nullptr;
     for (const char* key : {"local_rank", "world_size", "tp", "pp", "dp"}) out[key] = nullptr;
     out["identity_source"] = "inferred";
     out["identity_sources"] = json::object();
@@ -119,7 +126,8 @@ json verdict_json(const analysis::Verdict& v) {
           {"evidence", v.evidence},
           {"remedies", v.remedies},
           {"references", v.references},
-          {"explained_by", v.explained_by.empty() ? json(nullptr) : json(v.explained_by)}};
+          {"explained_by", v.explained_by.empty() ? json(nullptr) : json(v.explained_by)},
+          {"membership", v.membership.empty() ? json(nullptr) : json(v.membership)}};
 }
 
 }  // namespace

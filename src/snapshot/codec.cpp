@@ -177,7 +177,14 @@ void encode_distributed(const capture::DistributedState& d, v1::DistributedState
     auto* group = out.add_groups();
     group->set_name(valid_utf8(g.name));
     group->set_backend(valid_utf8(g.backend));
-    for (int r : g.ranks) group->add_ranks(r);
+    group->set_size(g.size);
+    bool identity = true;  // 0..size-1: the size says it all
+    for (std::size_t i = 0; i < g.ranks.size() && identity; ++i) {
+      identity = g.ranks[i] == static_cast<int>(i);
+    }
+    if (!identity) {
+      for (int r : g.ranks) group->add_ranks(r);
+    }
     if (g.group_rank) group->set_group_rank(*g.group_rank);
     if (g.sequence) group->set_sequence(*g.sequence);
     group->set_is_default(g.is_default);
@@ -198,6 +205,7 @@ capture::DistributedState decode_distributed(const v1::DistributedState& in) {
     group.name = g.name();
     group.backend = g.backend();
     group.ranks.assign(g.ranks().begin(), g.ranks().end());
+    group.size = g.ranks_size() > 0 ? g.ranks_size() : g.size();
     if (g.has_group_rank()) group.group_rank = g.group_rank();
     if (g.has_sequence()) group.sequence = g.sequence();
     group.is_default = g.is_default();

@@ -89,9 +89,12 @@ struct ThreadDump {
 
 // One torch.distributed process group as a rank holds it (read from its memory).
 struct ProcessGroupState {
-  std::string name;                       // torch's group name: "0" is the default group in 1.13
-  std::string backend;                    // "gloo", "nccl", … ("" when unknown)
-  std::vector<int> ranks;                 // global ranks, in group-rank order
+  std::string name;     // torch's group name: "0" is the default group in 1.13
+  std::string backend;  // "gloo", "nccl", … ("" when unknown)
+  // Global ranks in group-rank order; empty when they are simply 0..size-1 (a decoded default
+  // group: not sent, since at 30,000 ranks every rank would carry the whole list).
+  std::vector<int> ranks;
+  int size = 0;                           // members
   std::optional<int> group_rank;          // this process's rank in the group (the C++ ProcessGroup)
   std::optional<std::uint64_t> sequence;  // collectives issued on it (C++ sequence number)
   bool is_default = false;                // the default (world) group
