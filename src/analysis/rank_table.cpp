@@ -106,18 +106,6 @@ Progress measure_progress(const RankEntry& entry) {
   progress.seconds =
       static_cast<double>(entry.sample_times_ns.back() - entry.sample_times_ns.front()) / 1e9;
   progress.cpu_ticks = cpu_ticks(last) >= cpu_ticks(first) ? cpu_ticks(last) - cpu_ticks(first) : 0;
-  // A rank that waits on its peers is judged by its waiting thread's CPU: the process's other
-  // threads (the TCPStore server daemon on the store's host, gloo's I/O threads) poll on their
-  // own and are no work of the rank.
-  if (waits_on_peers(entry.wait.kind)) {
-    const auto* a = find_thread(first, entry.wait.tid);
-    const auto* b = find_thread(last, entry.wait.tid);
-    if (a && b) {
-      const auto before = a->utime_ticks + a->stime_ticks;
-      const auto after = b->utime_ticks + b->stime_ticks;
-      progress.cpu_ticks = after >= before ? after - before : 0;
-    }
-  }
   const double ticks_per_second = static_cast<double>(::sysconf(_SC_CLK_TCK));
   const double share = progress.seconds > 0 ? static_cast<double>(progress.cpu_ticks) /
                                                   (progress.seconds * ticks_per_second)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -93,6 +94,18 @@ class JobBuilder {
     return *this;
   }
 
+  // torch.distributed's state read from the rank's memory, in every sample.
+  JobBuilder& distributed(int rank, capture::DistributedState state) {
+    distributed_[rank] = std::move(state);
+    return *this;
+  }
+
+  // Context switches of the rank's thread per sample (a polling wait wakes up all the time).
+  JobBuilder& wakeups(int rank, std::uint64_t per_sample) {
+    wakeups_[rank] = per_sample;
+    return *this;
+  }
+
   // The rank's flight-recorder record in every sample.
   JobBuilder& flight(int rank, collectives::FlightRecord record) {
     flights_[rank] = std::move(record);
@@ -153,6 +166,12 @@ class JobBuilder {
     dump.pid = p.pid;
     dump.python = "3.11.2";
     dump.threads.push_back(thread(p.pid, r.state, r.frames));
+    if (auto it = wakeups_.find(r.rank); it != wakeups_.end()) {
+      dump.threads.back().context_switches = it->second * static_cast<std::uint64_t>(sample);
+    }
+    if (auto it = distributed_.find(r.rank); it != distributed_.end()) {
+      dump.distributed = it->second;
+    }
     p.dump = std::move(dump);
     return p;
   }
@@ -163,6 +182,23 @@ class JobBuilder {
   std::vector<Rank> ranks_;
   std::map<int, std::map<std::string, std::string>> facts_, env_;
   std::map<int, collectives::FlightRecord> flights_;
+  std::map<int, capture::DistributedState> distributed_;
+  std::map<int, std::uint64_t> wakeups_;
 };
+
+// A process group as a rank holds it.
+inline capture::ProcessGroupState pg(const std::string& name, std::vector<int> ranks,
+                                     std::optional<int> group_rank = std::nullopt,
+                                     std::optional<std::uint64_t> sequence = std::nullopt) {
+  capture::ProcessGroupState g;
+  g.name = name;
+  g.backend = "gloo";
+  g.size = static_cast<int>(ranks.size());
+  g.ranks = std::move(ranks);
+  g.group_rank = group_rank;
+  g.sequence = sequence;
+  g.is_default = name == "0";
+  return g;
+}
 
 }  // namespace hangscope::analysis::testing_builders

@@ -382,5 +382,82 @@ TEST(Network, WithoutGlooAMissingPairIsNoEvidence) {
   EXPECT_EQ(b.jobs[0].find(3)->tcp_peers, (std::vector<int>{0, 1, 2}));
 }
 
+// Issue 18's subgroup case: rank 1 skips its TP group's all_reduce (group 1 = {0,1}) and waits in
+// the world barrier with ranks 2 and 3; rank 0, its TP peer, waits in the all_reduce. The
+// groups come from memory, program order (a later line of `step`) and the sequence numbers name
+// rank 1, not the peer it left waiting (the smaller side).
+capture::DistributedState tp_state(int rank, std::uint64_t tp_sequence) {
+  capture::DistributedState state;
+  state.rank = rank;
+  state.world_size = 4;
+  state.groups = {
+      pg("0", {0, 1, 2, 3}, rank),
+      pg(rank < 2 ? "1" : "2", rank < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3}, rank % 2,
+         tp_sequence)};
+  return state;
+}
+
+std::vector<capture::Frame> step_stack(const std::string& collective, int line,
+                                       const std::string& group) {
+  return {native("c10d::ProcessGroupGloo::AsyncWork::wait"),
+          py(collective, kC10d, collective == "barrier" ? 3152 : 1536, {{"group", group}}),
+          py("step", kUser, line), py("<module>", kUser, 120)};
+}
+
+TEST(Membership, ASkippedSubgroupCollectiveNamesTheRankThatSkippedIt) {
+  JobBuilder job(4);
+  job.rank(0, step_stack("all_reduce", 90, "<process group 1>")).distributed(0, tp_state(0, 11));
+  job.rank(1, step_stack("barrier", 95, "None")).distributed(1, tp_state(1, 10));
+  for (int r : {2, 3})
+    job.rank(r, step_stack("barrier", 95, "None")).distributed(r, tp_state(r, 7));
+  const auto bundle = job.bundle();
+  const auto a = analyze(bundle);
+  ASSERT_FALSE(a.verdicts.empty());
+  EXPECT_EQ(a.verdicts[0].id, "collective-mismatch");
+  EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{1}) << a.verdicts[0].summary;
+  EXPECT_EQ(a.verdicts[0].membership, "memory");
+  EXPECT_DOUBLE_EQ(a.verdicts[0].confidence, 0.9);  // the sequence numbers confirm it
+  const auto& r0 = a.jobs[0].ranks[0];
+  EXPECT_EQ(r0.waits_for, std::vector<int>{1});  // its TP group only, not ranks 2 and 3
+  EXPECT_EQ(r0.group, "1");
+}
+
+TEST(Membership, WithoutGroupsTheWholeJobIsAssumedAndSaidSo) {
+  JobBuilder job(4);
+  for (int r = 0; r < 4; ++r) job.rank(r, r == 3 ? all_reduce_stack() : barrier_stack());
+  const auto bundle = job.bundle();
+  const auto a = analyze(bundle);
+  ASSERT_EQ(a.verdicts.size(), 1u);
+  EXPECT_EQ(a.verdicts[0].membership, "assumed");
+  EXPECT_LT(a.verdicts[0].confidence, 0.5);
+  bool said = false;
+  for (const auto& e : a.verdicts[0].evidence) said |= e.find("assumed") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
+// Rank 0 hosts the TCPStore and polls for workers (many wake-ups, no CPU), ranks 1 and 3 wait in
+// the store-based barrier, rank 2 never started: rank 2 is named, not rank 0.
+TEST(InitHang, TheRankThatNeverArrivedIsNamedNotTheStoreHost) {
+  JobBuilder job(4);
+  const std::vector<std::pair<std::string, std::string>> args = {{"world_size", "4"}};
+  job.rank(0, {native("c10d::TCPStore::TCPStore"),
+               py("_create_c10d_store",
+                  "/usr/lib/python3/dist-packages/torch/distributed/rendezvous.py", 177),
+               py("init_process_group", kC10d, 754), py("main", kUser, 30)})
+      .wakeups(0, 200);
+  for (int r : {1, 3}) {
+    job.rank(r, {native("__GI___clock_nanosleep"), py("_store_based_barrier", kC10d, 340),
+                 py("init_process_group", kC10d, 761), py("main", kUser, 30)});
+  }
+  const auto bundle = job.bundle();
+  const auto a = analyze(bundle);
+  ASSERT_FALSE(a.verdicts.empty());
+  EXPECT_EQ(a.verdicts[0].id, "rank-not-arrived");
+  EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{2});
+  EXPECT_EQ(a.verdicts[0].waiting_ranks, (std::vector<int>{0, 1, 3}));
+  EXPECT_NE(a.verdicts[0].summary.find("no process on any answering node"), std::string::npos);
+  EXPECT_EQ(a.jobs[0].ranks[0].state, RankState::kWaiting);  // polling is waiting
+}
+
 }  // namespace
 }  // namespace hangscope::analysis
