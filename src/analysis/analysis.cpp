@@ -96,6 +96,24 @@ void add_state_evidence(const std::vector<Job>& jobs, Verdict& v) {
   }
 }
 
+// The processes an init hang's verdict took for absent ranks (no rank known yet: a spawn child
+// still loading) stand in the rank table in their place, with their node, pid and wait point.
+void place_absent_ranks(Job& job, const std::map<int, const OtherProcess*>& found) {
+  for (const auto& [rank, other] : found) {
+    const auto it = job.by_rank.find(rank);
+    if (it == job.by_rank.end()) continue;
+    auto& entry = job.ranks[it->second];
+    if (!entry.history.empty()) continue;
+    entry.node = other->node;
+    entry.pid = other->process->pid;
+    entry.history = {other->process};
+    entry.wait = other->wait;
+    entry.state = other->process->state == 'R' ? RankState::kRunning : RankState::kWaiting;
+    entry.progress.detail =
+        "taken for rank " + std::to_string(rank) + ": a process of the job that holds no rank yet";
+  }
+}
+
 // Said plainly when no verdict names a rank.
 std::string no_divergence(const std::vector<Job>& jobs, int samples) {
   std::size_t captured = 0;
@@ -160,11 +178,13 @@ Analysis analyze(const Bundle& bundle) {
     auto recorded = correlate_flight_records(job);
     analysis.verdicts.insert(analysis.verdicts.end(), recorded.begin(), recorded.end());
   }
-  for (const auto& job : analysis.jobs) {
+  for (auto& job : analysis.jobs) {
     // A job hung at init: the absent ranks are the verdict; the graph of ranks that hold no
     // group yet (the store's host polling for workers) would only name the waiting.
-    if (auto init = init_verdict(job, analysis.others)) {
+    std::map<int, const OtherProcess*> found;
+    if (auto init = init_verdict(job, analysis.others, &found)) {
       analysis.verdicts.push_back(std::move(*init));
+      place_absent_ranks(job, found);
       continue;
     }
     auto verdicts = generic_verdicts(job);

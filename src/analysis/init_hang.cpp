@@ -77,7 +77,8 @@ const OtherProcess* absent_process(int rank, std::size_t absent_count,
 
 }  // namespace
 
-std::optional<Verdict> init_verdict(const Job& job, const std::vector<OtherProcess>& others) {
+std::optional<Verdict> init_verdict(const Job& job, const std::vector<OtherProcess>& others,
+                                    std::map<int, const OtherProcess*>* found) {
   if (!job.world_size) return std::nullopt;
   std::set<int> arrived;
   std::string call;
@@ -122,8 +123,9 @@ std::optional<Verdict> init_verdict(const Job& job, const std::vector<OtherProce
       line = "rank " + std::to_string(r) + " runs as pid " + std::to_string(e->pid) + " on " +
              e->node + ", " + std::string(to_string(e->state)) + " in " + place(e->wait) +
              ": it has not called " + call;
-    } else if (const auto* found = absent_process(r, absent.size(), pool)) {
-      const auto& other = *found;
+    } else if (const auto* match = absent_process(r, absent.size(), pool)) {
+      const auto& other = *match;
+      if (found != nullptr) (*found)[r] = match;
       line = "rank " + std::to_string(r) + " is most likely pid " +
              std::to_string(other.process->pid) + " on " + other.node +
              " (of the job, no rank known yet) in " + place(other.wait) + ": it has not called " +

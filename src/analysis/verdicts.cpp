@@ -220,6 +220,57 @@ std::optional<std::uint64_t> sequence_on(const RankEntry& r, const std::string& 
   return g ? g->sequence : std::nullopt;
 }
 
+// Ranks in a collective of group G that most of G went past without: they issued a collective
+// the rest of the group never does. The sequence numbers confirm it when read (theirs is higher).
+Verdict extra_collective_verdict(const Job& job, const std::set<int>& extra,
+                                 const std::set<int>& past,
+                                 const std::vector<std::pair<std::string, std::set<int>>>& sides) {
+  Verdict v;
+  v.id = "collective-mismatch";
+  v.title = "A rank issued a collective the rest of its group never does";
+  v.job = job.key;
+  v.confidence = 0.85;
+  v.diverged_ranks.assign(extra.begin(), extra.end());
+  std::set<int> waiting;
+  for (const auto& [key, ranks] : sides) {
+    for (int r : ranks) {
+      if (!extra.count(r)) waiting.insert(r);
+    }
+  }
+  v.waiting_ranks.assign(waiting.begin(), waiting.end());
+  const auto* odd = job.find(*extra.begin());
+  const auto* other = job.find(*past.begin());
+  v.summary = (extra.size() == 1 ? "Rank " : "Ranks ") + compress_ranks(extra) +
+              (extra.size() == 1 ? " waits" : " wait") + " in " + odd->wait.describe() +
+              (odd->group.empty() ? "" : " on process group " + odd->group) + ", which " +
+              ranks_text(past) + " of the same group went past without: " +
+              (past.size() == 1 ? "it waits" : "they wait") + " in " + other->wait.describe() + ".";
+  if (!odd->group.empty()) {
+    const auto mine = sequence_on(*odd, odd->group);
+    const auto theirs = sequence_on(*other, odd->group);
+    if (mine && theirs) {
+      v.evidence.push_back("sequence numbers of process group " + odd->group + ": rank " +
+                           std::to_string(*odd->rank) + " has issued " + std::to_string(*mine) +
+                           ", rank " + std::to_string(*other->rank) + " " +
+                           std::to_string(*theirs) +
+                           (*mine > *theirs ? " (one more: a collective only it issued)" : ""));
+      if (*mine > *theirs) v.confidence = 0.9;
+    }
+  }
+  v.evidence.push_back(ranks_text(past) + " of the group went past the collective, " +
+                       ranks_text(extra) + " " + (extra.size() == 1 ? "waits" : "wait") +
+                       " in it: the group's majority decides which side diverged");
+  for (const auto& [key, ranks] : sides) {
+    const auto* any = job.find(*ranks.begin());
+    v.evidence.push_back(ranks_text(ranks) + " in " + any->wait.describe() +
+                         (any->group.empty() ? "" : " on process group " + any->group));
+  }
+  std::set<int> all(extra);
+  all.insert(waiting.begin(), waiting.end());
+  set_membership(job, all, v);
+  return v;
+}
+
 // A cycle with no root, decided by program order: one side's ranks stand past the collective
 // the other sides wait in (a later line of the function they share), so the ranks among them
 // that the others wait for skipped it. The per-group sequence numbers confirm it when read.
@@ -256,6 +307,22 @@ std::optional<Verdict> skipped_collective_verdict(
     }
   }
   if (skipped.empty()) return std::nullopt;
+  // What the group as a whole shows: when more of its members went past the collective than
+  // wait in it, the waiting ones issued a collective the rest of the group never does (a call
+  // only they make), and they are the ones that diverged.
+  std::set<int> in_collective;
+  for (std::size_t j = 0; j < sides.size(); ++j) {
+    if (j == *ahead) continue;
+    for (int w : sides[j].second) {
+      const auto* e = job.find(w);
+      for (int target : e->waits_for) {
+        if (skipped.count(target)) in_collective.insert(w);
+      }
+    }
+  }
+  if (skipped.size() > in_collective.size()) {
+    return extra_collective_verdict(job, in_collective, skipped, sides);
+  }
   for (const auto& [key, ranks] : sides) {
     for (int r : ranks) {
       if (!skipped.count(r)) waiting.insert(r);

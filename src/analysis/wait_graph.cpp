@@ -151,7 +151,9 @@ void link_group_wait(const Job& job, Operations& ops, RankEntry& self) {
       return;
     }
     members = group->ranks;
-    for (int r = 0; members.empty() && r < group->size; ++r) members.push_back(r);
+    if (members.empty()) {
+      for (int r = 0; r < group->size; ++r) members.push_back(r);
+    }
   } else if (auto listed = parse_int_list(self.wait.local("ranks"))) {
     members = *listed;
     self.membership = "locals";

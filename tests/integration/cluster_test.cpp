@@ -70,12 +70,14 @@ TEST(Cluster, TwoNodesOfFourRanksThroughTheAgents) {
           std::string::npos);
     }
   }
-  // Rank 6 was retitled with setproctitle: its environment came from memory.
-  EXPECT_EQ(job_a[6]["identity_source"], "memory-env");
+  // Rank 6 was retitled with setproctitle: its rank comes from its process groups in memory (the
+  // environment, also read from memory, says the same).
+  EXPECT_EQ(job_a[6]["identity_source"], "memory:process-group");
   EXPECT_EQ(job_a[6]["title"], "VLLM::Worker_TP2");
   EXPECT_EQ(job_a[6]["tp"], 2);
   EXPECT_EQ(job_a[6]["identity_sources"]["tp"], "title");
-  EXPECT_EQ(job_a[6]["identity_sources"]["rank"], "memory-env");
+  EXPECT_EQ(job_a[6]["identity_sources"]["rank"], "memory:process-group");
+  EXPECT_EQ(job_a[6]["identity_sources"]["local_rank"], "memory-env");
   // A second job on node1 is its own job, never mixed with the first.
   ASSERT_EQ(job_b.size(), 2u);
   EXPECT_EQ(job_b[0]["rank"], 0);

@@ -394,6 +394,10 @@ capture::DistributedState tp_state(int rank, std::uint64_t tp_sequence) {
       pg("0", {0, 1, 2, 3}, rank),
       pg(rank < 2 ? "1" : "2", rank < 2 ? std::vector<int>{0, 1} : std::vector<int>{2, 3}, rank % 2,
          tp_sequence)};
+  // As a snapshot decodes them: groups of ranks 0..size-1 carry their size only.
+  for (auto& g : state.groups) {
+    if (g.ranks.front() == 0) g.ranks.clear();
+  }
   return state;
 }
 
@@ -420,6 +424,28 @@ TEST(Membership, ASkippedSubgroupCollectiveNamesTheRankThatSkippedIt) {
   const auto& r0 = a.jobs[0].ranks[0];
   EXPECT_EQ(r0.waits_for, std::vector<int>{1});  // its TP group only, not ranks 2 and 3
   EXPECT_EQ(r0.group, "1");
+}
+
+// The other reading of the same shape: rank 3 alone calls an all_reduce on a group of all four
+// ranks (a branch only it takes) and the other three went on to the barrier. Most of the group
+// went past, so rank 3 is the one that diverged, not the three.
+TEST(Membership, ACollectiveOnlyOneRankIssuesNamesThatRank) {
+  JobBuilder job(4);
+  for (int r = 0; r < 4; ++r) {
+    capture::DistributedState state;
+    state.rank = r;
+    state.world_size = 4;
+    state.groups = {pg("0", {}, r), pg("1", {}, r, r == 3 ? 8 : 7)};
+    for (auto& g : state.groups) g.size = 4;
+    job.rank(r, r == 3 ? step_stack("all_reduce", 90, "<process group 1>")
+                       : step_stack("barrier", 95, "None"))
+        .distributed(r, state);
+  }
+  const auto bundle = job.bundle();
+  const auto a = analyze(bundle);
+  ASSERT_FALSE(a.verdicts.empty());
+  EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{3}) << a.verdicts[0].summary;
+  EXPECT_DOUBLE_EQ(a.verdicts[0].confidence, 0.9);  // its sequence number is one ahead
 }
 
 TEST(Membership, WithoutGroupsTheWholeJobIsAssumedAndSaidSo) {

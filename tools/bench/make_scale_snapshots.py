@@ -52,6 +52,17 @@ def renumber(process, rank, local_rank, world, pid):
     identity["rank"] = rank
     identity["local_rank"] = local_rank
     identity["world_size"] = world
+    # torch.distributed as a rank of the scaled job holds it: its rank in a default group of
+    # `world` ranks (sent as its size only, as the agent sends it).
+    distributed = p.get("distributed")
+    if distributed:
+        distributed["rank"] = rank
+        distributed["worldSize"] = world
+        for group in distributed.get("groups", []):
+            if group.get("isDefault"):
+                group.pop("ranks", None)
+                group["size"] = world
+                group["groupRank"] = rank
     env = p.get("environment", {})
     for key, value in (("RANK", rank), ("LOCAL_RANK", local_rank), ("WORLD_SIZE", world)):
         if key in env:

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -129,7 +130,9 @@ std::vector<Verdict> correlate_flight_records(Job& job);
 std::vector<Verdict> generic_verdicts(const Job& job);
 // Ranks inside init_process_group / new_group waiting for ranks that never arrived
 // (`rank-not-arrived`), with the processes that may be the absent ranks among `others`.
-std::optional<Verdict> init_verdict(const Job& job, const std::vector<OtherProcess>& others);
+// `found`: the absent ranks matched to a process that holds no rank yet (rank → process).
+std::optional<Verdict> init_verdict(const Job& job, const std::vector<OtherProcess>& others,
+                                    std::map<int, const OtherProcess*>* found = nullptr);
 std::vector<Verdict> node_verdicts(const std::vector<Job>& jobs,
                                    const std::vector<NodeStatus>& nodes);
 
