@@ -79,6 +79,8 @@ const capture::ProcessGroupState* awaited_group(const RankEntry& self) {
   if (process == nullptr || !process->dump || !process->dump->distributed) return nullptr;
   const auto& state = *process->dump->distributed;
   const auto group = self.wait.local("group");
+  // A process that holds the default group alone can wait in no other.
+  if (!group && state.groups.size() == 1) return state.default_group();
   if (!group || *group == "None") {
     // No `group` argument in the waiting frames, or None: the default group. A frame with no
     // `group` local at all (a wrapper's own wait) is not taken for the default group.

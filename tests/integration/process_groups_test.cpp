@@ -3,7 +3,7 @@
 // the launcher gave (a self-check of the C++ ProcessGroup read), every group's members and this
 // rank's place in it, the sequence numbers torch itself reports, and a frame's `group` argument
 // shown as the group it is. Once with torch 1.13's registry, once rewritten into torch 2.x's
-// `_world` layout.
+// `_world` layout. SGLang's GroupCoordinator and Megatron's parallel_state label the TP group.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -98,6 +98,9 @@ TEST_P(ProcessGroups, RankGroupsAndSequencesComeFromMemory) {
       EXPECT_EQ(sequences[tp->name], *tp->sequence) << "the pair agrees";
     }
     sequences[tp->name] = *tp->sequence;
+    // The wrappers that name it: SGLang's GroupCoordinator and Megatron's parallel_state.
+    EXPECT_EQ(tp->labels, (std::vector<std::string>{"sglang:tp", "megatron:tp"}));
+    EXPECT_EQ(state.coordinates.at("tp"), r % 2);
     const auto* parity = group_with(state, r % 2 ? std::vector<int>{1, 3} : std::vector<int>{0, 2});
     ASSERT_NE(parity, nullptr);
     EXPECT_EQ(parity->group_rank, r / 2);

@@ -57,12 +57,12 @@ def renumber(process, rank, local_rank, world, pid):
     distributed = p.get("distributed")
     if distributed:
         distributed["rank"] = rank
-        distributed["worldSize"] = world
+        distributed["world_size"] = world
         for group in distributed.get("groups", []):
-            if group.get("isDefault"):
+            if group.get("is_default"):
                 group.pop("ranks", None)
                 group["size"] = world
-                group["groupRank"] = rank
+                group["group_rank"] = rank
     env = p.get("environment", {})
     for key, value in (("RANK", rank), ("LOCAL_RANK", local_rank), ("WORLD_SIZE", world)):
         if key in env:
