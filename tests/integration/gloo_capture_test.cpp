@@ -126,7 +126,7 @@ TEST(GlooCapture, MergedStacksShowThePythonCallSitesAndTheirLocals) {
   EXPECT_NE(barrier->file.find("torch/distributed/distributed_c10d.py"), std::string::npos);
   EXPECT_EQ(call_site->file, kScript);
   EXPECT_EQ(call_site->line, script_line("dist.barrier()"));
-  EXPECT_EQ(local(*barrier, "group"), "None");  // the default group
+  EXPECT_EQ(local(*barrier, "group"), "None");                    // the default group
   EXPECT_EQ(local(*barrier, "default_pg"), "<process group 0>");  // known from the registry
 
   const auto other = capture::capture_process(diverged, options);

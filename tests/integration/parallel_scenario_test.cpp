@@ -140,7 +140,10 @@ TEST_P(ParallelScenarios, DiagnoseNamesTheCulprit) {
   testing::VirtualCluster cluster(
       {.nodes = s.nodes, .ranks_per_node = s.ranks_per_node, .job = job});
   ASSERT_TRUE(cluster.up());
-  const auto d = cluster.diagnose("bundle");
+  // A slow job's steps last up to 1.5 s: it is sampled as diagnose samples by default (3
+  // samples 1 s apart), so that each rank is seen at two different steps.
+  const auto d =
+      cluster.diagnose("bundle", s.scenario == "slow-healthy" ? "--samples 3 --interval 1s" : "");
   ASSERT_FALSE(d.report.is_null());
   const auto& verdicts = d.report["verdicts"];
   // One line per run for the record: what hangscope said first.

@@ -42,10 +42,12 @@ VirtualCluster::Diagnosis VirtualCluster::diagnose(const std::string& name,
                                                    const std::string& token_file) const {
   Diagnosis d;
   d.bundle = dir_ + "/" + name;
-  const auto result =
-      run_command(std::string(HANGSCOPE_BINARY) + " diagnose --agents " + agents() +
-                  " --token-file " + (token_file.empty() ? this->token_file() : token_file) +
-                  " --samples 3 --interval 300ms --json --quiet -o " + d.bundle + " " + extra);
+  const auto result = run_command(
+      std::string(HANGSCOPE_BINARY) + " diagnose --agents " + agents() + " --token-file " +
+      (token_file.empty() ? this->token_file() : token_file) +
+      // `extra` may set its own sampling (a slow job's steps outlast 300 ms).
+      (extra.find("--interval") == std::string::npos ? " --samples 3 --interval 300ms" : "") +
+      " --json --quiet -o " + d.bundle + " " + extra);
   d.exit_code = result.exit_code;
   try {
     d.report = nlohmann::json::parse(result.out);
