@@ -220,23 +220,42 @@ std::optional<std::uint64_t> sequence_on(const RankEntry& r, const std::string& 
   return g ? g->sequence : std::nullopt;
 }
 
+using Sides = std::vector<std::pair<std::string, std::set<int>>>;
+
+// The ranks of every side but `named`.
+std::set<int> others_than(const Sides& sides, const std::set<int>& named) {
+  std::set<int> out;
+  for (const auto& [key, ranks] : sides) {
+    for (int r : ranks) {
+      if (!named.count(r)) out.insert(r);
+    }
+  }
+  return out;
+}
+
+// One evidence line per side (where it waits, on which group), and the verdict's membership.
+void describe_sides(const Job& job, const Sides& sides, Verdict& v) {
+  std::set<int> all;
+  for (const auto& [key, ranks] : sides) {
+    const auto* any = job.find(*ranks.begin());
+    v.evidence.push_back(ranks_text(ranks) + " in " + any->wait.describe() +
+                         (any->group.empty() ? "" : " on process group " + any->group));
+    all.insert(ranks.begin(), ranks.end());
+  }
+  set_membership(job, all, v);
+}
+
 // Ranks in a collective of group G that most of G went past without: they issued a collective
 // the rest of the group never does. The sequence numbers confirm it when read (theirs is higher).
 Verdict extra_collective_verdict(const Job& job, const std::set<int>& extra,
-                                 const std::set<int>& past,
-                                 const std::vector<std::pair<std::string, std::set<int>>>& sides) {
+                                 const std::set<int>& past, const Sides& sides) {
   Verdict v;
   v.id = "collective-mismatch";
   v.title = "A rank issued a collective the rest of its group never does";
   v.job = job.key;
   v.confidence = 0.85;
   v.diverged_ranks.assign(extra.begin(), extra.end());
-  std::set<int> waiting;
-  for (const auto& [key, ranks] : sides) {
-    for (int r : ranks) {
-      if (!extra.count(r)) waiting.insert(r);
-    }
-  }
+  const std::set<int> waiting = others_than(sides, extra);
   v.waiting_ranks.assign(waiting.begin(), waiting.end());
   const auto* odd = job.find(*extra.begin());
   const auto* other = job.find(*past.begin());
@@ -260,22 +279,14 @@ Verdict extra_collective_verdict(const Job& job, const std::set<int>& extra,
   v.evidence.push_back(ranks_text(past) + " of the group went past the collective, " +
                        ranks_text(extra) + " " + (extra.size() == 1 ? "waits" : "wait") +
                        " in it: the group's majority decides which side diverged");
-  for (const auto& [key, ranks] : sides) {
-    const auto* any = job.find(*ranks.begin());
-    v.evidence.push_back(ranks_text(ranks) + " in " + any->wait.describe() +
-                         (any->group.empty() ? "" : " on process group " + any->group));
-  }
-  std::set<int> all(extra);
-  all.insert(waiting.begin(), waiting.end());
-  set_membership(job, all, v);
+  describe_sides(job, sides, v);
   return v;
 }
 
 // A cycle with no root, decided by program order: one side's ranks stand past the collective
 // the other sides wait in (a later line of the function they share), so the ranks among them
 // that the others wait for skipped it. The per-group sequence numbers confirm it when read.
-std::optional<Verdict> skipped_collective_verdict(
-    const Job& job, const std::vector<std::pair<std::string, std::set<int>>>& sides) {
+std::optional<Verdict> skipped_collective_verdict(const Job& job, const Sides& sides) {
   std::optional<std::size_t> ahead;
   std::string detail;
   for (std::size_t i = 0; i < sides.size(); ++i) {
@@ -296,7 +307,7 @@ std::optional<Verdict> skipped_collective_verdict(
   }
   if (!ahead) return std::nullopt;
   const auto& front = sides[*ahead].second;
-  std::set<int> skipped, waiting;
+  std::set<int> skipped;
   for (std::size_t j = 0; j < sides.size(); ++j) {
     if (j == *ahead) continue;
     for (int w : sides[j].second) {
@@ -323,11 +334,7 @@ std::optional<Verdict> skipped_collective_verdict(
   if (skipped.size() > in_collective.size()) {
     return extra_collective_verdict(job, in_collective, skipped, sides);
   }
-  for (const auto& [key, ranks] : sides) {
-    for (int r : ranks) {
-      if (!skipped.count(r)) waiting.insert(r);
-    }
-  }
+  const std::set<int> waiting = others_than(sides, skipped);
   Verdict v;
   v.id = "collective-mismatch";
   v.title = "A rank skipped a collective its group waits in";
@@ -366,14 +373,7 @@ std::optional<Verdict> skipped_collective_verdict(
       if (*mine >= *theirs) v.confidence = 0.6;
     }
   }
-  for (const auto& [key, ranks] : sides) {
-    const auto* any = job.find(*ranks.begin());
-    v.evidence.push_back(ranks_text(ranks) + " in " + any->wait.describe() +
-                         (any->group.empty() ? "" : " on process group " + any->group));
-  }
-  std::set<int> all(skipped);
-  all.insert(waiting.begin(), waiting.end());
-  set_membership(job, all, v);
+  describe_sides(job, sides, v);
   return v;
 }
 
