@@ -127,7 +127,7 @@ std::string load_token(const std::string& token_file) {
   try {
     text = read_input_file(token_file, "--token-file", kMaxSmallFileBytes, InputKind::kFileOrPipe);
   } catch (const Error& e) {
-    throw UsageError(e.what());
+    throw UsageError(std::string("cannot read token file: ") + e.what());
   }
   const std::string line = trim(text.substr(0, text.find('\n')));
   if (line.empty()) throw UsageError("--token-file " + printable(token_file) + ": is empty");
