@@ -231,12 +231,14 @@ ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
     python = PythonSession::open(image, live, &note);
     if (python) {
       dump.python = python->interpreter().version.to_string();
+      phases.lap("maps and interpreter");
       dump.distributed = python->read_process_groups();
+      phases.lap("torch.distributed's process groups");
     } else if (options.stacks == StackKinds::kPythonOnly || note.rfind("not a Python", 0) != 0) {
       dump.notes.push_back(note);
     }
   }
-  phases.lap("maps and interpreter");
+  if (!python) phases.lap("maps and interpreter");
   std::vector<python::PyThread> py_threads;
   bool python_read = false;
   std::string python_error;

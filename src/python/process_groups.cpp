@@ -71,16 +71,30 @@ std::optional<std::string> ProcessGroupReader::text(std::uint64_t object, std::s
   return objects_.string(object, max);
 }
 
+// The modules read, found in one pass over sys.modules (a torch process imports thousands).
+constexpr std::array<std::string_view, 4> kModules = {
+    "torch.distributed.distributed_c10d", "vllm.distributed.parallel_state",
+    "sglang.srt.distributed.parallel_state", "megatron.core.parallel_state"};
+
 std::optional<std::uint64_t> ProcessGroupReader::module_globals(std::string_view module) {
   if (!modules_) {
+    modules_.emplace();
     const auto interp = objects_.pointer_at(runtime_ + layout_.runtime_interpreters_head);
-    if (!interp || !objects_.plausible(*interp)) return std::nullopt;
-    modules_ = objects_.pointer_at(*interp + layout_.interp_modules);
+    const auto dict = interp && objects_.plausible(*interp)
+                          ? objects_.pointer_at(*interp + layout_.interp_modules)
+                          : std::nullopt;
+    if (dict && objects_.plausible(*dict)) {
+      for (const auto& [key, value] : objects_.dict_items(*dict, 1 << 16)) {
+        const auto name = objects_.string(key, 64);
+        if (name && std::find(kModules.begin(), kModules.end(), *name) != kModules.end()) {
+          (*modules_)[*name] = value;
+        }
+      }
+    }
   }
-  if (!modules_ || !objects_.plausible(*modules_)) return std::nullopt;
-  const auto found = objects_.dict_get(*modules_, module);
-  if (!found || !objects_.plausible(*found)) return std::nullopt;
-  const auto globals = objects_.pointer_at(*found + layout_.module_dict);
+  const auto found = modules_->find(std::string(module));
+  if (found == modules_->end() || !objects_.plausible(found->second)) return std::nullopt;
+  const auto globals = objects_.pointer_at(found->second + layout_.module_dict);
   if (!globals || !objects_.plausible(*globals)) return std::nullopt;
   return globals;
 }

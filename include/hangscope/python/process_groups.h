@@ -48,7 +48,8 @@ class ProcessGroupReader {
   ObjectReader& objects_;
   const Layout& layout_;
   std::uint64_t runtime_;
-  std::optional<std::uint64_t> modules_;
+  // The wanted modules by name (sys.modules walked once), empty when none is imported.
+  std::optional<std::map<std::string, std::uint64_t>> modules_;
 };
 
 }  // namespace hangscope::python
