@@ -307,13 +307,16 @@ std::optional<Verdict> skipped_collective_verdict(const Job& job, const Sides& s
   }
   if (!ahead) return std::nullopt;
   const auto& front = sides[*ahead].second;
-  std::set<int> skipped;
+  // The ranks of the front side that the other sides wait for (they went past), and the ranks
+  // that wait for them (still in the collective).
+  std::set<int> skipped, in_collective;
   for (std::size_t j = 0; j < sides.size(); ++j) {
     if (j == *ahead) continue;
     for (int w : sides[j].second) {
-      const auto* e = job.find(w);
-      for (int target : e->waits_for) {
-        if (front.count(target)) skipped.insert(target);
+      for (int target : job.find(w)->waits_for) {
+        if (!front.count(target)) continue;
+        skipped.insert(target);
+        in_collective.insert(w);
       }
     }
   }
@@ -321,16 +324,6 @@ std::optional<Verdict> skipped_collective_verdict(const Job& job, const Sides& s
   // What the group as a whole shows: when more of its members went past the collective than
   // wait in it, the waiting ones issued a collective the rest of the group never does (a call
   // only they make), and they are the ones that diverged.
-  std::set<int> in_collective;
-  for (std::size_t j = 0; j < sides.size(); ++j) {
-    if (j == *ahead) continue;
-    for (int w : sides[j].second) {
-      const auto* e = job.find(w);
-      for (int target : e->waits_for) {
-        if (skipped.count(target)) in_collective.insert(w);
-      }
-    }
-  }
   if (skipped.size() > in_collective.size()) {
     return extra_collective_verdict(job, in_collective, skipped, sides);
   }

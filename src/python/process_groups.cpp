@@ -169,10 +169,8 @@ void ProcessGroupReader::read_registry(std::uint64_t globals, capture::Distribut
   if (default_pg && !group_at(state, *default_pg)) {
     state.notes.push_back("torch.distributed: the default group is not in _pg_group_ranks yet");
   }
-  for (const char* name : {"_default_pg_init_method"}) {
-    if (const auto method = objects_.dict_get(globals, name)) {
-      state.init_method = text(*method, 512).value_or("");
-    }
+  if (const auto method = objects_.dict_get(globals, "_default_pg_init_method")) {
+    state.init_method = text(*method, 512).value_or("");
   }
 }
 
