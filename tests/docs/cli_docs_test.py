@@ -503,6 +503,12 @@ def help_to_docs(tree, reader, cli_name):
     return problems
 
 
+def all_problems(tree, reader, cli_name=None):
+    """Unknown subcommands, docs -> help, and with docs/cli.md read, help -> docs."""
+    problems = reader.problems + docs_to_help(tree, reader)
+    return problems + help_to_docs(tree, reader, cli_name) if cli_name else problems
+
+
 def check(tree, root):
     reader = Reader(tree)
     cli_md = root / "docs" / "cli.md"
@@ -512,8 +518,7 @@ def check(tree, root):
         for number, line in enumerate(help_sections(command.help_text).get("Examples", []), 1):
             for words in shell_commands([Fragment(number, line)]):
                 reader.hangscope_command(f"`{command.name} --help` example", words)
-    problems = docs_to_help(tree, reader) + help_to_docs(tree, reader, str(cli_md.relative_to(root)))
-    return reader, problems
+    return reader, all_problems(tree, reader, str(cli_md.relative_to(root)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -570,12 +575,12 @@ def self_test(tree):
     for markdown, expected in SELF_TEST:
         reader = Reader(tree)
         reader.read("case", markdown)
-        got = sorted(p.token for p in reader.problems + docs_to_help(tree, reader))
+        got = sorted(p.token for p in all_problems(tree, reader))
         if got != sorted(expected):
             failures.append(f"reports {got}, expected {sorted(expected)}, in:\n{markdown}")
     reader = Reader(tree)
     reader.read("cli", SELF_TEST_CLI, cli=True)
-    got = sorted(p.token for p in reader.problems + docs_to_help(tree, reader))
+    got = sorted(p.token for p in all_problems(tree, reader))
     if got != ["--bogus-dump", "--json", "nosuch"]:
         failures.append(f"cli.md case: docs -> help reports {got}")
     missing = {(p.message.split("`")[1], p.token) for p in help_to_docs(tree, reader, "cli")}
