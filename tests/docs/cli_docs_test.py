@@ -63,7 +63,7 @@ class Command:
 
 
 def help_sections(text):
-    """{"Options": [lines], "Subcommands": [lines], ...}: CLI11's blocks, each ended by a blank line."""
+    """{"Options": [lines], "Subcommands": [lines], ...}: CLI11's blocks, up to a blank line."""
     sections, current = {}, None
     for line in text.splitlines():
         match = re.match(r"^([A-Z][A-Za-z ]*):\s*$", line)
@@ -147,7 +147,8 @@ def parse_markdown(text):
         indent = len(line) - len(line.lstrip())
         if fence is not None:
             closing = re.match(r"^\s*(`{3,}|~{3,})\s*$", line)
-            if closing and closing.group(1)[0] == fence[0][0] and len(closing.group(1)) >= len(fence[0]):
+            marker = closing.group(1) if closing else ""
+            if marker[:1] == fence[0][0] and len(marker) >= len(fence[0]):
                 fence = None
             elif fence[1]:
                 blocks.append(Fragment(number, line, indent))
@@ -189,9 +190,9 @@ def join_continuations(blocks):
     groups, current, indent = [], [], None
     for fragment in blocks:
         text = fragment.text.rstrip()
-        continues = current and (
-            current[-1].text.endswith("\\") or
-            (indent is not None and fragment.indent > indent and re.match(r"^\s*(\[-|-[-A-Za-z])", text)))
+        synopsis = re.match(r"^\s*(\[-|-[-A-Za-z])", text)
+        continues = current and (current[-1].text.endswith("\\") or (
+            indent is not None and fragment.indent > indent and synopsis))
         if not continues:
             if current:
                 groups.append(current)
@@ -265,7 +266,7 @@ def is_hangscope(word):
 
 
 def flag_names(word):
-    """The options a word gives: "--json" -> ["--json"], "-vv" -> ["-v", "-v"], "--x=1" -> ["--x"]."""
+    """The options in a word: "--json" -> ["--json"], "-vv" -> ["-v", "-v"], "--x=1" -> ["--x"]."""
     match = FLAG.match(clean(word))
     if not match:
         return []
@@ -321,11 +322,20 @@ class Reader:
             first = all(w in PREFIX_COMMANDS or re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", w) or
                         (w.startswith("-") and before[:1] == ["sudo"]) for w in before)
             first = first or (before and before[-1] == "--")
-            following = next((w for w in command[i + 1:] if not w.text.startswith("-")), None)
-            named = following is not None and clean(following.text) in self.tree[()].subcommands
+            named = self.first_argument(command[i + 1:]) in self.tree[()].subcommands
             if first or named:  # not `kubectl -n hangscope get`, `install .../hangscope /usr/bin/`
                 self.arguments(source, command[i + 1:], [()], section)
                 return
+
+    def first_argument(self, words):
+        """The first word that is neither a global option nor its value: the subcommand."""
+        skip = False
+        for word in words:
+            flags = flag_names(word.text)
+            if not skip and not flags:
+                return clean(word.text)
+            skip = bool(flags) and "=" not in word.text and flags[-1] in self.tree[()].takes_value
+        return None
 
     def arguments(self, source, words, paths, section):
         """The words after `hangscope` or a subcommand: options, then maybe a subcommand."""
@@ -436,7 +446,9 @@ class Reader:
 def accepted(tree, use):
     def has(path):
         names = tree[path].flags
-        return any(fnmatch.fnmatchcase(n, use.flag) for n in names) if use.glob else use.flag in names
+        if use.glob:
+            return any(fnmatch.fnmatchcase(n, use.flag) for n in names)
+        return use.flag in names
     return any(map(has, use.paths)) if use.bare else all(map(has, use.paths))
 
 
@@ -448,9 +460,11 @@ def docs_to_help(tree, reader):
             continue
         if use.bare:
             where = ("the global options section" if use.section == GLOBAL else
-                     f"section '{describe([use.section])}'" if use.section else "a section of no command")
+                     f"section '{describe([use.section])}'" if use.section else
+                     "a section of no command")
             listed = describe(use.paths[:3]) + (" | ..." if len(use.paths) > 3 else "")
-            message = f"docs -> help: {where} documents {use.flag}, which `{listed} --help` does not list"
+            message = (f"docs -> help: {where} documents {use.flag}, which `{listed} --help` "
+                       f"does not list")
         else:
             where = "before the subcommand" if use.paths == [()] else "after the subcommand"
             hint = (" (a global option: it goes before the subcommand)"
@@ -491,8 +505,9 @@ def help_to_docs(tree, reader, cli_name):
             continue
         home = next((path[:n] for n in range(len(path), 0, -1) if path[:n] in starts), None)
         if home is None:
-            problems.append(Problem(cli_name, 1, command.name, f"help -> docs: `{command.name}` has "
-                                    f"no section (a heading '## {command.name}')"))
+            problems.append(Problem(cli_name, 1, command.name,
+                                    f"help -> docs: `{command.name}` has no section (a heading "
+                                    f"'## {command.name}')"))
             continue
         for flag in sorted(command.flags - documented.get(path, set())):
             if flag in tree[()].flags and flag in global_docs:
@@ -529,9 +544,12 @@ SELF_TEST = [
     ("    torchrun --nproc-per-node 2 train.py & sudo hangscope -v diagnose --pid 1 --frobnicate\n",
      ["--frobnicate"]),
     ("    srun --overlap --jobid 7 hangscope collect --once -o n.json --bogus\n", ["--bogus"]),
-    ("    kubectl -n hangscope get pods -o wide\n    install -m 0755 build/src/hangscope /usr/bin/hangscope\n"
+    ("    srun -N 2 hangscope --log-level debug collect --bad\n", ["--bad"]),
+    ("    kubectl -n hangscope get pods -o wide\n"
+     "    install -m 0755 build/src/hangscope /usr/bin/hangscope\n"
      "    systemctl restart hangscope-agent; apt-get install -y ./hangscope_0.1.0_amd64.deb\n", []),
-    ("    hangscope diagnose --agents a,b \\\n        --token-file t --tls-bogus x | jq -r .verdicts --arg y\n",
+    ("    hangscope diagnose --agents a,b \\\n"
+     "        --token-file t --tls-bogus x | jq -r .verdicts --arg y\n",
      ["--tls-bogus"]),
     ("    hangscope dump --pid PID [--json] [--native-only | --python-only]\n"
      "                   [--stop-mode each|all] [--no-such]\n", ["--no-such"]),
@@ -540,11 +558,14 @@ SELF_TEST = [
      ["--nope", "frobnicate"]),
     ("    hangscope diagnose -v\n    cmake --build build && build/src/hangscope --log-level debug "
      "report b --json; ctest -L unit --output-on-failure\n", ["-v"]),
-    ("```markdown\nhangscope 0.1.0 (git abc)\n```\n\n```sh\nhangscope dump --pid 1 --nah  # a --comment\n```\n",
+    ("```markdown\nhangscope 0.1.0 (git abc)\n```\n\n"
+     "```sh\nhangscope dump --pid 1 --nah  # a --comment\n```\n",
      ["--nah"]),
-    ("    python -m torch.distributed.run --nnodes 2 x.py; docker run --rm img hangscope dump -p 1 -x\n",
+    ("    python -m torch.distributed.run --nnodes 2 x.py; "
+     "docker run --rm img hangscope dump -p 1 -x\n",
      ["-x"]),
-    ("    hangscope: error: --pid 'x': not a process id\n    echo $(hangscope diagnose --json --zz)\n",
+    ("    hangscope: error: --pid 'x': not a process id\n"
+     "    echo $(hangscope diagnose --json --zz)\n",
      ["--zz"]),
 ]
 
@@ -584,8 +605,8 @@ def self_test(tree):
     if got != ["--bogus-dump", "--json", "nosuch"]:
         failures.append(f"cli.md case: docs -> help reports {got}")
     missing = {(p.message.split("`")[1], p.token) for p in help_to_docs(tree, reader, "cli")}
-    if ("hangscope dump --help", "--json") not in missing or ("hangscope dump --help", "--pid") in missing \
-            or ("hangscope dump --help", "--locals") in missing:
+    dump = "hangscope dump --help"
+    if (dump, "--json") not in missing or {(dump, "--pid"), (dump, "--locals")} & missing:
         failures.append(f"cli.md case: help -> docs reports {sorted(missing)}")
     return failures
 
