@@ -103,6 +103,42 @@ std::optional<std::string> ObjectReader::string(std::uint64_t object, std::size_
   return out;
 }
 
+std::optional<std::size_t> ObjectReader::ascii_key_index(
+    std::uint64_t object, const std::vector<std::string_view>& candidates) {
+  constexpr std::size_t kMaxKey = 128;
+  std::size_t longest = 0;
+  for (const auto c : candidates) longest = std::max(longest, c.size());
+  const std::uint64_t header = layout_.unicode_ascii_data;
+  if (!plausible(object) || header == 0 || longest > kMaxKey || header < layout_.unicode_state + 4 ||
+      header < layout_.unicode_length + 8 || header < layout_.object_type + 8) {
+    return std::nullopt;
+  }
+  std::uint8_t raw[256 + kMaxKey] = {};
+  if (header > 256) return std::nullopt;
+  // A prefix is enough: a key shorter than the longest candidate may end before a mapping does.
+  const std::size_t got = memory_.read(object, raw, header + longest);
+  if (got < header) return std::nullopt;
+  std::uint64_t type = 0;
+  std::int64_t length = 0;
+  std::uint32_t state = 0;
+  std::memcpy(&type, raw + layout_.object_type, sizeof type);
+  std::memcpy(&length, raw + layout_.unicode_length, sizeof length);
+  std::memcpy(&state, raw + layout_.unicode_state, sizeof state);
+  const bool compact_ascii = ((state >> 2) & 7u) == 1 && ((state >> 5) & 1u) && ((state >> 6) & 1u);
+  if (!compact_ascii || length <= 0 || static_cast<std::size_t>(length) > longest ||
+      got < header + static_cast<std::size_t>(length)) {
+    return std::nullopt;
+  }
+  if (str_type_ ? type != *str_type_ : type_name(object) != "str") return std::nullopt;
+  str_type_ = type;
+  const std::string_view text(reinterpret_cast<const char*>(raw + header),
+                              static_cast<std::size_t>(length));
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (candidates[i] == text) return i;
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> ObjectReader::bytes(std::uint64_t object, std::size_t max_bytes) {
   if (type_name(object) != "bytes") return std::nullopt;
   const auto size = var_size(object);

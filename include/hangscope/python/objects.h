@@ -44,6 +44,10 @@ class ObjectReader {
   // Entries of a dict (key, value), in insertion order, at most max_items.
   std::vector<std::pair<std::uint64_t, std::uint64_t>> dict_items(std::uint64_t dict,
                                                                   std::size_t max_items = 4096);
+  // Which of `candidates` the object is, when it is a compact ASCII str equal to one of them
+  // (shorter than 128 bytes); read in one piece, for scans over thousands of keys (sys.modules).
+  std::optional<std::size_t> ascii_key_index(std::uint64_t object,
+                                             const std::vector<std::string_view>& candidates);
   // The value of a dict under a str key.
   std::optional<std::uint64_t> dict_get(std::uint64_t dict, std::string_view key);
   // An instance attribute (from its __dict__ or its managed/inline values).
@@ -75,6 +79,7 @@ class ObjectReader {
   const proc::MemoryMap& maps_;
   const Layout& layout_;
   std::map<std::uint64_t, std::string> type_names_;
+  std::optional<std::uint64_t> str_type_;  // address of `str`, learnt by ascii_key_index
   const std::map<std::uint64_t, std::string>* labels_ = nullptr;
 };
 
