@@ -12,6 +12,11 @@
 #                                                    (Debian's machine-readable format:
 #                                                    cmake/debian/copyright, which also names the
 #                                                    statically linked gRPC/protobuf/abseil)
+#   /lib/systemd/system/hangscope-agent.service      tools/deploy/systemd/hangscope-agent.service
+#                                                    (P/lib/systemd/system for a P other than /usr)
+#   /etc/default/hangscope-agent                     tools/deploy/systemd/hangscope-agent.default
+#                                                    (SYSCONFDIR/default: see below; a conffile of
+#                                                    the .deb)
 # Nothing of tests/ is installed.
 
 # The man page, compressed as Debian installs man pages. gzip -n: no name or time stamp in the
@@ -40,6 +45,64 @@ file(GLOB _docs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/*.md)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/LICENSE ${_docs}
               ${PROJECT_SOURCE_DIR}/cmake/debian/copyright
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
+
+# The agent's systemd unit and its settings (docs/deploy-systemd.md): installed, but neither
+# enabled nor started by the package, since the agent needs /etc/hangscope/token first
+# (cmake/debian/postinst).
+#
+# Their directories depend on the prefix installed to, which only the install knows: cpack
+# installs with the prefix /usr (CPACK_PACKAGING_INSTALL_PREFIX, into a DESTDIR) whatever
+# CMAKE_INSTALL_PREFIX was at configure time (/usr/local by default), and so does
+# `cmake --install --prefix P`. A relative DESTINATION `etc/default` would give
+# /usr/etc/default in the package, and CMAKE_INSTALL_FULL_SYSCONFDIR, computed at configure
+# time, /usr/local/etc. So the install code below recomputes CMAKE_INSTALL_FULL_SYSCONFDIR
+# with GNUInstallDirs' own rule for the prefix being installed to (/etc for /usr, so the
+# package lays /etc/default/hangscope-agent; /etc/opt/P for /opt/P; P/etc otherwise; an
+# absolute -DCMAKE_INSTALL_SYSCONFDIR as it is), and installs to absolute directories
+# (file(INSTALL) puts DESTDIR in front of them and lists the files in install_manifest.txt, as
+# install(FILES) would). The unit goes to /lib/systemd/system for /usr: Debian 12 packages
+# ship their units there (the move to /usr/lib/systemd/system comes with later releases);
+# P/lib/systemd/system otherwise (systemd reads /usr/local/lib/systemd/system too). For a prefix
+# other than /usr the unit's /usr/bin/hangscope and EnvironmentFile are rewritten to the
+# installed paths; the package's unit is the file in tools/deploy/systemd/ byte for byte.
+install(CODE "set(_hs_unit_src [[${PROJECT_SOURCE_DIR}/tools/deploy/systemd/hangscope-agent.service]])
+  set(_hs_default_src [[${PROJECT_SOURCE_DIR}/tools/deploy/systemd/hangscope-agent.default]])
+  set(_hs_sysconfdir [[${CMAKE_INSTALL_SYSCONFDIR}]])
+  set(_hs_bindir [[${CMAKE_INSTALL_BINDIR}]])
+  set(_hs_rewritten_unit [[${PROJECT_BINARY_DIR}/systemd/hangscope-agent.service]])")
+install(CODE [[
+  string(REGEX REPLACE "/+$" "" _hs_prefix "${CMAKE_INSTALL_PREFIX}")
+  if(NOT IS_ABSOLUTE "${_hs_sysconfdir}") # GNUInstallDirs_get_absolute_install_dir's cases
+    if(_hs_prefix STREQUAL "" OR _hs_prefix STREQUAL "/usr")
+      set(_hs_sysconfdir "/${_hs_sysconfdir}")
+    elseif(_hs_prefix MATCHES "^/opt/" AND NOT _hs_prefix MATCHES "^/opt/homebrew/")
+      set(_hs_sysconfdir "/${_hs_sysconfdir}${_hs_prefix}")
+    else()
+      set(_hs_sysconfdir "${_hs_prefix}/${_hs_sysconfdir}")
+    endif()
+  endif()
+  if(NOT IS_ABSOLUTE "${_hs_bindir}")
+    set(_hs_bindir "${_hs_prefix}/${_hs_bindir}")
+  endif()
+  if(_hs_prefix STREQUAL "/usr")
+    set(_hs_unitdir /lib/systemd/system)
+  else()
+    set(_hs_unitdir "${_hs_prefix}/lib/systemd/system")
+  endif()
+  set(_hs_unit "${_hs_unit_src}")
+  if(NOT _hs_bindir STREQUAL "/usr/bin" OR NOT _hs_sysconfdir STREQUAL "/etc")
+    file(READ "${_hs_unit_src}" _hs_text)
+    string(REPLACE "ExecStart=/usr/bin/hangscope " "ExecStart=${_hs_bindir}/hangscope "
+           _hs_text "${_hs_text}")
+    string(REPLACE "EnvironmentFile=-/etc/default/hangscope-agent"
+           "EnvironmentFile=-${_hs_sysconfdir}/default/hangscope-agent" _hs_text "${_hs_text}")
+    set(_hs_unit "${_hs_rewritten_unit}")
+    file(WRITE "${_hs_unit}" "${_hs_text}")
+  endif()
+  file(INSTALL DESTINATION "${_hs_unitdir}" TYPE FILE FILES "${_hs_unit}")
+  file(INSTALL DESTINATION "${_hs_sysconfdir}/default" TYPE FILE RENAME hangscope-agent
+       FILES "${_hs_default_src}")
+]])
 
 # CPack: `cd build && cpack -G DEB` writes hangscope_<version>_<arch>.deb (the binary stripped)
 # and hangscope-dbgsym_<version>_<arch>.ddeb (its debug information, found by build id).
@@ -74,6 +137,14 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # Graphviz's dot renders the bundle's tree.svg; without it the bundle has tree.dot only.
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS graphviz)
 set(CPACK_DEBIAN_DEBUGINFO_PACKAGE ON)
+# Maintainer scripts (cmake/debian/: the agent's unit kept disabled, cleaned up on purge; see
+# each script) and conffiles (/etc/default/hangscope-agent: an administrator's edits survive
+# upgrades, dpkg asks before replacing them, and only a purge deletes the file). With
+# STRICT_PERMISSION the scripts go into the package 0755 and conffiles 0644 whatever the
+# checkout's modes.
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
+    ${PROJECT_SOURCE_DIR}/cmake/debian/conffiles ${PROJECT_SOURCE_DIR}/cmake/debian/postinst
+    ${PROJECT_SOURCE_DIR}/cmake/debian/prerm ${PROJECT_SOURCE_DIR}/cmake/debian/postrm)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 
 set(CPACK_SOURCE_GENERATOR TGZ)

@@ -3,7 +3,8 @@
 #   1. `cpack -G DEB` with BUILD_DIR's CPack configuration (output in a temporary directory,
 #      nothing written to BUILD_DIR) gives hangscope_<version>_<arch>.deb holding exactly the
 #      layout of docs/install.md (no test executable), with Depends computed by dpkg-shlibdeps,
-#      and hangscope-dbgsym_<version>_<arch>.ddeb with the binary's debug information;
+#      /etc/default/hangscope-agent as its conffile and the maintainer scripts of cmake/debian/
+#      (0755), and hangscope-dbgsym_<version>_<arch>.ddeb with the binary's debug information;
 #   2. a fresh minbase root (`debootstrap --variant=minbase bookworm ROOT MIRROR`, MIRROR being
 #      the Debian mirror this machine's apt uses), with proc mounted and /dev bound;
 #   3. `chroot ROOT apt-get install ./hangscope_*.deb`: apt takes the declared dependencies from
@@ -12,7 +13,21 @@
 #      `hangscope dump --pid` of a `sleep` started in the root names its thread and a libc
 #      frame (clock_nanosleep / nanosleep); the man page, the bash and zsh completions, the
 #      reference rules (each accepted by `hangscope rules check`) and the docs are where
-#      docs/install.md says.
+#      docs/install.md says;
+#   5. the agent's unit: /lib/systemd/system/hangscope-agent.service and the conffile
+#      /etc/default/hangscope-agent are the files of tools/deploy/systemd/, listed by dpkg; the
+#      unit is not enabled (no link in /etc/systemd/system) but deb-systemd-helper recorded the
+#      link enabling would make; no agent runs; `systemd-analyze verify --root=ROOT` accepts the
+#      installed unit (its ExecStart is the installed binary, man:hangscope(1) the installed page);
+#   6. the unit's ExecStart, expanded as systemd would with /etc/default/hangscope-agent (edited
+#      as an administrator would: HANGSCOPE_LISTEN=127.0.0.1:0, HANGSCOPE_AGENT_ARGS naming the
+#      node and a sleep in the root) and a token written as docs/deploy-systemd.md says, run by
+#      hand in the root (systemd is not PID 1 here): a host-side `hangscope diagnose --agents`
+#      with the token gets the node's snapshot of the sleep, one with a wrong token is refused,
+#      and SIGTERM stops the agent with exit 0;
+#   7. `dpkg --remove`: the unit and binary go, the edited conffile and the state stay; then, with
+#      the link `systemctl enable` would make, `dpkg --purge`: no file of the package is left, nor
+#      the link, nor deb-systemd-helper's state; /etc/hangscope/token is kept (cmake/debian/postrm).
 # Cache: the pristine debootstrap root is kept as /var/cache/hangscope-test/bookworm-minbase.tar
 # (HANGSCOPE_TEST_ROOT_CACHE overrides the path) and each run extracts a fresh copy of it. The
 # cache only saves debootstrap's download and unpacking time; a missing cache is rebuilt (and
@@ -44,11 +59,11 @@ fi
 export PATH=$PATH:/usr/sbin:/sbin # debootstrap, chroot: not on every root's PATH
 missing=()
 for tool in cpack dpkg-shlibdeps dpkg-deb file objcopy readelf debootstrap chroot mount umount \
-  wget tar flock; do
+  wget tar flock systemd-analyze; do
   command -v "$tool" >/dev/null || missing+=("$tool")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
-  echo "SKIP: ${missing[*]} not installed (apt-get install dpkg-dev debootstrap file binutils wget)"
+  echo "SKIP: ${missing[*]} not installed (apt-get install dpkg-dev debootstrap file binutils wget systemd)"
   exit 77
 fi
 [ -f "$build_dir/CPackConfig.cmake" ] || {
@@ -191,10 +206,18 @@ step "package contents = the documented layout (no test executable)"
     echo "./usr/share/doc/hangscope/${f##*/}"
   done
   echo ./usr/share/doc/hangscope/copyright
+  echo ./lib/systemd/system/hangscope-agent.service
+  echo ./etc/default/hangscope-agent
 } | sort >"$work/expected.txt"
 dpkg-deb --fsys-tarfile "$deb" | tar -t | grep -v '/$' | sort >"$work/contents.txt"
 diff -u "$work/expected.txt" "$work/contents.txt" || fail "the package's files differ from the layout (- expected, + packaged)"
-echo "  ok: $(wc -l <"$work/contents.txt") files"
+[ "$(dpkg-deb -I "$deb" conffiles)" = /etc/default/hangscope-agent ] ||
+  fail "conffiles is not /etc/default/hangscope-agent: $(dpkg-deb -I "$deb" conffiles 2>&1)"
+control=$(dpkg-deb --ctrl-tarfile "$deb" | tar -tv)
+for script in postinst prerm postrm; do
+  grep -Eq "^-rwxr-xr-x .* \./$script\$" <<<"$control" || fail "no 0755 $script in the control archive: $control"
+done
+echo "  ok: $(wc -l <"$work/contents.txt") files, conffiles, postinst/prerm/postrm 0755"
 
 step "pristine bookworm minbase root (mirror $mirror)"
 mkdir -p "$(dirname "$cache")"
@@ -299,5 +322,158 @@ build_id=$(readelf -n "$root/usr/bin/hangscope" | sed -n 's/.*Build ID: *//p')
 dpkg-deb -c "${ddebs[0]}" | grep -q "usr/lib/debug/.build-id/${build_id:0:2}/${build_id:2}.debug" ||
   fail "the dbgsym package has no debug file for build id $build_id"
 echo "  ok: man page, bash + zsh completions, $rules rules accepted by rules check, docs, dbgsym for $build_id"
+
+unit=/lib/systemd/system/hangscope-agent.service
+defaults=/etc/default/hangscope-agent
+wants_link=/etc/systemd/system/multi-user.target.wants/hangscope-agent.service
+dsh_state=/var/lib/systemd/deb-systemd-helper-enabled/hangscope-agent.service.dsh-also
+agents_in_root() { # pids of the processes running the root's hangscope (one find, no fork per pid)
+  find /proc -mindepth 2 -maxdepth 2 -name exe -lname "$root/usr/bin/hangscope*" 2>/dev/null |
+    cut -d/ -f3 || true
+}
+step "the agent's unit: installed, a conffile, not enabled, not running"
+cmp -s "$root$unit" "$source_dir/tools/deploy/systemd/hangscope-agent.service" ||
+  fail "$unit is not tools/deploy/systemd/hangscope-agent.service"
+cmp -s "$root$defaults" "$source_dir/tools/deploy/systemd/hangscope-agent.default" ||
+  fail "$defaults is not tools/deploy/systemd/hangscope-agent.default"
+in_root dpkg -L hangscope >"$work/dpkg-L.txt"
+grep -qx "$unit" "$work/dpkg-L.txt" || fail "dpkg -L does not list $unit"
+grep -qx "$defaults" "$work/dpkg-L.txt" || fail "dpkg -L does not list $defaults"
+# shellcheck disable=SC2016 # ${...} are dpkg-query's fields
+conffiles=$(in_root dpkg-query -W --showformat='${Conffiles}' hangscope)
+grep -Eq "^ $defaults [0-9a-f]{32}\$" <<<"$conffiles" || fail "dpkg's conffiles of hangscope: '$conffiles'"
+if [ -e "$root$wants_link" ] || [ -L "$root$wants_link" ]; then fail "the unit is enabled: $wants_link"; fi
+enabled=$(find "$root/etc/systemd" -name 'hangscope-agent*' 2>/dev/null || true)
+[ -z "$enabled" ] || fail "hangscope-agent under /etc/systemd: $enabled"
+# update-state in the postinst: the link enabling would make is recorded, so purge removes it.
+grep -qx "$wants_link" "$root$dsh_state" 2>/dev/null || fail "no $wants_link in $dsh_state"
+[ -z "$(agents_in_root)" ] || fail "an agent runs in the root after the install: $(agents_in_root | xargs)"
+[ ! -e "$root/etc/hangscope" ] || fail "the package created /etc/hangscope"
+echo "  ok: $unit and $defaults (conffile) from tools/deploy/systemd, no link in /etc/systemd, state recorded, no agent"
+
+step "systemd-analyze verify --root=ROOT $unit"
+# The minbase root has no systemd, so none of the targets the unit depends on (sysinit.target,
+# network-online.target, ...): they are taken from this machine's systemd, copied into the
+# root (SYSTEMD_UNIT_PATH is read under --root), after the root's own unit directory. Installing
+# systemd in the root instead adds 12 s (12 packages, 7.6 MB).
+units=/run/hangscope-test-units
+mkdir -p "$root$units"
+cp -a /lib/systemd/system/. "$root$units/"
+rm -rf "$root$units"/hangscope-agent*
+man_option=(--man=no)
+command -v man >/dev/null && man_option=(--man=yes) # the installed page, through MANPATH
+if ! MANPATH=$root/usr/share/man SYSTEMD_LOG_LEVEL=notice SYSTEMD_UNIT_PATH=/lib/systemd/system:$units \
+  systemd-analyze verify --root="$root" "${man_option[@]}" "$unit" >"$work/verify.log" 2>&1; then
+  cat "$work/verify.log"
+  fail "systemd-analyze verify --root=ROOT $unit"
+fi
+if [ -s "$work/verify.log" ]; then
+  cat "$work/verify.log"
+  fail "systemd-analyze verify printed warnings"
+fi
+rm -rf "${root:?}$units"
+echo "  ok (${man_option[*]})"
+
+step "the unit's ExecStart by hand in the root, with $defaults and a token"
+# As an administrator would: the token as docs/deploy-systemd.md makes it, the settings edited.
+in_root sh -c 'install -d -m 0700 /etc/hangscope && (umask 077; head -c 32 /dev/urandom | base64 > /etc/hangscope/token)'
+chroot "$root" /bin/sleep 60 &
+sleeper=$!
+for _ in $(seq 50); do sleeping && break; sleep 0.1; done
+sleeping || fail "the sleep in the root did not start"
+sed -i -e 's/^HANGSCOPE_LISTEN=.*/HANGSCOPE_LISTEN=127.0.0.1:0/' \
+  -e "s/^HANGSCOPE_AGENT_ARGS=.*/HANGSCOPE_AGENT_ARGS=--node-name deb-root --pid $sleeper/" "$root$defaults"
+# What systemd runs, as a shell script: the Environment= lines, then the EnvironmentFile read
+# as systemd reads one (not sourced: an unquoted value with spaces, as the file's own examples
+# are written, is one value for systemd and a command for sh), then ExecStart with ${X} as one
+# argument ("${X}") and $X split at whitespace (unquoted, globbing off).
+assignments() { # KEY=VALUE lines on stdin -> sh assignments; # and ; lines are comments
+  local line key value q="'"
+  while IFS= read -r line || [ -n "$line" ]; do
+    case "$line" in '' | '#'* | ';'*) continue ;; esac
+    [[ "$line" =~ ^[[:space:]]*([A-Za-z_][A-Za-z0-9_]*)=[[:space:]]*(.*[^[:space:]])?[[:space:]]*$ ]] ||
+      fail "not KEY=VALUE: $line" >&2
+    key=${BASH_REMATCH[1]} value=${BASH_REMATCH[2]}
+    if [[ "$value" =~ ^\"(.*)\"$ || "$value" =~ ^\'(.*)\'$ ]]; then value=${BASH_REMATCH[1]}; fi
+    printf "export %s='%s'\n" "$key" "${value//$q/$q\\$q$q}"
+  done
+}
+environment_file=$(sed -n 's/^EnvironmentFile=-\{0,1\}//p' "$root$unit")
+[ "$environment_file" = "$defaults" ] || fail "the unit's EnvironmentFile is '$environment_file', not $defaults"
+{
+  sed -n 's/^Environment=//p' "$root$unit" | assignments
+  assignments <"$root$defaults"
+  echo 'set -f'
+  sed -n 's/^ExecStart=/exec /p' "$root$unit" | sed -E 's/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/"${\1}"/g'
+} >"$work/exec-start.sh"
+sed 's/^/  | /' "$work/exec-start.sh"
+# chroot itself in the background (not through in_root, a function run in a subshell), so
+# $! is the agent's pid: chroot, env and sh exec each other. Its output files exist before it
+# starts (the child opens them only after the fork).
+: >"$work/agent.out"
+: >"$work/agent.err"
+chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C.UTF-8 \
+  sh -c "$(cat "$work/exec-start.sh")" >"$work/agent.out" 2>"$work/agent.err" &
+agent=$!
+port=""
+for _ in $(seq 100); do
+  port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' "$work/agent.out")
+  [ -n "$port" ] && break
+  kill -0 "$agent" 2>/dev/null || break
+  sleep 0.1
+done
+[ -n "$port" ] || fail "the agent did not listen: $(cat "$work/agent.out" "$work/agent.err")"
+[ "$(readlink "/proc/$agent/exe")" = "$root/usr/bin/hangscope" ] || fail "the agent is not the root's hangscope"
+echo "  $(head -1 "$work/agent.err")"
+rc=0
+"$binary" diagnose --agents "127.0.0.1:$port" --token-file "$root/etc/hangscope/token" --samples 1 \
+  --quiet -o "$work/diagnose" >"$work/diagnose.out" 2>&1 || rc=$?
+# Exit 1: the node's one process, a sleep, is no rank; the node itself answered.
+[ "$rc" -le 1 ] || fail "diagnose exited $rc: $(cat "$work/diagnose.out")"
+grep -q '"status": "ok"' "$work/diagnose/nodes.json" || fail "the agent did not answer: $(cat "$work/diagnose/nodes.json")"
+snapshot=$work/diagnose/snapshots/deb-root.json
+[ -f "$snapshot" ] || fail "no snapshot of node deb-root (HANGSCOPE_AGENT_ARGS not applied?): $(ls "$work/diagnose/snapshots")"
+grep -q "\"pid\": $sleeper," "$snapshot" || fail "the snapshot has no process $sleeper"
+grep -q '"clock_nanosleep"' "$snapshot" || fail "the snapshot has no clock_nanosleep frame"
+echo wrong-token >"$work/wrong-token"
+"$binary" diagnose --agents "127.0.0.1:$port" --token-file "$work/wrong-token" --samples 1 --quiet \
+  -o "$work/diagnose-wrong" >/dev/null 2>&1 || true
+grep -q '"status": "refused"' "$work/diagnose-wrong/nodes.json" || fail "a wrong token was not refused"
+kill -TERM "$agent"
+rc=0
+wait "$agent" || rc=$?
+[ "$rc" -eq 0 ] || fail "the agent exited $rc on SIGTERM: $(tail -3 "$work/agent.err")"
+{ kill -9 "$sleeper" && wait "$sleeper"; } 2>/dev/null || true
+[ -z "$(agents_in_root)" ] || fail "an agent still runs: $(agents_in_root | xargs)"
+echo "  ok: port $port, the sleep's stack through the token, a wrong token refused, SIGTERM -> exit 0"
+
+step "dpkg --remove hangscope, then dpkg --purge hangscope"
+run_logged "$work/dpkg-remove.log" in_root dpkg --remove hangscope
+# shellcheck disable=SC2016 # ${Status} is dpkg-query's field
+status=$(in_root dpkg-query -W --showformat='${Status}' hangscope)
+[ "$status" = "deinstall ok config-files" ] || fail "after dpkg --remove: $status"
+for f in /usr/bin/hangscope "$unit"; do [ ! -e "$root$f" ] || fail "$f left after dpkg --remove"; done
+grep -q '^HANGSCOPE_LISTEN=127.0.0.1:0$' "$root$defaults" || fail "the edited $defaults did not survive dpkg --remove"
+[ -f "$root$dsh_state" ] || fail "$dsh_state removed before the purge"
+# What `systemctl enable hangscope-agent` would have made (there is no systemctl in the root).
+mkdir -p "$(dirname "$root$wants_link")"
+ln -s "$unit" "$root$wants_link"
+run_logged "$work/dpkg-purge.log" in_root dpkg --purge hangscope
+if in_root dpkg-query -W hangscope >/dev/null 2>&1; then fail "dpkg still knows hangscope after the purge"; fi
+left=()
+while read -r f; do
+  # A directory left is one other packages share (/usr/bin, /etc/default, ...).
+  if { [ -e "$root$f" ] || [ -L "$root$f" ]; } && [ ! -d "$root$f" ]; then left+=("$f"); fi
+done <"$work/dpkg-L.txt"
+for f in /usr/share/hangscope /usr/share/doc/hangscope "$wants_link"; do
+  if [ -e "$root$f" ] || [ -L "$root$f" ]; then left+=("$f"); fi
+done
+[ "${#left[@]}" -eq 0 ] || fail "left after the purge: ${left[*]}"
+# (The root's other packages keep theirs: apt-daily.timer, e2scrub_all.timer, ...)
+state=$({ find "$root"/var/lib/systemd -path '*/deb-systemd-*' -name 'hangscope-agent*' 2>/dev/null || true; } |
+  sed "s#^$root##")
+[ -z "$state" ] || fail "deb-systemd-helper state left after the purge: $state"
+[ -s "$root/etc/hangscope/token" ] || fail "the purge removed the administrator's /etc/hangscope/token"
+echo "  ok: remove kept the edited conffile and the state; purge left nothing of $(wc -l <"$work/dpkg-L.txt") paths, the link or the state; the token kept"
 step_end
 echo "PASS"
