@@ -5,6 +5,8 @@
 # each fuzz target links with -fsanitize=fuzzer (libFuzzer's main). Needs clang and the
 # libclang_rt.fuzzer runtime (Debian 12: clang, libclang-rt-14-dev; tools/install-deps.sh).
 # Build with tools/fuzz/run.sh, or: CC=clang CXX=clang++ cmake -B build-fuzz -DHANGSCOPE_FUZZ=ON.
+# The test suite builds with it too: tools/run-tests.sh's build-asan/ is this configuration
+# (Debug), and runs the unit and integration tiers on it before the fuzz tier.
 option(HANGSCOPE_FUZZ "Build the libFuzzer targets (tests/fuzz; needs clang)" OFF)
 
 if(HANGSCOPE_FUZZ)
