@@ -6,8 +6,9 @@
 #   build-asan/   clang, Debug, AddressSanitizer + UndefinedBehaviorSanitizer + libFuzzer
 #                 coverage: the unit and integration tiers, then the fuzz tier, from one build;
 #   build-tsan/   GCC, Release (-O3), ThreadSanitizer: the unit and integration tiers.
-# The two sanitizer builds compile in the background, at idle priority, while build/'s tiers
-# run. Each phase prints its time; the summary at the end is the breakdown docs/testing.md quotes.
+# The two sanitizer builds are unity builds (CMAKE_UNITY_BUILD: 8 sources a translation unit,
+# a third of the compile time; build/ stays one source a unit, so each stays self-contained) and
+# compile in the background, at idle priority, while build/'s tiers run. Each phase prints its time; the summary at the end is the breakdown docs/testing.md quotes.
 #
 #   tools/run-tests.sh           everything (CI runs this)
 #   tools/run-tests.sh --quick   the inner loop: build/ only, unit + integration tiers
@@ -97,7 +98,7 @@ compile_sanitizer_builds() {
     # instrumentation; the fuzz targets link libFuzzer's main. Debug (-O0): cheapest to compile.
     t=$SECONDS
     CC=clang CXX=clang++ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DHANGSCOPE_FUZZ=ON \
-      -DHANGSCOPE_WERROR=ON >/dev/null
+      -DCMAKE_UNITY_BUILD=ON -DHANGSCOPE_WERROR=ON >/dev/null
     "${idle[@]}" nice -n 19 cmake --build build-asan -j "$jobs" --target "${asan_targets[@]}"
     printf '%5d s  %s\n' $((SECONDS - t)) \
       "build-asan/ (clang Debug, ASan + UBSan + libFuzzer): compile, in the background" \
@@ -108,7 +109,7 @@ compile_sanitizer_builds() {
     # -O3-only warnings (-Wrestrict, ...) as errors.
     t=$SECONDS
     cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Release -DHANGSCOPE_TSAN=ON \
-      -DHANGSCOPE_WERROR=ON >/dev/null
+      -DCMAKE_UNITY_BUILD=ON -DHANGSCOPE_WERROR=ON >/dev/null
     "${idle[@]}" nice -n 19 cmake --build build-tsan -j "$jobs" --target unit_tests integration_tests
     printf '%5d s  %s\n' $((SECONDS - t)) "build-tsan/ (GCC Release -O3, TSan): compile, in the background" \
       >>"$background_times"

@@ -82,7 +82,7 @@ CacheFile read_cache_file(const std::string& root, const std::string& path) {
   return file;
 }
 
-std::string join(const std::set<int>& values) {
+std::string join_ranks(const std::set<int>& values) {
   std::string out;
   for (int v : values) out += (out.empty() ? "" : ",") + std::to_string(v);
   return out;
@@ -96,8 +96,8 @@ std::string CacheFile::describe() const {
   out += ", mtime " + std::to_string(mtime_unix);
   if (!error.empty()) return out + ", " + error;
   out += ", " + std::to_string(entries) + " entries";
-  if (!tp_ranks.empty()) out += ", keys for tp_rank " + join(tp_ranks);
-  if (!ep_ranks.empty()) out += ", ep_rank " + join(ep_ranks);
+  if (!tp_ranks.empty()) out += ", keys for tp_rank " + join_ranks(tp_ranks);
+  if (!ep_ranks.empty()) out += ", ep_rank " + join_ranks(ep_ranks);
   return out;
 }
 

@@ -16,8 +16,8 @@
 namespace hangscope {
 namespace {
 
-constexpr const char* kPython = "/usr/bin/python3";
-const std::string kScript = HANGSCOPE_SOURCE_DIR "/tools/repro/gloo_barrier_hang.py";
+constexpr const char* kScenarioPython = "/usr/bin/python3";
+const std::string kScenarioScript = HANGSCOPE_SOURCE_DIR "/tools/repro/gloo_barrier_hang.py";
 
 struct GenericScenario {
   std::string scenario;
@@ -42,7 +42,7 @@ std::vector<int> ints(const nlohmann::json& list) {
 
 TEST_P(GenericScenarios, DiagnoseNamesTheRuleAndTheRanks) {
   const auto& s = GetParam();
-  if (::access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " missing (tools/install-deps.sh)";
+  if (::access(kScenarioPython, X_OK) != 0) GTEST_SKIP() << kScenarioPython << " missing (tools/install-deps.sh)";
   if (s.scenario == "shm-broadcast-skip" && ::geteuid() != 0) {
     GTEST_SKIP() << "shm-broadcast-skip mounts a full /dev/shm: needs root";
   }
@@ -50,7 +50,7 @@ TEST_P(GenericScenarios, DiagnoseNamesTheRuleAndTheRanks) {
   const auto cache_root = testing::temp_path("generic-vllm-cache");
   testing::run_command("mkdir -p " + cache_root);
   testing::TargetProcess job(
-      {kPython, kScript, "--scenario", s.scenario, "--world-size", std::to_string(s.world_size),
+      {kScenarioPython, kScenarioScript, "--scenario", s.scenario, "--world-size", std::to_string(s.world_size),
        "--diverged-rank", std::to_string(s.diverged_rank), "--timeout", "600"},
       {{"VLLM_CACHE_ROOT", cache_root}});
   // The ring's writer names its /dev/shm segment first; the test removes it after the kill.

@@ -16,8 +16,8 @@
 namespace hangscope {
 namespace {
 
-constexpr const char* kPython = "/usr/bin/python3";
-const std::string kScript = HANGSCOPE_SOURCE_DIR "/tests/fixtures/python/process_groups.py";
+constexpr const char* kGroupsPython = "/usr/bin/python3";
+const std::string kGroupsScript = HANGSCOPE_SOURCE_DIR "/tests/fixtures/python/process_groups.py";
 constexpr int kWorld = 4;
 
 struct Ready {
@@ -58,9 +58,9 @@ std::optional<std::string> local_of(const capture::ProcessDump& dump, const std:
 class ProcessGroups : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ProcessGroups, RankGroupsAndSequencesComeFromMemory) {
-  if (::access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " missing (tools/install-deps.sh)";
+  if (::access(kGroupsPython, X_OK) != 0) GTEST_SKIP() << kGroupsPython << " missing (tools/install-deps.sh)";
   const int port = GetParam() == "torch-2" ? 29533 : 29532;
-  testing::TargetProcess job({kPython, kScript, "--world-size", std::to_string(kWorld), "--port",
+  testing::TargetProcess job({kGroupsPython, kGroupsScript, "--world-size", std::to_string(kWorld), "--port",
                               std::to_string(port), "--layout", GetParam()});
   std::map<int, Ready> ready;
   for (int r = 0; r < kWorld; ++r) {
