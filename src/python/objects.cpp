@@ -5,6 +5,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <span>
 
 namespace hangscope::python {
 
@@ -45,10 +46,10 @@ std::optional<std::uint64_t> ObjectReader::pointer_at(std::uint64_t address) {
 
 std::optional<std::string> ObjectReader::type_name(std::uint64_t object) {
   if (!plausible(object)) return std::nullopt;
-  const auto type = pointer_at(object + layout_.object_type);
+  const auto type = read_field(object, layout_.object_type);
   if (!type || !plausible(*type)) return std::nullopt;
   if (const auto it = type_names_.find(*type); it != type_names_.end()) return it->second;
-  const auto name_ptr = pointer_at(*type + layout_.type_name);
+  const auto name_ptr = read_field(*type, layout_.type_name);
   if (!name_ptr || *name_ptr == 0) return std::nullopt;
   char buffer[128] = {};
   const std::size_t n = memory_.read(*name_ptr, buffer, sizeof buffer - 1);
@@ -59,37 +60,34 @@ std::optional<std::string> ObjectReader::type_name(std::uint64_t object) {
 }
 
 std::optional<std::int64_t> ObjectReader::var_size(std::uint64_t object) {
-  std::int64_t size = 0;
-  if (!read(object + layout_.var_size, &size, sizeof size) || size < 0) return std::nullopt;
+  const auto size = read_field(object, layout_.var_size);
+  if (!size || *size < 0) return std::nullopt;
   return size;
 }
 
 std::optional<std::uint64_t> ObjectReader::tuple_item(std::uint64_t tuple, std::int64_t index) {
-  return pointer_at(tuple + layout_.tuple_items + static_cast<std::uint64_t>(index) * 8);
+  return pointer_at(layout_.tuple_items.item(tuple, static_cast<std::uint64_t>(index)));
 }
 
 std::optional<std::string> ObjectReader::string(std::uint64_t object, std::size_t max_chars) {
   // The type is checked first: a damaged pointer to another object is not read as text.
   if (!plausible(object) || type_name(object) != "str") return std::nullopt;
-  std::int64_t length = 0;
-  std::uint32_t state = 0;
-  if (!read(object + layout_.unicode_length, &length, sizeof length) ||
-      !read(object + layout_.unicode_state, &state, sizeof state) || length < 0) {
-    return std::nullopt;
-  }
-  const unsigned kind = (state >> 2) & 7u;
-  const bool compact = (state >> 5) & 1u;
-  const bool ascii = (state >> 6) & 1u;
+  const auto length = read_field(object, layout_.unicode_length);
+  const auto state = read_field(object, layout_.unicode_state);
+  if (!length || !state || *length < 0) return std::nullopt;
+  const UnicodeStateBits& bits = layout_.unicode_state_bits;
+  const unsigned kind = bits.kind(*state);
   if (kind != 1 && kind != 2 && kind != 4) return std::nullopt;  // legacy, not-ready string
   std::uint64_t data = 0;
-  if (compact) {
-    data = object + (ascii ? layout_.unicode_ascii_data : layout_.unicode_compact_data);
+  if (bits.compact(*state)) {
+    data =
+        object + (bits.ascii(*state) ? layout_.unicode_ascii_data : layout_.unicode_compact_data);
   } else {
-    const auto pointer = pointer_at(object + layout_.unicode_legacy_data);
+    const auto pointer = read_field(object, layout_.unicode_legacy_data);
     if (!pointer) return std::nullopt;
     data = *pointer;
   }
-  const std::size_t count = std::min<std::size_t>(static_cast<std::size_t>(length), max_chars);
+  const std::size_t count = std::min<std::size_t>(static_cast<std::size_t>(*length), max_chars);
   std::vector<std::uint8_t> raw(count * kind);
   if (!raw.empty() && !read(data, raw.data(), raw.size())) return std::nullopt;
   std::string out;
@@ -99,7 +97,7 @@ std::optional<std::string> ObjectReader::string(std::uint64_t object, std::size_
     std::memcpy(&cp, raw.data() + i * kind, kind);  // little-endian
     append_utf8(out, cp);
   }
-  if (count < static_cast<std::size_t>(length)) out += "…";
+  if (count < static_cast<std::size_t>(*length)) out += "…";
   return out;
 }
 
@@ -109,30 +107,27 @@ std::optional<std::size_t> ObjectReader::ascii_key_index(
   std::size_t longest = 0;
   for (const auto c : candidates) longest = std::max(longest, c.size());
   const std::uint64_t header = layout_.unicode_ascii_data;
-  if (!plausible(object) || header == 0 || longest > kMaxKey || header < layout_.unicode_state + 4 ||
-      header < layout_.unicode_length + 8 || header < layout_.object_type + 8) {
-    return std::nullopt;
-  }
+  if (!plausible(object) || header == 0 || header > 256 || longest > kMaxKey) return std::nullopt;
   std::uint8_t raw[256 + kMaxKey] = {};
-  if (header > 256) return std::nullopt;
   // A prefix is enough: a key shorter than the longest candidate may end before a mapping does.
   const std::size_t got = memory_.read(object, raw, header + longest);
   if (got < header) return std::nullopt;
-  std::uint64_t type = 0;
-  std::int64_t length = 0;
-  std::uint32_t state = 0;
-  std::memcpy(&type, raw + layout_.object_type, sizeof type);
-  std::memcpy(&length, raw + layout_.unicode_length, sizeof length);
-  std::memcpy(&state, raw + layout_.unicode_state, sizeof state);
-  const bool compact_ascii = ((state >> 2) & 7u) == 1 && ((state >> 5) & 1u) && ((state >> 6) & 1u);
-  if (!compact_ascii || length <= 0 || static_cast<std::size_t>(length) > longest ||
-      got < header + static_cast<std::size_t>(length)) {
+  // The fields are in the header (not in the text after it).
+  const std::span<const std::uint8_t> head(raw, header);
+  const auto type = memory::field_in(head, layout_.object_type);
+  const auto length = memory::field_in(head, layout_.unicode_length);
+  const auto state = memory::field_in(head, layout_.unicode_state);
+  if (!type || !length || !state) return std::nullopt;
+  const UnicodeStateBits& bits = layout_.unicode_state_bits;
+  const bool compact_ascii = bits.kind(*state) == 1 && bits.compact(*state) && bits.ascii(*state);
+  if (!compact_ascii || *length <= 0 || static_cast<std::size_t>(*length) > longest ||
+      got < header + static_cast<std::size_t>(*length)) {
     return std::nullopt;
   }
-  if (str_type_ ? type != *str_type_ : type_name(object) != "str") return std::nullopt;
-  str_type_ = type;
+  if (str_type_ ? *type != *str_type_ : type_name(object) != "str") return std::nullopt;
+  str_type_ = *type;
   const std::string_view text(reinterpret_cast<const char*>(raw + header),
-                              static_cast<std::size_t>(length));
+                              static_cast<std::size_t>(*length));
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     if (candidates[i] == text) return i;
   }
@@ -144,30 +139,36 @@ std::optional<std::string> ObjectReader::bytes(std::uint64_t object, std::size_t
   const auto size = var_size(object);
   if (!size) return std::nullopt;
   std::string out(std::min<std::size_t>(static_cast<std::size_t>(*size), max_bytes), '\0');
-  if (!out.empty() && !read(object + layout_.bytes_data, out.data(), out.size())) {
+  if (!out.empty() && !read(layout_.bytes_data.in(object), out.data(), out.size())) {
     return std::nullopt;
   }
   return out;
 }
 
 std::optional<std::string> ObjectReader::int_repr(std::uint64_t object) {
-  std::int64_t tag = 0;
-  if (!read(object + layout_.var_size, &tag, sizeof tag)) return std::nullopt;
+  const auto size_or_tag = read_field(object, layout_.var_size);
+  if (!size_or_tag) return std::nullopt;
+  const std::int64_t tag = *size_or_tag;
   std::uint64_t digits = 0;
   bool negative = false;
-  if (layout_.long_has_tag) {
-    const auto bits = static_cast<std::uint64_t>(tag);
-    digits = bits >> 3;
-    negative = (bits & 3) == 2;
-    if ((bits & 3) == 1) return "0";
-  } else {
-    negative = tag < 0;
-    digits = static_cast<std::uint64_t>(negative ? -tag : tag);
+  switch (layout_.long_format) {
+    case LongFormat::kTagged: {
+      const auto bits = static_cast<std::uint64_t>(tag);
+      digits = bits >> 3;
+      negative = (bits & 3) == 2;
+      if ((bits & 3) == 1) return "0";
+      break;
+    }
+    case LongFormat::kSignedSize:
+      negative = tag < 0;
+      digits = static_cast<std::uint64_t>(negative ? -tag : tag);
+      break;
   }
   if (digits == 0) return "0";
   if (digits > 2) return std::string("<int with ") + std::to_string(digits * 30) + " bits>";
   std::uint32_t d[2] = {0, 0};
-  if (!read(object + layout_.long_digits, d, digits * 4)) return std::nullopt;
+  static_assert(sizeof d[0] == sizeof(decltype(Layout::long_digits)::type));
+  if (!read(layout_.long_digits.in(object), d, digits * sizeof d[0])) return std::nullopt;
   const std::uint64_t value = d[0] | (static_cast<std::uint64_t>(d[1]) << 30);
   return (negative ? "-" : "") + std::to_string(value);
 }
@@ -181,31 +182,40 @@ std::optional<std::uint64_t> ObjectReader::int_value(std::uint64_t object) {
 std::vector<std::pair<std::uint64_t, std::uint64_t>> ObjectReader::keys_entries(
     std::uint64_t keys, std::uint64_t values, std::size_t max_items) {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> items;
-  std::uint64_t entries = 0, count = 0, entry_size = 24, key_at = 8, value_at = 16;
-  if (layout_.dict_keys_310) {
-    // {dk_refcnt, dk_size, dk_lookup, dk_usable, dk_nentries, dk_indices[]}
-    std::int64_t header[5];
-    if (!read(keys, header, sizeof header) || header[1] <= 0 || header[1] > (1 << 26)) return items;
-    const auto size = static_cast<std::uint64_t>(header[1]);
-    const std::uint64_t width = size <= 0xff ? 1 : size <= 0xffff ? 2 : size <= 0xffffffff ? 4 : 8;
-    entries = keys + 40 + size * width;
-    count = static_cast<std::uint64_t>(header[4]);
-  } else {
-    // {dk_refcnt, u8 log2_size, u8 log2_index_bytes, u8 kind, u32 version, dk_usable, dk_nentries}
-    std::uint8_t shape[3];
-    std::int64_t nentries = 0;
-    if (!read(keys + 8, shape, sizeof shape) || !read(keys + 24, &nentries, sizeof nentries) ||
-        shape[1] > 40 || nentries < 0) {
-      return items;
+  // The header, everything before dk_indices, in one read.
+  std::uint8_t raw_header[64];
+  const std::uint64_t header_size = layout_.keys_indices.offset;
+  if (header_size > sizeof raw_header || !read(keys, raw_header, header_size)) return items;
+  const std::span<const std::uint8_t> header(raw_header, header_size);
+  const auto nentries = memory::field_in(header, layout_.keys_nentries);
+  if (!nentries || *nentries < 0) return items;
+  std::uint64_t entries = 0;
+  std::uint64_t entry_size = layout_.key_entry_size;
+  std::uint64_t key_at = layout_.key_entry_key.offset;
+  std::uint64_t value_at = layout_.key_entry_value.offset;
+  switch (layout_.dict_keys_format) {
+    case DictKeysFormat::k310: {
+      const auto size = memory::field_in(header, *layout_.keys_size);
+      if (!size || *size <= 0 || *size > (1 << 26)) return items;
+      const auto n = static_cast<std::uint64_t>(*size);
+      const std::uint64_t width = n <= 0xff ? 1 : n <= 0xffff ? 2 : n <= 0xffffffff ? 4 : 8;
+      entries = layout_.keys_indices.in(keys) + n * width;
+      break;
     }
-    entries = keys + 32 + (std::uint64_t{1} << shape[1]);
-    count = static_cast<std::uint64_t>(nentries);
-    if (shape[2] != 0) {  // unicode keys: {key, value}
-      entry_size = 16;
-      key_at = 0;
-      value_at = 8;
+    case DictKeysFormat::k311: {
+      const auto index_bytes = memory::field_in(header, *layout_.keys_log2_index_bytes);
+      const auto kind = memory::field_in(header, *layout_.keys_kind);
+      if (!index_bytes || !kind || *index_bytes > 40) return items;
+      entries = layout_.keys_indices.in(keys) + (std::uint64_t{1} << *index_bytes);
+      if (*kind != 0) {  // unicode keys: {key, value}
+        entry_size = layout_.unicode_entry_size;
+        key_at = layout_.unicode_entry_key.offset;
+        value_at = layout_.unicode_entry_value.offset;
+      }
+      break;
     }
   }
+  std::uint64_t count = static_cast<std::uint64_t>(*nentries);
   count = std::min<std::uint64_t>(count, max_items);
   std::vector<std::uint64_t> raw(count * entry_size / 8);
   if (raw.empty() || !read(entries, raw.data(), raw.size() * 8)) return items;
@@ -213,7 +223,7 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> ObjectReader::keys_entries(
     const std::uint64_t key = raw[(i * entry_size + key_at) / 8];
     std::uint64_t value = raw[(i * entry_size + value_at) / 8];
     if (values != 0) {
-      value = pointer_at(values + layout_.dict_values_items + i * 8).value_or(0);
+      value = pointer_at(layout_.dict_values_items.item(values, i)).value_or(0);
     }
     if (key != 0 && value != 0) items.emplace_back(key, value);
   }
@@ -222,8 +232,8 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> ObjectReader::keys_entries(
 
 std::vector<std::pair<std::uint64_t, std::uint64_t>> ObjectReader::dict_items(
     std::uint64_t dict, std::size_t max_items) {
-  const auto keys = pointer_at(dict + layout_.dict_keys);
-  const auto values = pointer_at(dict + layout_.dict_values);
+  const auto keys = read_field(dict, layout_.dict_keys);
+  const auto values = read_field(dict, layout_.dict_values);
   if (!keys || !plausible(*keys)) return {};
   return keys_entries(*keys, values.value_or(0), max_items);
 }
@@ -236,13 +246,12 @@ std::optional<std::uint64_t> ObjectReader::dict_get(std::uint64_t dict, std::str
 }
 
 std::optional<std::uint64_t> ObjectReader::attribute(std::uint64_t object, std::string_view name) {
-  const auto type = pointer_at(object + layout_.object_type);
+  const auto type = read_field(object, layout_.object_type);
   if (!type || !plausible(*type)) return std::nullopt;
-  std::uint64_t flags = 0;
-  read(*type + layout_.type_flags, &flags, sizeof flags);
+  const std::uint64_t flags = read_field(*type, layout_.type_flags).value_or(0);
   constexpr std::uint64_t kManagedDict = 1u << 4, kInlineValues = 1u << 2;
   const auto from_values = [&](std::uint64_t values) -> std::optional<std::uint64_t> {
-    const auto keys = pointer_at(*type + layout_.heap_type_cached_keys);
+    const auto keys = read_field(*type, layout_.heap_type_cached_keys);
     if (!keys || !plausible(*keys)) return std::nullopt;
     for (const auto& [k, v] : keys_entries(*keys, values, 256)) {
       if (string(k, name.size() + 1) == name) return v;
@@ -252,10 +261,8 @@ std::optional<std::uint64_t> ObjectReader::attribute(std::uint64_t object, std::
   std::optional<std::uint64_t> dict;
   switch (layout_.managed_dict) {
     case Layout::ManagedDict::kNone: {
-      std::int64_t offset = 0;
-      if (read(*type + layout_.type_dictoffset, &offset, sizeof offset) && offset > 0) {
-        dict = pointer_at(object + static_cast<std::uint64_t>(offset));
-      }
+      const auto offset = read_field(*type, layout_.type_dictoffset);
+      if (offset && *offset > 0) dict = pointer_at(object + static_cast<std::uint64_t>(*offset));
       break;
     }
     case Layout::ManagedDict::kValuesAtMinus4:
@@ -278,14 +285,11 @@ std::optional<std::uint64_t> ObjectReader::attribute(std::uint64_t object, std::
       if (!(flags & kManagedDict)) return std::nullopt;
       dict = pointer_at(object - 24);
       if ((!dict || *dict == 0) && (flags & kInlineValues)) {
-        std::int64_t basic_size = 0;
-        std::uint8_t valid = 0;
-        if (!read(*type + layout_.type_basicsize, &basic_size, sizeof basic_size) ||
-            basic_size <= 0) {
-          return std::nullopt;
-        }
-        const std::uint64_t values = object + static_cast<std::uint64_t>(basic_size);
-        if (!read(values + 3, &valid, 1) || !valid) return std::nullopt;
+        const auto basic_size = read_field(*type, layout_.type_basicsize);
+        if (!basic_size || *basic_size <= 0) return std::nullopt;
+        const std::uint64_t values = object + static_cast<std::uint64_t>(*basic_size);
+        const auto valid = read_field(values, *layout_.dict_values_valid);
+        if (!valid || !*valid) return std::nullopt;
         return from_values(values);
       }
       break;
@@ -298,7 +302,7 @@ std::optional<std::uint64_t> ObjectReader::attribute(std::uint64_t object, std::
 std::optional<std::uint64_t> ObjectReader::class_attribute(std::uint64_t type,
                                                            std::string_view name) {
   if (!plausible(type)) return std::nullopt;
-  const auto dict = pointer_at(type + layout_.type_dict);
+  const auto dict = read_field(type, layout_.type_dict);
   if (!dict || !plausible(*dict) || type_name(*dict) != "dict") return std::nullopt;
   return dict_get(*dict, name);
 }
@@ -309,12 +313,12 @@ std::optional<std::vector<std::uint64_t>> ObjectReader::sequence_items(std::uint
   if (type != "list" && type != "tuple") return std::nullopt;
   const auto size = var_size(object);
   if (!size) return std::nullopt;
-  const auto items = *type == "tuple" ? std::optional<std::uint64_t>(object + layout_.tuple_items)
-                                      : pointer_at(object + layout_.list_items);
+  const auto items = *type == "tuple" ? std::optional<std::uint64_t>(layout_.tuple_items.in(object))
+                                      : read_field(object, layout_.list_items);
   if (!items) return std::nullopt;
   const auto count = std::min<std::uint64_t>(static_cast<std::uint64_t>(*size), max_items);
-  std::vector<std::uint64_t> out(count);
-  if (count > 0 && !read(*items, out.data(), count * 8)) return std::nullopt;
+  std::vector<RemoteAddress> out(count);
+  if (count > 0 && !read(*items, out.data(), count * sizeof(RemoteAddress))) return std::nullopt;
   return out;
 }
 
@@ -346,10 +350,10 @@ std::string ObjectReader::repr(std::uint64_t object, int depth) {
   }
   if (*type == "int") return int_repr(object).value_or("<int>");
   if (*type == "float") {
-    double value = 0;
-    if (!read(object + layout_.float_value, &value, sizeof value)) return "<float>";
+    const auto value = read_field(object, layout_.float_value);
+    if (!value) return "<float>";
     char buffer[64];
-    std::snprintf(buffer, sizeof buffer, "%.17g", value);
+    std::snprintf(buffer, sizeof buffer, "%.17g", *value);
     return buffer;
   }
   if (*type == "str") {
@@ -376,14 +380,14 @@ std::string ObjectReader::repr(std::uint64_t object, int depth) {
     if (!size) return "<" + *type + ">";
     const bool tuple = *type == "tuple";
     std::optional<std::uint64_t> items =
-        tuple ? std::optional<std::uint64_t>(object + layout_.tuple_items)
-              : pointer_at(object + layout_.list_items);
+        tuple ? std::optional<std::uint64_t>(layout_.tuple_items.in(object))
+              : read_field(object, layout_.list_items);
     if (!items) return "<" + *type + ">";
     std::string out = tuple ? "(" : "[";
     const std::int64_t shown = std::min<std::int64_t>(*size, 8);
     for (std::int64_t i = 0; i < shown; ++i) {
       if (i) out += ", ";
-      const auto item = pointer_at(*items + static_cast<std::uint64_t>(i) * 8);
+      const auto item = pointer_at(*items + static_cast<std::uint64_t>(i) * sizeof(RemoteAddress));
       out += item ? repr(*item, depth - 1) : "<unreadable>";
     }
     if (*size > shown) out += ", …";

@@ -20,6 +20,8 @@ constexpr std::size_t kTorch113RankOffset = 24;
 constexpr std::size_t kTorch113SequenceFlag = 40;
 constexpr std::size_t kTorch113Sequence = 48;
 constexpr std::size_t kNativeBytes = 256;  // of the C++ object searched for rank and size
+// pybind11's `struct instance`: PyObject_HEAD, then the value pointer (or values-and-holders).
+constexpr memory::FieldOffset<memory::RemoteAddress> kPybindValue{16};
 
 // A wrapper's module-level groups and the parallel dimension each one is.
 struct WrapperGlobal {
@@ -81,9 +83,9 @@ const std::vector<std::string_view> kModules = {
 std::optional<std::uint64_t> ProcessGroupReader::module_globals(std::string_view module) {
   if (!modules_) {
     modules_.emplace();
-    const auto interp = objects_.pointer_at(runtime_ + layout_.runtime_interpreters_head);
+    const auto interp = objects_.read_field(runtime_, layout_.runtime_interpreters_head);
     const auto dict = interp && objects_.plausible(*interp)
-                          ? objects_.pointer_at(*interp + layout_.interp_modules)
+                          ? objects_.read_field(*interp, layout_.interp_modules)
                           : std::nullopt;
     if (dict && objects_.plausible(*dict)) {
       for (const auto& [key, value] : objects_.dict_items(*dict, 1 << 16)) {
@@ -95,7 +97,7 @@ std::optional<std::uint64_t> ProcessGroupReader::module_globals(std::string_view
   }
   const auto found = modules_->find(std::string(module));
   if (found == modules_->end() || !objects_.plausible(found->second)) return std::nullopt;
-  const auto globals = objects_.pointer_at(found->second + layout_.module_dict);
+  const auto globals = objects_.read_field(found->second, layout_.module_dict);
   if (!globals || !objects_.plausible(*globals)) return std::nullopt;
   return globals;
 }
@@ -189,7 +191,7 @@ void ProcessGroupReader::read_native_groups(capture::DistributedState& state) {
     // pybind11's `instance`: the value pointer follows PyObject_HEAD (simple layout); with
     // several registered bases it points to the values-and-holders array instead.
     for (bool indirect : {false, true}) {
-      auto value = objects_.pointer_at(g.address + 16);
+      auto value = objects_.read_field(g.address, kPybindValue);
       if (indirect && value && objects_.plausible(*value)) value = objects_.pointer_at(*value);
       if (!value || !objects_.plausible(*value)) continue;
       Native native{&g, {}};

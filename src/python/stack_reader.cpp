@@ -12,17 +12,13 @@
 namespace hangscope::python {
 namespace {
 
-// The T at `offset` of a copied header, or T{} when it lies outside (offsets come from the
-// target's _Py_DebugOffsets: `offset + sizeof(T)` may wrap around).
+// A field of a copied frame or code object header, or T{} when it lies outside the copy.
 template <typename T>
-T field(const std::vector<std::uint8_t>& bytes, std::uint64_t offset) {
-  T value{};
-  if (offset <= bytes.size() && sizeof(T) <= bytes.size() - offset) {
-    std::memcpy(&value, bytes.data() + offset, sizeof(T));
-  }
-  return value;
+T field(const std::vector<std::uint8_t>& bytes, memory::FieldOffset<T> offset) {
+  return memory::field_in(std::span<const std::uint8_t>(bytes), offset).value_or(T{});
 }
 
+constexpr std::uint64_t kCodeUnit = 2;      // sizeof(_Py_CODEUNIT)
 constexpr std::uint8_t kFastHidden = 0x10;  // CO_FAST_HIDDEN (3.12+): comprehension temporaries
 constexpr std::uint8_t kFastCell = 0x40;
 constexpr std::uint8_t kFastFree = 0x80;
@@ -30,7 +26,7 @@ constexpr std::uint8_t kFastFree = 0x80;
 }  // namespace
 
 std::vector<PyThread> StackReader::read_threads() {
-  const auto interp = objects_.pointer_at(runtime_ + layout_.runtime_interpreters_head);
+  const auto interp = objects_.read_field(runtime_, layout_.runtime_interpreters_head);
   if (!interp || *interp == 0) {
     throw Error("the Python interpreter is not initialised (or is shutting down)");
   }
@@ -41,50 +37,49 @@ std::vector<PyThread> StackReader::read_threads() {
   const auto names = thread_names(*interp);
   std::vector<PyThread> threads;
   std::set<std::uint64_t> seen;
-  auto tstate = objects_.pointer_at(*interp + layout_.interp_threads_head);
+  auto tstate = objects_.read_field(*interp, layout_.interp_threads_head);
   while (tstate && *tstate != 0 && threads.size() < options_.max_threads) {
     if (!objects_.plausible(*tstate) || !seen.insert(*tstate).second) break;
     PyThread thread;
     thread.tstate = *tstate;
-    objects_.read(*tstate + layout_.tstate_thread_id, &thread.thread_id, sizeof thread.thread_id);
-    if (layout_.tstate_native_thread_id) {
-      std::int64_t native = 0;
-      if (objects_.read(*tstate + *layout_.tstate_native_thread_id, &native, sizeof native) &&
-          native > 0) {
-        thread.native_thread_id = native;
+    thread.thread_id = objects_.read_field(*tstate, layout_.tstate_thread_id).value_or(0);
+    if (layout_.tstate_native_thread_id) {  // 3.10 has none
+      const auto native = objects_.read_field(*tstate, *layout_.tstate_native_thread_id);
+      if (native && static_cast<std::int64_t>(*native) > 0) {
+        thread.native_thread_id = static_cast<std::int64_t>(*native);
       }
     }
     thread.holds_gil = holder && *holder == *tstate;
     if (const auto it = names.find(thread.thread_id); it != names.end()) thread.name = it->second;
     if (const auto frame = first_frame(*tstate)) walk_frames(*frame, thread);
     threads.push_back(std::move(thread));
-    tstate = objects_.pointer_at(*tstate + layout_.tstate_next);
+    tstate = objects_.read_field(*tstate, layout_.tstate_next);
   }
   return threads;
 }
 
 std::optional<std::uint64_t> StackReader::gil_holder(std::uint64_t interp) {
   std::optional<std::uint64_t> gil;
-  if (layout_.runtime_gil) {
-    gil = runtime_ + *layout_.runtime_gil;
-  } else if (layout_.interp_gil_pointer) {
-    gil = objects_.pointer_at(interp + *layout_.interp_gil_pointer);
+  switch (layout_.gil_place) {
+    case GilPlace::kRuntime:
+      gil = runtime_ + *layout_.runtime_gil;
+      break;
+    case GilPlace::kInterpreter:
+      gil = objects_.read_field(interp, *layout_.interp_gil_pointer);
+      break;
   }
   if (!gil || *gil == 0) return std::nullopt;
-  std::int32_t locked = 0;
-  if (!objects_.read(*gil + layout_.gil_locked, &locked, sizeof locked) || locked != 1) {
-    return std::nullopt;
-  }
-  return objects_.pointer_at(*gil + layout_.gil_last_holder);
+  if (objects_.read_field(*gil, layout_.gil_locked) != 1) return std::nullopt;
+  return objects_.read_field(*gil, layout_.gil_last_holder);
 }
 
 std::map<std::uint64_t, std::string> StackReader::thread_names(std::uint64_t interp) {
   std::map<std::uint64_t, std::string> names;
-  const auto modules = objects_.pointer_at(interp + layout_.interp_modules);
+  const auto modules = objects_.read_field(interp, layout_.interp_modules);
   if (!modules || !objects_.plausible(*modules)) return names;
   const auto threading = objects_.dict_get(*modules, "threading");
   if (!threading) return names;  // threading was never imported
-  const auto globals = objects_.pointer_at(*threading + layout_.module_dict);
+  const auto globals = objects_.read_field(*threading, layout_.module_dict);
   if (!globals || !objects_.plausible(*globals)) return names;
   const auto active = objects_.dict_get(*globals, "_active");
   if (!active || !objects_.plausible(*active)) return names;
@@ -98,10 +93,10 @@ std::map<std::uint64_t, std::string> StackReader::thread_names(std::uint64_t int
 }
 
 std::optional<std::uint64_t> StackReader::first_frame(std::uint64_t tstate) {
-  auto pointer = objects_.pointer_at(tstate + layout_.tstate_frame);
+  auto pointer = objects_.read_field(tstate, layout_.tstate_frame);
   if (!pointer || *pointer == 0) return std::nullopt;
   if (layout_.frame_link == FrameLink::kCFrame) {
-    pointer = objects_.pointer_at(*pointer + layout_.cframe_current_frame);
+    pointer = objects_.read_field(*pointer, layout_.cframe_current_frame);
     if (!pointer || *pointer == 0) return std::nullopt;
   }
   return pointer;
@@ -114,34 +109,35 @@ const StackReader::CodeInfo& StackReader::code_info(std::uint64_t code) {
   if (objects_.type_name(code) != "code" || !objects_.read(code, header.data(), header.size())) {
     return info;
   }
-  const auto name = objects_.string(field<std::uint64_t>(header, layout_.code_name));
-  const auto file = objects_.string(field<std::uint64_t>(header, layout_.code_filename), 4096);
-  const auto table = objects_.bytes(field<std::uint64_t>(header, layout_.code_linetable));
+  const auto name = objects_.string(field(header, layout_.code_name));
+  const auto file = objects_.string(field(header, layout_.code_filename), 4096);
+  const auto table = objects_.bytes(field(header, layout_.code_linetable));
   if (!name || !file || !table) return info;
   info.name = *name;
   info.file = *file;
   info.line_table = *table;
-  info.first_line = field<std::int32_t>(header, layout_.code_firstlineno);
+  info.first_line = field(header, layout_.code_firstlineno);
   info.qualname = info.name;
-  if (layout_.code_qualname) {
-    if (auto q = objects_.string(field<std::uint64_t>(header, *layout_.code_qualname)))
-      info.qualname = *q;
+  if (layout_.code_qualname) {  // 3.10 has none: co_name is shown
+    if (auto q = objects_.string(field(header, *layout_.code_qualname))) info.qualname = *q;
   }
-  if (layout_.code_firsttraceable) {
-    info.first_traceable = field<std::int32_t>(header, *layout_.code_firsttraceable);
+  if (layout_.code_firsttraceable) {  // not in 3.14's debug table: 0
+    info.first_traceable = field(header, *layout_.code_firsttraceable);
   }
   if (options_.locals) {
-    // 3.11+: one names tuple and a kinds bytes; 3.10: varnames, then cellvars, then freevars.
-    std::vector<std::uint64_t> name_tuples;
-    if (layout_.code_localsplusnames) {
-      name_tuples.push_back(field<std::uint64_t>(header, *layout_.code_localsplusnames));
-      info.local_kinds =
-          objects_.bytes(field<std::uint64_t>(header, *layout_.code_localspluskinds)).value_or("");
-    } else {
-      for (const auto offset :
-           {layout_.code_varnames, layout_.code_cellvars, layout_.code_freevars}) {
-        name_tuples.push_back(field<std::uint64_t>(header, *offset));
-      }
+    std::vector<RemoteAddress> name_tuples;
+    switch (layout_.locals_names) {
+      case LocalsNames::kLocalsPlus:
+        name_tuples.push_back(field(header, *layout_.code_localsplusnames));
+        info.local_kinds =
+            objects_.bytes(field(header, *layout_.code_localspluskinds)).value_or("");
+        break;
+      case LocalsNames::kSeparateTuples:
+        for (const auto& offset :
+             {*layout_.code_varnames, *layout_.code_cellvars, *layout_.code_freevars}) {
+          name_tuples.push_back(field(header, offset));
+        }
+        break;
     }
     for (const auto tuple : name_tuples) {
       const auto count = objects_.var_size(tuple);
@@ -161,33 +157,48 @@ int StackReader::line_of(const CodeInfo& code, std::uint64_t code_address,
   std::optional<int> line;
   // Offsets past what an int holds are past every table (a torn or corrupt frame): clamped.
   constexpr std::int64_t kMax = std::numeric_limits<int>::max();
-  if (!layout_.code_code_adaptive) {
-    const std::int64_t lasti = static_cast<std::int32_t>(instr);  // f_lasti, in code units
-    line = line_for_offset_310(table, code.first_line,
-                               static_cast<int>(lasti < 0 ? -1 : std::min(lasti * 2, kMax)));
-  } else {
-    const std::uint64_t start = code_address + *layout_.code_code_adaptive;
-    const std::uint64_t unit = instr >= start ? (instr - start) / 2 : 0;
-    line = line_for_offset_311(
-        table, code.first_line,
-        instr < start ? -1 : static_cast<int>(std::min<std::uint64_t>(unit, kMax)));
+  // The instruction's index in code units (-1: the frame has not started).
+  std::int64_t unit = -1;
+  switch (layout_.frame_kind) {
+    case FrameKind::kFrameObject: {
+      const std::int64_t lasti = static_cast<std::int32_t>(instr);  // f_lasti, in code units
+      unit = lasti < 0 ? -1 : std::min(lasti, kMax);
+      break;
+    }
+    case FrameKind::kInterpreterFrame: {
+      const std::uint64_t start = layout_.code_code_adaptive->in(code_address);
+      unit = instr < start ? -1
+                           : static_cast<std::int64_t>(
+                                 std::min<std::uint64_t>((instr - start) / kCodeUnit, kMax));
+      break;
+    }
+  }
+  switch (layout_.line_encoding) {
+    case LineEncoding::kLineTable310:  // by byte offset
+      line = line_for_offset_310(table, code.first_line,
+                                 static_cast<int>(unit < 0 ? -1 : std::min(unit * 2, kMax)));
+      break;
+    case LineEncoding::kLocationTable:  // by code unit
+      line = line_for_offset_311(table, code.first_line, static_cast<int>(unit));
+      break;
   }
   return line.value_or(0);
 }
 
-void StackReader::read_locals(const CodeInfo& code, std::uint64_t localsplus, PyFrame& frame) {
+void StackReader::read_locals(const CodeInfo& code, std::uint64_t frame_address, PyFrame& frame) {
   for (std::size_t i = 0; i < code.local_names.size(); ++i) {
     const auto kind =
         i < code.local_kinds.size() ? static_cast<std::uint8_t>(code.local_kinds[i]) : 0;
     if (kind & kFastHidden) continue;
-    auto value = objects_.pointer_at(localsplus + i * 8);
+    auto value = objects_.pointer_at(layout_.frame_localsplus.item(frame_address, i));
     if (!value || *value == 0) continue;  // unbound
-    if (layout_.executable_is_stackref) *value &= ~std::uint64_t{3};
+    if (layout_.stack_refs) *value &= ~std::uint64_t{3};
     // Cells hold the value one level down (3.10: every cell/free slot; 3.11+: by kind).
-    const bool cell = layout_.code_localsplusnames ? (kind & (kFastCell | kFastFree)) != 0
-                                                   : objects_.type_name(*value) == "cell";
+    const bool cell = layout_.locals_names == LocalsNames::kLocalsPlus
+                          ? (kind & (kFastCell | kFastFree)) != 0
+                          : objects_.type_name(*value) == "cell";
     if (cell) {
-      value = objects_.pointer_at(*value + layout_.cell_ref);
+      value = objects_.read_field(*value, layout_.cell_ref);
       if (!value || *value == 0) continue;
     }
     frame.locals.emplace_back(code.local_names[i], objects_.repr(*value));
@@ -210,10 +221,11 @@ void StackReader::walk_frames(std::uint64_t frame_address, PyThread& thread) {
       thread.error = std::string("frame chain broken at ") + hex;
       return;
     }
-    const auto previous = field<std::uint64_t>(frame, layout_.frame_previous);
-    std::uint64_t code = field<std::uint64_t>(frame, layout_.frame_code);
-    if (layout_.executable_is_stackref) code &= ~std::uint64_t{3};
-    const int owner = layout_.frame_owner ? field<std::uint8_t>(frame, *layout_.frame_owner) : 0;
+    const auto previous = field(frame, layout_.frame_previous);
+    std::uint64_t code = field(frame, layout_.frame_code);
+    if (layout_.stack_refs) code &= ~std::uint64_t{3};
+    const int owner =
+        layout_.frame_kind == FrameKind::kInterpreterFrame ? field(frame, *layout_.frame_owner) : 0;
     if (owner >= layout_.owner_shim_first) {
       // A shim between two native eval calls: the Python frame before it started an eval call.
       if (!thread.frames.empty()) thread.frames.back().eval_entry = true;
@@ -221,9 +233,17 @@ void StackReader::walk_frames(std::uint64_t frame_address, PyThread& thread) {
       continue;
     }
     const CodeInfo& info = code_info(code);
-    const bool entry =
-        !layout_.frame_owner ||  // 3.10: one eval call per frame
-        (layout_.frame_is_entry && field<std::uint8_t>(frame, *layout_.frame_is_entry));
+    bool entry = false;  // kShimFrames: the shim under the frame says so
+    switch (layout_.eval_calls) {
+      case EvalCalls::kFramePerCall:
+        entry = true;
+        break;
+      case EvalCalls::kEntryFlag:
+        entry = field(frame, *layout_.frame_is_entry) != 0;
+        break;
+      case EvalCalls::kShimFrames:
+        break;
+    }
     if (!info.valid) {
       // The frame chain is intact: name the damaged frame and go on to its callers.
       char hex[32];
@@ -240,13 +260,22 @@ void StackReader::walk_frames(std::uint64_t frame_address, PyThread& thread) {
       address = previous;
       continue;
     }
-    const std::uint64_t instr =
-        layout_.code_code_adaptive
-            ? field<std::uint64_t>(frame, layout_.frame_instr)
-            : static_cast<std::uint64_t>(field<std::int32_t>(frame, layout_.frame_instr));
-    // Frames still being set up are not shown by CPython either (_PyFrame_IsIncomplete).
-    const bool incomplete = layout_.code_code_adaptive && owner != 1 &&
-                            instr < code + *layout_.code_code_adaptive + 2u * info.first_traceable;
+    std::uint64_t instr = 0;
+    bool incomplete = false;
+    switch (layout_.frame_kind) {
+      case FrameKind::kFrameObject:
+        instr = static_cast<std::uint64_t>(field(frame, *layout_.frame_lasti));
+        break;
+      case FrameKind::kInterpreterFrame:
+        instr = field(frame, *layout_.frame_instr_ptr);
+        // Frames still being set up are not shown by CPython either (_PyFrame_IsIncomplete).
+        // (32-bit arithmetic as before: a corrupt negative index stays a small wrap.)
+        incomplete = owner != layout_.owner_generator &&
+                     instr < layout_.code_code_adaptive->in(code) +
+                                 static_cast<unsigned>(kCodeUnit) *
+                                     static_cast<unsigned>(info.first_traceable);
+        break;
+    }
     if (!incomplete) {
       PyFrame py;
       py.function = info.name;
@@ -254,7 +283,7 @@ void StackReader::walk_frames(std::uint64_t frame_address, PyThread& thread) {
       py.file = info.file;
       py.line = line_of(info, code, instr);
       py.eval_entry = entry;
-      if (options_.locals) read_locals(info, address + layout_.frame_localsplus, py);
+      if (options_.locals) read_locals(info, address, py);
       thread.frames.push_back(std::move(py));
     }
     address = previous;

@@ -131,19 +131,19 @@ struct ImageWriter {
   std::uint64_t next_string = kStrings;
 
   void type(std::uint64_t at, const char* name) {
-    image.pointer(at + l.type_name, at + 0x80);
+    image.pointer(l.type_name.in(at), at + 0x80);
     image.put_bytes(at + 0x80, name, std::strlen(name) + 1);
   }
   void typed(std::uint64_t object, std::uint64_t type_at) {
-    image.pointer(object + l.object_type, type_at);
+    image.pointer(l.object_type.in(object), type_at);
   }
   // A compact ASCII str; returns its offset.
   std::uint64_t str(const std::string& text) {
     const std::uint64_t at = next_string;
     next_string += 0x80;
     typed(at, kTypes + 0x100);
-    image.put<std::int64_t>(at + l.unicode_length, static_cast<std::int64_t>(text.size()));
-    image.put<std::uint32_t>(at + l.unicode_state, (1u << 2) | (1u << 5) | (1u << 6));
+    image.put<std::int64_t>(l.unicode_length.in(at), static_cast<std::int64_t>(text.size()));
+    image.put<std::uint32_t>(l.unicode_state.in(at), (1u << 2) | (1u << 5) | (1u << 6));
     image.put_bytes(at + l.unicode_ascii_data, text.data(), text.size());
     return at;
   }
@@ -151,17 +151,17 @@ struct ImageWriter {
     const std::uint64_t at = next_string;
     next_string += 0x80;
     typed(at, kTypes + 0x200);
-    image.put<std::int64_t>(at + l.var_size, static_cast<std::int64_t>(data.size()));
-    image.put_bytes(at + l.bytes_data, data.data(), data.size());
+    image.put<std::int64_t>(l.var_size.in(at), static_cast<std::int64_t>(data.size()));
+    image.put_bytes(l.bytes_data.in(at), data.data(), data.size());
     return at;
   }
   std::uint64_t tuple(const std::vector<std::uint64_t>& items) {
     const std::uint64_t at = next_string;
     next_string += 0x80;
     typed(at, kTypes + 0x300);
-    image.put<std::int64_t>(at + l.var_size, static_cast<std::int64_t>(items.size()));
+    image.put<std::int64_t>(l.var_size.in(at), static_cast<std::int64_t>(items.size()));
     for (std::size_t i = 0; i < items.size(); ++i) {
-      image.pointer(at + l.tuple_items + 8 * i, items[i]);
+      image.pointer(l.tuple_items.item(at, i), items[i]);
     }
     return at;
   }
@@ -169,43 +169,46 @@ struct ImageWriter {
   // units 8-11 five lines after the first.
   void code(std::uint64_t at, const std::string& name, int first_line) {
     typed(at, kTypes);
-    image.pointer(at + l.code_filename, str("/srv/vllm/distributed/parallel_state.py"));
-    image.pointer(at + l.code_name, str(name));
-    if (l.code_qualname) image.pointer(at + *l.code_qualname, str("GroupCoordinator." + name));
-    image.put<std::int32_t>(at + l.code_firstlineno, first_line);
-    if (l.code_firsttraceable) image.put<std::int32_t>(at + *l.code_firsttraceable, 0);
+    image.pointer(l.code_filename.in(at), str("/srv/vllm/distributed/parallel_state.py"));
+    image.pointer(l.code_name.in(at), str(name));
+    if (l.code_qualname) image.pointer(l.code_qualname->in(at), str("GroupCoordinator." + name));
+    image.put<std::int32_t>(l.code_firstlineno.in(at), first_line);
+    if (l.code_firsttraceable) image.put<std::int32_t>(l.code_firsttraceable->in(at), 0);
     const std::vector<std::uint8_t> table =
-        l.code_code_adaptive
+        l.line_encoding == python::LineEncoding::kLocationTable
             ? std::vector<std::uint8_t>{0x80 | (1 << 3) | 3,  0x00, 0x80 | (12 << 3) | 3, 1, 2,
                                         0x80 | (13 << 3) | 3, 10}
             : std::vector<std::uint8_t>{8, 0, 8, 2, 8, 3};  // 3.10: (bytes, line delta) pairs
-    image.pointer(at + l.code_linetable, bytes(table));
+    image.pointer(l.code_linetable.in(at), bytes(table));
     const auto names = tuple({str("x"), str("name")});
-    if (l.code_localsplusnames) {
-      image.pointer(at + *l.code_localsplusnames, names);
-      image.pointer(at + *l.code_localspluskinds, bytes({0x20, 0x20}));  // CO_FAST_LOCAL
+    if (l.locals_names == python::LocalsNames::kLocalsPlus) {
+      image.pointer(l.code_localsplusnames->in(at), names);
+      image.pointer(l.code_localspluskinds->in(at), bytes({0x20, 0x20}));  // CO_FAST_LOCAL
     } else {
-      image.pointer(at + *l.code_varnames, names);
-      image.pointer(at + *l.code_cellvars, tuple({}));
-      image.pointer(at + *l.code_freevars, tuple({}));
+      image.pointer(l.code_varnames->in(at), names);
+      image.pointer(l.code_cellvars->in(at), tuple({}));
+      image.pointer(l.code_freevars->in(at), tuple({}));
     }
   }
   // A frame running `code` at code unit `unit`, its locals x = 42 and name = 'worker'.
   void frame(std::uint64_t at, std::uint64_t code_at, int unit, std::uint64_t previous,
              std::uint8_t owner, bool entry) {
-    image.pointer(at + l.frame_code, code_at);
-    if (l.executable_is_stackref && entry) image.put(at + l.frame_code, kBase + code_at + 1);
-    if (previous) image.pointer(at + l.frame_previous, previous);
-    if (l.code_code_adaptive) {
-      image.put<std::uint64_t>(at + l.frame_instr, kBase + code_at + *l.code_code_adaptive +
-                                                       2 * static_cast<std::uint64_t>(unit));
+    image.pointer(l.frame_code.in(at), code_at);
+    if (l.stack_refs && entry) image.put(l.frame_code.in(at), kBase + code_at + 1);
+    if (previous) image.pointer(l.frame_previous.in(at), previous);
+    if (l.frame_kind == python::FrameKind::kInterpreterFrame) {
+      image.put<std::uint64_t>(
+          l.frame_instr_ptr->in(at),
+          kBase + l.code_code_adaptive->in(code_at) + 2 * static_cast<std::uint64_t>(unit));
+      image.put<std::uint8_t>(l.frame_owner->in(at), owner);
     } else {
-      image.put<std::int32_t>(at + l.frame_instr, unit);  // f_lasti, in code units
+      image.put<std::int32_t>(l.frame_lasti->in(at), unit);  // f_lasti, in code units
     }
-    if (l.frame_owner) image.put<std::uint8_t>(at + *l.frame_owner, owner);
-    if (l.frame_is_entry) image.put<std::uint8_t>(at + *l.frame_is_entry, entry ? 1 : 0);
-    image.pointer(at + l.frame_localsplus, kValues);
-    image.pointer(at + l.frame_localsplus + 8, kValues + 0x40);
+    if (l.eval_calls == python::EvalCalls::kEntryFlag) {
+      image.put<std::uint8_t>(l.frame_is_entry->in(at), entry ? 1 : 0);
+    }
+    image.pointer(l.frame_localsplus.item(at, 0), kValues);
+    image.pointer(l.frame_localsplus.item(at, 1), kValues + 0x40);
   }
 };
 
@@ -228,44 +231,45 @@ std::vector<std::uint8_t> python_image(int minor) {
   w.type(kTypes + 0x300, "tuple");
   w.type(kTypes + 0x400, "int");
 
-  image.pointer(l.runtime_interpreters_head, kInterp);
-  image.pointer(kInterp + l.interp_threads_head, kThread);
+  image.pointer(l.runtime_interpreters_head.offset, kInterp);
+  image.pointer(l.interp_threads_head.in(kInterp), kThread);
   // The GIL, held by the thread.
   std::uint64_t gil = kGil;
-  if (l.runtime_gil) {
+  if (l.gil_place == python::GilPlace::kRuntime) {
     gil = *l.runtime_gil;
   } else {
-    image.pointer(kInterp + *l.interp_gil_pointer, kGil);
+    image.pointer(l.interp_gil_pointer->in(kInterp), kGil);
   }
-  image.put<std::int32_t>(gil + l.gil_locked, 1);
-  image.pointer(gil + l.gil_last_holder, kThread);
+  image.put<std::int32_t>(l.gil_locked.in(gil), 1);
+  image.pointer(l.gil_last_holder.in(gil), kThread);
 
-  image.put<std::uint64_t>(kThread + l.tstate_thread_id, 0x7f00deadb000);
+  image.put<std::uint64_t>(l.tstate_thread_id.in(kThread), 0x7f00deadb000);
   if (l.tstate_native_thread_id)
-    image.put<std::int64_t>(kThread + *l.tstate_native_thread_id, 4242);
+    image.put<std::int64_t>(l.tstate_native_thread_id->in(kThread), 4242);
   if (l.frame_link == python::FrameLink::kCFrame) {
-    image.pointer(kThread + l.tstate_frame, kCFrame);
-    image.pointer(kCFrame + l.cframe_current_frame, kFrame1);
+    image.pointer(l.tstate_frame.in(kThread), kCFrame);
+    image.pointer(l.cframe_current_frame.in(kCFrame), kFrame1);
   } else {
-    image.pointer(kThread + l.tstate_frame, kFrame1);
+    image.pointer(l.tstate_frame.in(kThread), kFrame1);
   }
   // Innermost frame (unit 5: first line + 2), a C-stack shim (3.12+), the outer frame (unit 9).
   const bool shims = minor >= 12;
   w.frame(kFrame1, kCode1, 5, shims ? kShim : kFrame2, 0, false);
   if (shims) {
-    image.pointer(kShim + l.frame_previous, kFrame2);
-    image.put<std::uint8_t>(kShim + *l.frame_owner, minor >= 14 ? 4 : 3);
+    image.pointer(l.frame_previous.in(kShim), kFrame2);
+    image.put<std::uint8_t>(l.frame_owner->in(kShim), minor >= 14 ? 4 : 3);
   }
   w.frame(kFrame2, kCode2, 9, 0, 0, true);
   w.code(kCode1, "barrier", 1100);
   w.code(kCode2, "broadcast_object", 1230);
   // Locals: x = 42 (an int at kValues), name = 'worker' (a str at kValues + 0x40).
   w.typed(kValues, kTypes + 0x400);
-  image.put<std::int64_t>(kValues + l.var_size, l.long_has_tag ? (1 << 3) : 1);
-  image.put<std::uint32_t>(kValues + l.long_digits, 42);
+  image.put<std::int64_t>(l.var_size.in(kValues),
+                          l.long_format == python::LongFormat::kTagged ? (1 << 3) : 1);
+  image.put<std::uint32_t>(l.long_digits.in(kValues), 42);
   w.typed(kValues + 0x40, kTypes + 0x100);
-  image.put<std::int64_t>(kValues + 0x40 + l.unicode_length, 6);
-  image.put<std::uint32_t>(kValues + 0x40 + l.unicode_state, (1u << 2) | (1u << 5) | (1u << 6));
+  image.put<std::int64_t>(l.unicode_length.in(kValues + 0x40), 6);
+  image.put<std::uint32_t>(l.unicode_state.in(kValues + 0x40), (1u << 2) | (1u << 5) | (1u << 6));
   image.put_bytes(kValues + 0x40 + l.unicode_ascii_data, "worker", 6);
 
   std::vector<std::uint8_t> out = {static_cast<std::uint8_t>(minor - 10), 1};  // version, locals

@@ -214,14 +214,19 @@ TEST_F(Python314Image, LayoutComesFromTheDebugTable) {
   ASSERT_TRUE(image.read_exact(kRuntime, table.data(), table.size()));
   const Layout layout = layout_from_debug_offsets(table);
   EXPECT_EQ(layout.version.to_string(), "3.14.0");
-  EXPECT_TRUE(layout.executable_is_stackref);
-  EXPECT_EQ(layout.interp_threads_head, 7336u);
-  EXPECT_EQ(layout.gil_locked, 16u);
-  EXPECT_EQ(layout.gil_last_holder, 8u);
-  EXPECT_EQ(*layout.frame_owner, 74u);
-  EXPECT_EQ(*layout.code_code_adaptive, 208u);
-  EXPECT_EQ(layout.tuple_items, 32u);
+  EXPECT_TRUE(layout.stack_refs);
+  EXPECT_EQ(layout.frame_link, FrameLink::kDirect);
+  EXPECT_EQ(layout.eval_calls, EvalCalls::kShimFrames);
+  EXPECT_EQ(layout.line_encoding, LineEncoding::kLocationTable);
+  EXPECT_EQ(layout.gil_place, GilPlace::kInterpreter);
+  EXPECT_EQ(layout.interp_threads_head.offset, 7336u);
+  EXPECT_EQ(layout.gil_locked.offset, 16u);
+  EXPECT_EQ(layout.gil_last_holder.offset, 8u);
+  EXPECT_EQ(layout.frame_owner->offset, 74u);
+  EXPECT_EQ(layout.code_code_adaptive->offset, 208u);
+  EXPECT_EQ(layout.tuple_items.offset, 32u);
   EXPECT_EQ(layout.unicode_compact_data, 56u);
+  EXPECT_FALSE(layout.code_firsttraceable);  // not in 3.14's table
 }
 
 TEST_F(Python314Image, ThreadsFramesLinesAndStringsOfEveryKind) {
@@ -288,6 +293,30 @@ TEST(DebugOffsets, RejectsBadCookieFreeThreadingAndUnknownVersions) {
   value = 0x030F00A1;
   std::memcpy(table.data() + 8, &value, 8);
   EXPECT_THROW(layout_from_debug_offsets(table), Error);
+}
+
+TEST(BuiltinLayouts, VersionDifferencesAreNamedProperties) {
+  const auto l310 = builtin_layout({3, 10, 0, 0});
+  const auto l311 = builtin_layout({3, 11, 0, 0});
+  const auto l312 = builtin_layout({3, 12, 0, 0});
+  ASSERT_TRUE(l310 && l311 && l312);
+  EXPECT_EQ(l310->frame_kind, FrameKind::kFrameObject);
+  EXPECT_EQ(l310->line_encoding, LineEncoding::kLineTable310);
+  EXPECT_EQ(l310->eval_calls, EvalCalls::kFramePerCall);
+  EXPECT_EQ(l310->locals_names, LocalsNames::kSeparateTuples);
+  EXPECT_EQ(l310->dict_keys_format, DictKeysFormat::k310);
+  EXPECT_EQ(l311->frame_link, FrameLink::kCFrame);
+  EXPECT_EQ(l311->eval_calls, EvalCalls::kEntryFlag);
+  EXPECT_EQ(l311->gil_place, GilPlace::kRuntime);
+  EXPECT_EQ(l311->long_format, LongFormat::kSignedSize);
+  EXPECT_EQ(l312->eval_calls, EvalCalls::kShimFrames);
+  EXPECT_EQ(l312->gil_place, GilPlace::kInterpreter);
+  EXPECT_EQ(l312->long_format, LongFormat::kTagged);
+  for (const auto* l : {&*l310, &*l311, &*l312}) EXPECT_NO_THROW(l->check());
+  // A property without the offsets it reads is refused.
+  Layout broken = *l311;
+  broken.frame_is_entry.reset();
+  EXPECT_THROW(broken.check(), Error);
 }
 
 TEST(BuiltinLayouts, KnownVersionsOnly) {

@@ -7,6 +7,8 @@
 #include <optional>
 #include <type_traits>
 
+#include "hangscope/memory/field_offset.h"
+
 namespace hangscope::memory {
 
 class MemoryReader {
@@ -27,6 +29,13 @@ class MemoryReader {
     T value;
     if (!read_exact(address, &value, sizeof value)) return std::nullopt;
     return value;
+  }
+
+  // The field of the object at `object`, typed by its offset: a FieldOffset<std::int32_t>
+  // reads an std::int32_t. nullopt when any of its bytes is unreadable.
+  template <typename T>
+  std::optional<T> read_field(std::uint64_t object, FieldOffset<T> field) {
+    return read_value<T>(field.in(object));
   }
 };
 

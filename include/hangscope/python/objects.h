@@ -27,6 +27,12 @@ class ObjectReader {
   bool plausible(std::uint64_t address) const;
   std::optional<std::uint64_t> pointer_at(std::uint64_t address);
   bool read(std::uint64_t address, void* out, std::size_t size);
+  // A field of the object at `object`, of the type its offset names (nullopt when unreadable).
+  template <typename T>
+  std::optional<T> read_field(std::uint64_t object, FieldOffset<T> field) {
+    if (field.in(object) == 0) return std::nullopt;
+    return memory_.read_field(object, field);
+  }
 
   // A str object as UTF-8 (ASCII, Latin-1, UCS-2, UCS-4), cut to max_chars code points.
   std::optional<std::string> string(std::uint64_t object, std::size_t max_chars = 1024);

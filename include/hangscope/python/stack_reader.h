@@ -68,7 +68,7 @@ class StackReader {
   std::map<std::uint64_t, std::string> thread_names(std::uint64_t interp);
   std::optional<std::uint64_t> first_frame(std::uint64_t tstate);
   void walk_frames(std::uint64_t frame, PyThread& thread);
-  void read_locals(const CodeInfo& code, std::uint64_t localsplus, PyFrame& frame);
+  void read_locals(const CodeInfo& code, std::uint64_t frame_address, PyFrame& frame);
   int line_of(const CodeInfo& code, std::uint64_t code_address, std::uint64_t instr) const;
 
   ObjectReader& objects_;
