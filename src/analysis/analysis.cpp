@@ -5,10 +5,8 @@
 #include <set>
 
 #include "hangscope/analysis/rank_set.h"
-#include "hangscope/common/phase_timer.h"
 
 namespace hangscope::analysis {
-namespace {
 
 std::vector<OtherProcess> other_processes(const Bundle& bundle) {
   std::vector<OtherProcess> out;
@@ -23,13 +21,7 @@ std::vector<OtherProcess> other_processes(const Bundle& bundle) {
   return out;
 }
 
-void order_verdicts(std::vector<Verdict>& verdicts) {
-  std::stable_sort(verdicts.begin(), verdicts.end(), [](const Verdict& a, const Verdict& b) {
-    const bool sa = a.kind == "signature", sb = b.kind == "signature";
-    if (sa != sb) return sa;
-    return a.confidence > b.confidence;
-  });
-}
+namespace {
 
 // A diverged rank missing TCP connections that the rest of its job has is named in evidence.
 void add_tcp_evidence(const std::vector<Job>& jobs, Verdict& v) {
@@ -96,6 +88,14 @@ void add_state_evidence(const std::vector<Job>& jobs, Verdict& v) {
   }
 }
 
+}  // namespace
+
+void add_evidence(const std::vector<Job>& jobs, Verdict& v) {
+  add_tcp_evidence(jobs, v);
+  add_ras_evidence(jobs, v);
+  add_state_evidence(jobs, v);
+}
+
 // The processes an init hang's verdict took for absent ranks (no rank known yet: a spawn child
 // still loading) stand in the rank table in their place, with their node, pid and wait point.
 void place_absent_ranks(Job& job, const std::map<int, const OtherProcess*>& found) {
@@ -150,8 +150,6 @@ std::string no_divergence(const std::vector<Job>& jobs, int samples) {
   return out;
 }
 
-}  // namespace
-
 std::map<std::string, const capture::NodeSnapshot*> latest_samples(const Bundle& bundle) {
   std::map<std::string, const capture::NodeSnapshot*> latest;
   for (const auto& s : bundle.snapshots) {
@@ -161,43 +159,7 @@ std::map<std::string, const capture::NodeSnapshot*> latest_samples(const Bundle&
   return latest;
 }
 
-Analysis analyze(const Bundle& bundle) {
-  PhaseTimer timer("analysis, ");
-  Analysis analysis;
-  analysis.jobs = build_jobs(bundle);
-  timer.lap("rank table");
-  for (auto& job : analysis.jobs) link_wait_graph(job);
-  timer.lap("wait-for graph");
-  for (auto& job : analysis.jobs) assign_classes(job);
-  timer.lap("classes");
-  for (auto& job : analysis.jobs) link_tcp_peers(job);
-  timer.lap("TCP peers");
-  analysis.others = other_processes(bundle);
-  analysis.verdicts = node_verdicts(analysis.jobs, bundle.nodes);
-  for (auto& job : analysis.jobs) {
-    auto recorded = correlate_flight_records(job);
-    analysis.verdicts.insert(analysis.verdicts.end(), recorded.begin(), recorded.end());
-  }
-  for (auto& job : analysis.jobs) {
-    // A job hung at init: the absent ranks are the verdict; the graph of ranks that hold no
-    // group yet (the store's host polling for workers) would only name the waiting.
-    std::map<int, const OtherProcess*> found;
-    if (auto init = init_verdict(job, analysis.others, &found)) {
-      analysis.verdicts.push_back(std::move(*init));
-      place_absent_ranks(job, found);
-      continue;
-    }
-    auto verdicts = generic_verdicts(job);
-    analysis.verdicts.insert(analysis.verdicts.end(), verdicts.begin(), verdicts.end());
-  }
-  timer.lap("verdicts");
-  for (auto& v : analysis.verdicts) {
-    add_tcp_evidence(analysis.jobs, v);
-    add_ras_evidence(analysis.jobs, v);
-    add_state_evidence(analysis.jobs, v);
-  }
-  order_verdicts(analysis.verdicts);
-  timer.lap("evidence");
+void measure_samples(const Bundle& bundle, Analysis& analysis) {
   std::map<std::string, std::vector<std::int64_t>> times;
   for (const auto& s : bundle.snapshots) times[s.node_name].push_back(s.capture_unix_ns);
   for (auto& [node, t] : times) {
@@ -208,9 +170,6 @@ Analysis analyze(const Bundle& bundle) {
           static_cast<double>(t.back() - t.front()) / 1e9 / static_cast<double>(t.size() - 1);
     }
   }
-  analysis.conclusion = analysis.verdicts.empty() ? no_divergence(analysis.jobs, analysis.samples)
-                                                  : analysis.verdicts.front().summary;
-  return analysis;
 }
 
 }  // namespace hangscope::analysis

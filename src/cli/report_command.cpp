@@ -11,8 +11,10 @@
 #include "hangscope/common/files.h"
 #include "hangscope/common/phase_timer.h"
 #include "hangscope/common/text.h"
+#include "hangscope/diagnosis/diagnose.h"
 #include "hangscope/report/bundle_files.h"
 #include "hangscope/report/report.h"
+#include "hangscope/rules/rule.h"
 
 namespace hangscope::cli {
 namespace {
@@ -80,7 +82,10 @@ bool any_rank_captured(const analysis::Analysis& analysis) {
 int analyse_and_report(const ReportRequest& request, const analysis::Bundle& bundle,
                        const std::function<void(const std::string&)>& say) {
   PhaseTimer timer;
-  const auto analysis = analyze_with_rules(bundle, request.rules_dir, say, request.max_rule_bytes);
+  const auto rule_set =
+      rules::load_rules(rules::kSystemRulesDir, request.rules_dir, request.max_rule_bytes);
+  for (const auto& e : rule_set.errors) say("skipped rule: " + e);
+  const auto analysis = diagnosis::diagnose(bundle, rule_set);
   timer.lap("analysis and rules");
   for (const auto& note : report::write_reports(request.dir, bundle, analysis)) say(note);
   timer.lap("report files");

@@ -43,7 +43,7 @@ nlohmann::json rule_summary(const rules::Rule& rule) {
 }
 
 int list_rules(const RulesArguments& args) {
-  const auto set = rules::load_rules("/etc/hangscope/rules.d", args.rules_dir, args.max_bytes());
+  const auto set = rules::load_rules(rules::kSystemRulesDir, args.rules_dir, args.max_bytes());
   if (args.json) {
     nlohmann::json out = {{"rules", nlohmann::json::array()}, {"errors", set.errors}};
     for (const auto& r : set.rules) out["rules"].push_back(rule_summary(r));
@@ -95,21 +95,11 @@ int check_rule(const RulesArguments& args) {
 
 }  // namespace
 
-analysis::Analysis analyze_with_rules(const analysis::Bundle& bundle, const std::string& rules_dir,
-                                      const std::function<void(const std::string&)>& say,
-                                      std::size_t max_rule_bytes) {
-  auto result = analysis::analyze(bundle);
-  const auto set = rules::load_rules("/etc/hangscope/rules.d", rules_dir, max_rule_bytes);
-  for (const auto& e : set.errors) say("skipped rule: " + e);
-  rules::apply_rules(set.rules, result);
-  return result;
-}
-
 CommandRunner register_rules_command(CLI::App& app) {
   auto args = std::make_shared<RulesArguments>();
   app.require_subcommand(1);
-  auto* list =
-      app.add_subcommand("list", "The rules in effect (built-in, /etc/hangscope/rules.d, --rules)");
+  auto* list = app.add_subcommand("list", std::string("The rules in effect (built-in, ") +
+                                              rules::kSystemRulesDir + ", --rules)");
   list->add_option("--rules", args->rules_dir, "Directory of extra rule files (*.json)");
   list->add_flag("--json", args->json,
                  "Print {\"rules\": [{id, title, source, confidence, groups, facts, explains}], "

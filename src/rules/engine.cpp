@@ -367,31 +367,25 @@ std::optional<analysis::Verdict> evaluate(const Rule& rule, const Job& job,
   return v;
 }
 
-void apply_rules(const std::vector<Rule>& rules, analysis::Analysis& analysis) {
+std::vector<analysis::Verdict> signature_verdicts(const std::vector<Rule>& rules,
+                                                  const std::vector<analysis::Job>& jobs,
+                                                  const std::vector<analysis::OtherProcess>& others,
+                                                  std::vector<analysis::Verdict>& generic) {
   std::vector<analysis::Verdict> signatures;
-  for (const auto& job : analysis.jobs) {
+  for (const auto& job : jobs) {
     for (const auto& rule : rules) {
-      auto v = evaluate(rule, job, analysis.others);
+      auto v = evaluate(rule, job, others);
       if (!v) continue;
-      for (auto& generic : analysis.verdicts) {
-        if (generic.job == job.key && generic.explained_by.empty() &&
-            std::find(rule.explains.begin(), rule.explains.end(), generic.id) !=
-                rule.explains.end()) {
-          generic.explained_by = rule.id;
+      for (auto& g : generic) {
+        if (g.job == job.key && g.explained_by.empty() &&
+            std::find(rule.explains.begin(), rule.explains.end(), g.id) != rule.explains.end()) {
+          g.explained_by = rule.id;
         }
       }
       signatures.push_back(std::move(*v));
     }
   }
-  if (signatures.empty()) return;
-  analysis.verdicts.insert(analysis.verdicts.begin(), signatures.begin(), signatures.end());
-  std::stable_sort(analysis.verdicts.begin(), analysis.verdicts.end(),
-                   [](const analysis::Verdict& a, const analysis::Verdict& b) {
-                     const bool sa = a.kind == "signature", sb = b.kind == "signature";
-                     if (sa != sb) return sa;
-                     return a.confidence > b.confidence;
-                   });
-  analysis.conclusion = analysis.verdicts.front().summary;
+  return signatures;
 }
 
 }  // namespace hangscope::rules

@@ -14,6 +14,7 @@
 
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/capture/node_capture.h"
+#include "hangscope/diagnosis/diagnose.h"
 #include "hangscope/report/report.h"
 #include "hangscope/rules/engine.h"
 #include "hangscope/rules/rule.h"
@@ -52,8 +53,9 @@ inline void diagnose(std::vector<capture::NodeSnapshot> nodes) {
     if (!known) bundle.nodes.push_back({node.node_name, std::nullopt, "ok", "", 0});
     bundle.snapshots.push_back(std::move(node));
   }
-  auto result = analysis::analyze(bundle);
-  rules::apply_rules(builtin_rules(), result);
+  rules::RuleSet rule_set;
+  rule_set.rules = builtin_rules();
+  const auto result = diagnosis::diagnose(bundle, rule_set);
   std::ostringstream json;
   report::write_report_json(json, bundle, result);
   (void)report::report_markdown(bundle, result);

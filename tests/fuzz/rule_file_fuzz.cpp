@@ -6,6 +6,7 @@
 #include "analysis_builders.h"
 #include "fuzz_support.h"
 #include "hangscope/common/error.h"
+#include "hangscope/diagnosis/diagnose.h"
 
 namespace {
 
@@ -33,7 +34,7 @@ const analysis::Bundle& fixed_bundle() {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  static const analysis::Analysis base = analysis::analyze(fixed_bundle());
+  static const analysis::Analysis base = diagnosis::diagnose(fixed_bundle());
   rules::Rule rule;
   try {
     rule = rules::parse_rule(fuzz::input(data, size), "fuzz.json");
@@ -41,9 +42,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   for (const auto& job : base.jobs) (void)rules::evaluate(rule, job, base.others);
-  auto analysis = base;
-  auto all = fuzz::builtin_rules();
-  all.push_back(std::move(rule));
-  rules::apply_rules(all, analysis);
+  // The whole pipeline with the built-in rules and this one (the same id replaces a built-in).
+  rules::RuleSet set;
+  set.rules = fuzz::builtin_rules();
+  set.rules.push_back(std::move(rule));
+  (void)diagnosis::diagnose(fixed_bundle(), set);
   return 0;
 }

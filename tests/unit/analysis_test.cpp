@@ -8,6 +8,7 @@
 
 #include "analysis_builders.h"
 #include "hangscope/analysis/rank_set.h"
+#include "hangscope/diagnosis/diagnose.h"
 
 namespace hangscope::analysis {
 namespace {
@@ -79,7 +80,7 @@ TEST(Verdicts, StoreWaiterIsTheRootNotTheMajority) {
   JobBuilder job(8);
   for (int r = 0; r < 8; ++r) job.rank(r, r == 5 ? store_wait_stack(5) : barrier_stack());
   const auto bundle = job.bundle();  // the analysis points into it
-  const auto a = analyze(bundle);
+  const auto a = diagnosis::diagnose(bundle);
   ASSERT_EQ(a.verdicts.size(), 1u) << a.conclusion;
   EXPECT_EQ(a.verdicts[0].id, "rank-diverged");
   EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{5});
@@ -103,7 +104,7 @@ TEST(Verdicts, BusyRankIsAStragglerWhenItsCpuGrows) {
     }
   }
   const auto bundle = job.bundle();  // the analysis points into it
-  const auto a = analyze(bundle);
+  const auto a = diagnosis::diagnose(bundle);
   ASSERT_FALSE(a.verdicts.empty());
   EXPECT_EQ(a.verdicts[0].id, "rank-straggler");
   EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{2});
@@ -123,7 +124,7 @@ TEST(Verdicts, StoppedDeadAndUninterruptibleRanks) {
                r == 1 ? state : 'S');
     }
     const auto bundle = job.bundle();  // the analysis points into it
-    const auto a = analyze(bundle);
+    const auto a = diagnosis::diagnose(bundle);
     ASSERT_FALSE(a.verdicts.empty());
     EXPECT_EQ(a.verdicts[0].id, id);
     EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{1});
@@ -135,7 +136,7 @@ TEST(Verdicts, MissingRankWhenEveryNodeAnswered) {
   JobBuilder job(4);
   for (int r : {0, 1, 3}) job.rank(r, barrier_stack());
   const auto bundle = job.bundle();  // the analysis points into it
-  const auto a = analyze(bundle);
+  const auto a = diagnosis::diagnose(bundle);
   ASSERT_EQ(a.verdicts.size(), 1u);
   EXPECT_EQ(a.verdicts[0].id, "rank-dead");
   EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{2});
@@ -148,7 +149,7 @@ TEST(Verdicts, UnreachableNodeCoversItsRanksInsteadOfRankDead) {
   job.rank(1, barrier_stack());
   auto bundle = job.bundle();
   bundle.nodes.push_back({"node1", "10.0.0.2:7447", "unreachable", "connection refused", 0});
-  const auto a = analyze(bundle);
+  const auto a = diagnosis::diagnose(bundle);
   ASSERT_EQ(a.verdicts.size(), 1u) << a.verdicts[0].id;
   EXPECT_EQ(a.verdicts[0].id, "node-unreachable");
   EXPECT_EQ(a.verdicts[0].diverged_ranks, (std::vector<int>{2, 3}));
@@ -160,7 +161,7 @@ TEST(Verdicts, DifferentCollectivesNameTheSmallerSide) {
   JobBuilder job(4);
   for (int r = 0; r < 4; ++r) job.rank(r, r == 3 ? all_reduce_stack() : barrier_stack());
   const auto bundle = job.bundle();  // the analysis points into it
-  const auto a = analyze(bundle);
+  const auto a = diagnosis::diagnose(bundle);
   ASSERT_EQ(a.verdicts.size(), 1u);
   EXPECT_EQ(a.verdicts[0].id, "collective-mismatch");
   EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{3});
@@ -170,7 +171,7 @@ TEST(Verdicts, ATieIsReportedAsATie) {
   JobBuilder job(4);
   for (int r = 0; r < 4; ++r) job.rank(r, r >= 2 ? all_reduce_stack() : barrier_stack());
   const auto bundle = job.bundle();  // the analysis points into it
-  const auto a = analyze(bundle);
+  const auto a = diagnosis::diagnose(bundle);
   ASSERT_EQ(a.verdicts.size(), 1u);
   EXPECT_EQ(a.verdicts[0].id, "collective-mismatch");
   EXPECT_TRUE(a.verdicts[0].diverged_ranks.empty());
@@ -182,7 +183,7 @@ TEST(Verdicts, EveryRankProgressingIsNoDivergence) {
   JobBuilder job(4);
   for (int r = 0; r < 4; ++r) job.rank(r, all_reduce_stack(), 'S', /*cpu_per_sample=*/30);
   const auto bundle = job.bundle();  // the analysis points into it
-  const auto a = analyze(bundle);
+  const auto a = diagnosis::diagnose(bundle);
   EXPECT_TRUE(a.verdicts.empty()) << a.verdicts[0].summary;
   EXPECT_NE(a.conclusion.find("No divergence"), std::string::npos);
   EXPECT_NE(a.conclusion.find("every rank (4) is progressing"), std::string::npos);
@@ -192,7 +193,7 @@ TEST(Verdicts, EveryRankWaitingAtOnePlaceIsNoDivergenceAmongRanks) {
   JobBuilder job(4);
   for (int r = 0; r < 4; ++r) job.rank(r, barrier_stack());
   const auto bundle = job.bundle();  // the analysis points into it
-  const auto a = analyze(bundle);
+  const auto a = diagnosis::diagnose(bundle);
   EXPECT_TRUE(a.verdicts.empty());
   EXPECT_NE(a.conclusion.find("all 4 wait at the same place"), std::string::npos);
 }
@@ -206,7 +207,7 @@ TEST(Verdicts, RanksWithoutPython) {
   job.rank(1, gloo);
   job.rank(2, {native("__GI___clock_nanosleep"), native("main")});
   const auto bundle = job.bundle();  // the analysis points into it
-  const auto a = analyze(bundle);
+  const auto a = diagnosis::diagnose(bundle);
   ASSERT_EQ(a.verdicts.size(), 1u);
   EXPECT_EQ(a.verdicts[0].id, "rank-diverged");
   EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{2});
@@ -233,7 +234,7 @@ TEST(Verdicts, PipelineGraphNamesTheStuckEarlyStageRankNotTheMajority) {
     }
   }
   const auto bundle = job.bundle();  // the analysis points into it
-  const auto a = analyze(bundle);
+  const auto a = diagnosis::diagnose(bundle);
   ASSERT_FALSE(a.verdicts.empty());
   EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{1});
   EXPECT_EQ(a.verdicts[0].waiting_ranks, (std::vector<int>{0, 2, 3, 4, 5, 6, 7}));
@@ -253,7 +254,7 @@ TEST(Verdicts, StoreBarrierWithADeadRank) {
                     {{"keys", "['arrive/0', 'arrive/1', 'arrive/2', 'arrive/3']"}})});
   }
   const auto bundle = job.bundle();  // the analysis points into it
-  const auto a = analyze(bundle);
+  const auto a = diagnosis::diagnose(bundle);
   ASSERT_EQ(a.verdicts.size(), 1u);
   EXPECT_EQ(a.verdicts[0].id, "rank-dead");
   EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{2});
@@ -278,7 +279,7 @@ TEST(Verdicts, TwoJobsAreAnalysedApart) {
       }
     }
   }
-  const auto a = analyze(bundle);
+  const auto a = diagnosis::diagnose(bundle);
   ASSERT_EQ(a.jobs.size(), 2u);
   ASSERT_EQ(a.verdicts.size(), 1u);
   EXPECT_EQ(a.verdicts[0].job, "10.0.0.1:29500");
@@ -297,7 +298,7 @@ TEST(WaitPoints, TheArgumentsOfTheWaitingCallComeFromItsLocals) {
                         {"tensor", "<Tensor>"}}),
                     py("sync_step", kUser, 80, {{"group_ranks", "[0, 2]"}})})
           .bundle();
-  const auto a = analyze(bundle);
+  const auto a = diagnosis::diagnose(bundle);
   EXPECT_EQ(a.jobs[0].find(0)->wait.arguments(), "key: 'weights/0/ready'");
   EXPECT_EQ(a.jobs[0].find(1)->wait.arguments(), "group: the default group (world)");
   EXPECT_EQ(a.jobs[0].find(2)->wait.arguments(), "group ranks: [0, 2]");
@@ -311,7 +312,7 @@ TEST(Verdicts, NcclRasFindingsAreEvidence) {
            "AllReduce up to 41, 3 ranks up to 42");
   job.fact(1, "nccl_ras", "ok: 1 communicator(s), 4 ranks, nothing reported");
   const auto bundle = job.bundle();
-  const auto a = analyze(bundle);
+  const auto a = diagnosis::diagnose(bundle);
   ASSERT_FALSE(a.verdicts.empty());
   const auto& evidence = a.verdicts[0].evidence;
   EXPECT_EQ(std::count_if(evidence.begin(), evidence.end(),
@@ -352,7 +353,7 @@ JobBuilder meshed_job(const std::set<std::pair<int, int>>& cut, bool gloo = true
 
 TEST(Network, ARankWithoutTheConnectionsItsPeersHaveIsNamed) {
   const auto bundle = meshed_job({{0, 3}, {1, 3}}).bundle();
-  const auto a = analyze(bundle);
+  const auto a = diagnosis::diagnose(bundle);
   const auto& job = a.jobs.at(0);
   EXPECT_TRUE(job.tcp_meshed);
   EXPECT_EQ(job.find(3)->missing_tcp_peers, (std::vector<int>{0, 1}));
@@ -371,13 +372,13 @@ TEST(Network, WithoutGlooAMissingPairIsNoEvidence) {
   // Only the store connections, as in an NCCL job: no gap is evidence, the store is no peer.
   const auto bundle =
       meshed_job({{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}}, /*gloo=*/false).bundle();
-  const auto a = analyze(bundle);
+  const auto a = diagnosis::diagnose(bundle);
   EXPECT_FALSE(a.jobs.at(0).tcp_meshed);
   EXPECT_TRUE(a.jobs[0].find(3)->tcp_known);
   EXPECT_TRUE(a.jobs[0].find(3)->missing_tcp_peers.empty());
   EXPECT_TRUE(a.jobs[0].find(0)->tcp_peers.empty());  // the store is not a peer
   const auto full = meshed_job({}).bundle();
-  const auto b = analyze(full);
+  const auto b = diagnosis::diagnose(full);
   EXPECT_TRUE(b.jobs.at(0).tcp_meshed);
   EXPECT_EQ(b.jobs[0].find(3)->tcp_peers, (std::vector<int>{0, 1, 2}));
 }
@@ -415,7 +416,7 @@ TEST(Membership, ASkippedSubgroupCollectiveNamesTheRankThatSkippedIt) {
   for (int r : {2, 3})
     job.rank(r, step_stack("barrier", 95, "None")).distributed(r, tp_state(r, 7));
   const auto bundle = job.bundle();
-  const auto a = analyze(bundle);
+  const auto a = diagnosis::diagnose(bundle);
   ASSERT_FALSE(a.verdicts.empty());
   EXPECT_EQ(a.verdicts[0].id, "collective-mismatch");
   EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{1}) << a.verdicts[0].summary;
@@ -442,7 +443,7 @@ TEST(Membership, ACollectiveOnlyOneRankIssuesNamesThatRank) {
         .distributed(r, state);
   }
   const auto bundle = job.bundle();
-  const auto a = analyze(bundle);
+  const auto a = diagnosis::diagnose(bundle);
   ASSERT_FALSE(a.verdicts.empty());
   EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{3}) << a.verdicts[0].summary;
   EXPECT_DOUBLE_EQ(a.verdicts[0].confidence, 0.9);  // its sequence number is one ahead
@@ -452,7 +453,7 @@ TEST(Membership, WithoutGroupsTheWholeJobIsAssumedAndSaidSo) {
   JobBuilder job(4);
   for (int r = 0; r < 4; ++r) job.rank(r, r == 3 ? all_reduce_stack() : barrier_stack());
   const auto bundle = job.bundle();
-  const auto a = analyze(bundle);
+  const auto a = diagnosis::diagnose(bundle);
   ASSERT_EQ(a.verdicts.size(), 1u);
   EXPECT_EQ(a.verdicts[0].membership, "assumed");
   EXPECT_LT(a.verdicts[0].confidence, 0.5);
@@ -476,7 +477,7 @@ TEST(InitHang, TheRankThatNeverArrivedIsNamedNotTheStoreHost) {
                  py("init_process_group", kC10d, 761), py("main", kUser, 30)});
   }
   const auto bundle = job.bundle();
-  const auto a = analyze(bundle);
+  const auto a = diagnosis::diagnose(bundle);
   ASSERT_FALSE(a.verdicts.empty());
   EXPECT_EQ(a.verdicts[0].id, "rank-not-arrived");
   EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{2});

@@ -17,6 +17,7 @@
 #include "hangscope/collectives/torch_pickle.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
+#include "hangscope/diagnosis/diagnose.h"
 #include "hangscope/report/report.h"
 #include "hangscope/snapshot/codec.h"
 #include "target_process.h"
@@ -201,7 +202,7 @@ const analysis::Verdict* verdict(const analysis::Analysis& a, const std::string&
 TEST(Correlation, TheRankOneCollectiveBehindIsNamed) {
   for (const std::string format : {"pickle", "json"}) {
     const auto bundle = job_with_dumps("behind", format);
-    const auto a = analysis::analyze(bundle);
+    const auto a = diagnosis::diagnose(bundle);
     const auto* v = verdict(a, "collective-behind");
     ASSERT_NE(v, nullptr) << format;
     EXPECT_EQ(v->diverged_ranks, std::vector<int>{2});
@@ -218,7 +219,7 @@ TEST(Correlation, TheRankOneCollectiveBehindIsNamed) {
 
 TEST(Correlation, TheReportShowsEachRanksCollectives) {
   const auto bundle = job_with_dumps("behind", "pickle");
-  const auto a = analysis::analyze(bundle);
+  const auto a = diagnosis::diagnose(bundle);
   const auto md = report::report_markdown(bundle, a);
   EXPECT_NE(md.find("Collectives (flight recorder):"), std::string::npos);
   EXPECT_NE(md.find("- rank 2: process group 0 (default_pg): issued #5"), std::string::npos);
@@ -232,13 +233,13 @@ TEST(Correlation, TheReportShowsEachRanksCollectives) {
 
 TEST(Correlation, TypeAndSizeMismatchesNameTheOddRank) {
   const auto type = job_with_dumps("type_mismatch", "pickle");
-  const auto a = analysis::analyze(type);
+  const auto a = diagnosis::diagnose(type);
   const auto* v = verdict(a, "collective-mismatch");
   ASSERT_NE(v, nullptr);
   EXPECT_EQ(v->diverged_ranks, std::vector<int>{1});
   EXPECT_NE(v->summary.find("nccl:all_gather #6"), std::string::npos) << v->summary;
   const auto size = job_with_dumps("size_mismatch", "json");
-  const auto b = analysis::analyze(size);
+  const auto b = diagnosis::diagnose(size);
   const auto* w = verdict(b, "collective-mismatch");
   ASSERT_NE(w, nullptr);
   EXPECT_EQ(w->diverged_ranks, std::vector<int>{3});
@@ -247,13 +248,13 @@ TEST(Correlation, TypeAndSizeMismatchesNameTheOddRank) {
 
 TEST(Correlation, HealthyDumpsAndAMissingRank) {
   const auto healthy = job_with_dumps("healthy", "pickle");
-  const auto a = analysis::analyze(healthy);
+  const auto a = diagnosis::diagnose(healthy);
   EXPECT_EQ(verdict(a, "collective-behind"), nullptr);
   EXPECT_EQ(verdict(a, "collective-mismatch"), nullptr);
   EXPECT_EQ(a.jobs[0].find(1)->collectives.size(), 1u);
   // Rank 3 left no dump: nothing to be behind of, and no verdict invented for it.
   const auto missing = job_with_dumps("missing_rank", "pickle");
-  const auto b = analysis::analyze(missing);
+  const auto b = diagnosis::diagnose(missing);
   EXPECT_EQ(verdict(b, "collective-behind"), nullptr);
   EXPECT_TRUE(b.jobs[0].find(3)->collectives.empty());
 }
@@ -266,7 +267,7 @@ TEST(Correlation, StaleDumpsAreNotTrusted) {
     job.rank(r, all_reduce_stack()).flight(r, record);
   }
   const auto bundle = job.bundle();
-  const auto a = analysis::analyze(bundle);
+  const auto a = diagnosis::diagnose(bundle);
   EXPECT_EQ(verdict(a, "collective-behind"), nullptr);
   EXPECT_TRUE(a.jobs[0].find(2)->collectives.empty());
 }

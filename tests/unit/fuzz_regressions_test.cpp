@@ -19,6 +19,7 @@
 #include "hangscope/common/files.h"
 #include "hangscope/common/redaction.h"
 #include "hangscope/common/text.h"
+#include "hangscope/diagnosis/diagnose.h"
 #include "hangscope/facts/caches.h"
 #include "hangscope/facts/versions.h"
 #include "hangscope/identity/rank_identity.h"
@@ -77,7 +78,7 @@ TEST(FuzzRegressions, AnUnreadableFlightRecordInASnapshotStaysValidText) {
   ASSERT_TRUE(record);
   EXPECT_NE(record->error.find("unreadable in the snapshot"), std::string::npos);
   EXPECT_TRUE(is_valid_utf8(record->error));
-  const auto analysis = analysis::analyze(bundle);
+  const auto analysis = diagnosis::diagnose(bundle);
   std::ostringstream json;
   EXPECT_NO_THROW(report::write_report_json(json, bundle, analysis));
 }
@@ -258,7 +259,7 @@ TEST(FuzzRegressions, AVersionOfManyDigitsHasNoProtocolAndNoStackOverflow) {
 analysis::Analysis analyse_file(const std::string& name, analysis::Bundle& bundle) {
   bundle.snapshots = snapshot::read_file(regression_path(name));
   bundle.nodes.push_back({bundle.snapshots.at(0).node_name, std::nullopt, "ok", "", 0});
-  return analysis::analyze(bundle);
+  return diagnosis::diagnose(bundle);
 }
 
 // A store key naming "rank" 9999999999, and a collective's `ranks` local with 99999999999:

@@ -12,6 +12,7 @@
 #include "hangscope/cli/options.h"
 #include "hangscope/common/files.h"
 #include "hangscope/common/text.h"
+#include "hangscope/diagnosis/diagnose.h"
 #include "hangscope/rules/engine.h"
 #include "hangscope/rules/rule.h"
 #include "target_process.h"
@@ -125,7 +126,7 @@ TEST(RuleRegexes, NestedQuantifiersRunInLinearTime) {
   EXPECT_EQ(copy.groups[0].frames[0].function_re.get(), rule.groups[0].frames[0].function_re.get());
   const auto verdict_for = [&](const std::string& function) {
     const auto bundle = JobBuilder(1).rank(0, {native(function)}).bundle();
-    const auto result = analysis::analyze(bundle);
+    const auto result = diagnosis::diagnose(bundle);
     return rules::evaluate(rule, result.jobs.at(0)).has_value();
   };
   const auto started = std::chrono::steady_clock::now();

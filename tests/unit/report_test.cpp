@@ -10,6 +10,7 @@
 
 #include "analysis_builders.h"
 #include "hangscope/common/error.h"
+#include "hangscope/diagnosis/diagnose.h"
 #include "hangscope/report/bundle_files.h"
 #include "target_process.h"
 
@@ -35,7 +36,7 @@ std::vector<std::string> lines_of(const std::string& text) {
 
 TEST(ReportMarkdown, TheFirstThreeLinesSayWhichRankWhereAndWhy) {
   const auto bundle = store_wait_bundle();
-  const auto md = report_markdown(bundle, analysis::analyze(bundle));
+  const auto md = report_markdown(bundle, diagnosis::diagnose(bundle));
   const auto lines = lines_of(md);
   ASSERT_GE(lines.size(), 3u);
   const std::string head = lines[0] + lines[1] + lines[2];
@@ -53,13 +54,13 @@ TEST(ReportMarkdown, NoDivergenceIsSaidPlainly) {
   JobBuilder job(4);
   for (int r = 0; r < 4; ++r) job.rank(r, all_reduce_stack(), 'S', 30);
   const auto bundle = job.bundle();
-  const auto md = report_markdown(bundle, analysis::analyze(bundle));
+  const auto md = report_markdown(bundle, diagnosis::diagnose(bundle));
   EXPECT_EQ(md.rfind("# hangscope: no divergence found\n\nNo divergence in job", 0), 0u) << md;
 }
 
 TEST(ReportMarkdown, AHugeJobStillFitsInAGithubIssue) {
   const auto bundle = store_wait_bundle(4096, 4000);
-  const auto a = analysis::analyze(bundle);
+  const auto a = diagnosis::diagnose(bundle);
   const auto md = report_markdown(bundle, a);
   EXPECT_LT(md.size(), 65000u);
   EXPECT_EQ(md.rfind("# hangscope: Rank 4000 ", 0), 0u);
@@ -70,7 +71,7 @@ TEST(ReportMarkdown, AHugeJobStillFitsInAGithubIssue) {
 
 TEST(ReportJson, HasTheDesignKeys) {
   const auto bundle = store_wait_bundle();
-  const auto j = report_json(bundle, analysis::analyze(bundle));
+  const auto j = report_json(bundle, diagnosis::diagnose(bundle));
   EXPECT_EQ(j["schema"], "hangscope.report/v1");
   const auto& v = j["verdicts"].at(0);
   for (const char* key : {"id", "kind", "title", "confidence", "diverged_ranks", "waiting_ranks",
@@ -96,7 +97,7 @@ TEST(ReportJson, HasTheDesignKeys) {
 
 TEST(ReportTree, RankSetsPerBranchAndTheDivergedBranchMarked) {
   const auto bundle = store_wait_bundle();
-  const auto a = analysis::analyze(bundle);
+  const auto a = diagnosis::diagnose(bundle);
   const auto text = tree_text(a.jobs[0], {5});
   EXPECT_NE(text.find("[0-7] <module> (repro/gloo_barrier_hang.py:120)"), std::string::npos)
       << text;
@@ -113,7 +114,7 @@ TEST(ReportTree, RankSetsPerBranchAndTheDivergedBranchMarked) {
 
 TEST(ReportFolded, OneLinePerDistinctStackCountedOverSamples) {
   const auto bundle = store_wait_bundle();
-  const auto folded = stacks_folded(analysis::analyze(bundle));
+  const auto folded = stacks_folded(diagnosis::diagnose(bundle));
   const auto lines = lines_of(folded);
   ASSERT_EQ(lines.size(), 8u);
   EXPECT_EQ(lines[5],
@@ -125,7 +126,7 @@ TEST(ReportFolded, OneLinePerDistinctStackCountedOverSamples) {
 
 TEST(ReportTerminal, ColouredOnlyWhenAsked) {
   const auto bundle = store_wait_bundle();
-  const auto a = analysis::analyze(bundle);
+  const auto a = diagnosis::diagnose(bundle);
   EXPECT_EQ(terminal_summary(a, false).find('\033'), std::string::npos);
   EXPECT_NE(terminal_summary(a, true).find("\033[1;31m"), std::string::npos);
   EXPECT_NE(terminal_summary(a, false).find("rank-diverged"), std::string::npos);
@@ -143,7 +144,7 @@ TEST(ReportBundle, WrittenAndReadBackToTheSameVerdict) {
   EXPECT_EQ(back.nodes[1].clock_offset_ns, 1234567);
   EXPECT_EQ(back.nodes[4].status, "error");
   EXPECT_NE(back.nodes[4].error.find("zz-garbage.json"), std::string::npos);
-  const auto a = analysis::analyze(back);
+  const auto a = diagnosis::diagnose(back);
   ASSERT_EQ(a.verdicts.size(), 1u);  // the unreadable file is an input error, not a node down
   EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{5});
   EXPECT_THROW(read_bundle(dir + "/nope"), hangscope::Error);

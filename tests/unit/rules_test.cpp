@@ -9,6 +9,7 @@
 
 #include "analysis_builders.h"
 #include "hangscope/common/error.h"
+#include "hangscope/diagnosis/diagnose.h"
 #include "hangscope/rules/engine.h"
 #include "hangscope/rules/rule.h"
 #include "target_process.h"
@@ -242,9 +243,7 @@ const Rule& builtin(const std::string& id) {
 }
 
 analysis::Analysis analyse_with(const analysis::Bundle& bundle) {
-  auto a = analysis::analyze(bundle);
-  apply_rules(load_rules("", "").rules, a);
-  return a;
+  return diagnosis::diagnose(bundle, load_rules("", ""));
 }
 
 TEST(Rules, BuiltinRulesAllParse) {
@@ -257,7 +256,7 @@ TEST(Rules, CrossFireMatrix) {
   const auto set = load_rules("", "");
   for (const auto& [name, make] : scenarios()) {
     const auto bundle = make();  // the analysis points into it
-    const auto a = analysis::analyze(bundle);
+    const auto a = diagnosis::diagnose(bundle);
     for (const auto& rule : set.rules) {
       const bool fired = evaluate(rule, a.jobs.at(0)).has_value();
       EXPECT_EQ(fired, rule.id == name) << "rule " << rule.id << " on scenario " << name;
@@ -284,14 +283,14 @@ TEST(Rules, SymmetricMemoryNearMisses) {
   // Every rank still inside the rendezvous: nobody moved on.
   JobBuilder all_in(8);
   for (int r = 0; r < 8; ++r) all_in.rank(r, in_rendezvous(), 'S', 0, 4);
-  EXPECT_FALSE(
-      evaluate(builtin("symmetric-memory-rendezvous"), analysis::analyze(all_in.bundle()).jobs[0]));
+  EXPECT_FALSE(evaluate(builtin("symmetric-memory-rendezvous"),
+                        diagnosis::diagnose(all_in.bundle()).jobs[0]));
   // One node only: the fact "two or more nodes" is known false.
   JobBuilder one_node(8);
   for (int r = 0; r < 8; ++r)
     one_node.rank(r, r < 4 ? in_rendezvous() : same_node_barrier(), 'S', 0, 8);
   EXPECT_FALSE(evaluate(builtin("symmetric-memory-rendezvous"),
-                        analysis::analyze(one_node.bundle()).jobs[0]));
+                        diagnosis::diagnose(one_node.bundle()).jobs[0]));
 }
 
 TEST(Rules, UnknownFactsAreNotReadAsFalse) {
@@ -301,7 +300,7 @@ TEST(Rules, UnknownFactsAreNotReadAsFalse) {
   auto bundle = job.bundle();
   bundle.nodes.push_back({"node1", "10.0.0.2:7447", "unreachable", "timeout", 0});
   const auto v =
-      evaluate(builtin("symmetric-memory-rendezvous"), analysis::analyze(bundle).jobs[0]);
+      evaluate(builtin("symmetric-memory-rendezvous"), diagnosis::diagnose(bundle).jobs[0]);
   ASSERT_TRUE(v);
   EXPECT_LT(v->confidence, builtin("symmetric-memory-rendezvous").confidence);
   bool said = false;
@@ -331,7 +330,7 @@ TEST(Rules, AutotuneCacheMismatchOnRankZeroAndOnAnotherRank) {
     }
   }
   const auto cached =
-      evaluate(builtin("autotune-cache-mismatch"), analysis::analyze(with_cache).jobs[0]);
+      evaluate(builtin("autotune-cache-mismatch"), diagnosis::diagnose(with_cache).jobs[0]);
   ASSERT_TRUE(cached);
   const auto has = [&](const std::string& text) {
     return std::any_of(cached->evidence.begin(), cached->evidence.end(),
@@ -344,8 +343,8 @@ TEST(Rules, AutotuneCacheMismatchOnRankZeroAndOnAnotherRank) {
   // Near miss: every rank tuning (no cache anywhere) is no autotune verdict.
   JobBuilder all_tuning(4);
   for (int r = 0; r < 4; ++r) all_tuning.rank(r, autotune_tuning());
-  EXPECT_FALSE(
-      evaluate(builtin("autotune-cache-mismatch"), analysis::analyze(all_tuning.bundle()).jobs[0]));
+  EXPECT_FALSE(evaluate(builtin("autotune-cache-mismatch"),
+                        diagnosis::diagnose(all_tuning.bundle()).jobs[0]));
 }
 
 TEST(Rules, CompiledDagStallNamesTheStalledWorker) {
@@ -358,7 +357,7 @@ TEST(Rules, CompiledDagStallNamesTheStalledWorker) {
   JobBuilder all_waiting(4);
   for (int r = 0; r < 4; ++r) all_waiting.rank(r, r < 2 ? dag_collective() : dag_channel_read());
   EXPECT_FALSE(
-      evaluate(builtin("compiled-dag-stall"), analysis::analyze(all_waiting.bundle()).jobs[0]));
+      evaluate(builtin("compiled-dag-stall"), diagnosis::diagnose(all_waiting.bundle()).jobs[0]));
 }
 
 TEST(Rules, CompiledDagStallNamesTheDriverWhenItWasCaptured) {
@@ -413,14 +412,14 @@ TEST(Rules, GpuP2pSpinFiresWhenEveryRankSpins) {
   // Near misses: the same frames while waiting (no CPU), or one rank elsewhere.
   JobBuilder waiting(4);
   for (int r = 0; r < 4; ++r) waiting.rank(r, p2p_spin(), 'S', 0);
-  EXPECT_FALSE(evaluate(builtin("gpu-p2p-spin"), analysis::analyze(waiting.bundle()).jobs[0]));
+  EXPECT_FALSE(evaluate(builtin("gpu-p2p-spin"), diagnosis::diagnose(waiting.bundle()).jobs[0]));
   JobBuilder one_elsewhere(4);
   for (int r = 0; r < 4; ++r) {
     one_elsewhere.rank(r, r == 3 ? barrier_stack() : p2p_spin(), r == 3 ? 'S' : 'R',
                        r == 3 ? 0 : 40);
   }
   EXPECT_FALSE(
-      evaluate(builtin("gpu-p2p-spin"), analysis::analyze(one_elsewhere.bundle()).jobs[0]));
+      evaluate(builtin("gpu-p2p-spin"), diagnosis::diagnose(one_elsewhere.bundle()).jobs[0]));
 }
 
 TEST(Rules, ShmBroadcastSkipNeedsAFullDevShm) {
@@ -433,12 +432,13 @@ TEST(Rules, ShmBroadcastSkipNeedsAFullDevShm) {
   JobBuilder roomy(4);
   for (int r = 0; r < 4; ++r) roomy.rank(r, r == 0 ? shm_source_skipped() : shm_broadcast_wait());
   roomy.fact(0, "shm.free_bytes", "25276063744");
-  EXPECT_FALSE(evaluate(builtin("shm-broadcast-skip"), analysis::analyze(roomy.bundle()).jobs[0]));
+  EXPECT_FALSE(
+      evaluate(builtin("shm-broadcast-skip"), diagnosis::diagnose(roomy.bundle()).jobs[0]));
   // Unknown /dev/shm (not captured): fires, with lower confidence, and says so.
   JobBuilder unknown(4);
   for (int r = 0; r < 4; ++r) unknown.rank(r, r == 0 ? shm_source_skipped() : shm_broadcast_wait());
   const auto v =
-      evaluate(builtin("shm-broadcast-skip"), analysis::analyze(unknown.bundle()).jobs[0]);
+      evaluate(builtin("shm-broadcast-skip"), diagnosis::diagnose(unknown.bundle()).jobs[0]);
   ASSERT_TRUE(v);
   EXPECT_LT(v->confidence, builtin("shm-broadcast-skip").confidence);
   EXPECT_TRUE(std::any_of(v->evidence.begin(), v->evidence.end(), [](const std::string& e) {
@@ -459,7 +459,7 @@ TEST(Rules, AsymmetricWarmupNamesTheColdRank) {
               r == 1 ? 40 : 0)
         .fact(r, "cache.torch_compile.state", "warm");
   }
-  EXPECT_FALSE(evaluate(builtin("asymmetric-warmup"), analysis::analyze(warm.bundle()).jobs[0]));
+  EXPECT_FALSE(evaluate(builtin("asymmetric-warmup"), diagnosis::diagnose(warm.bundle()).jobs[0]));
 }
 
 TEST(Rules, DpDummyBatchDesyncNamesTheIdleEngine) {
@@ -472,7 +472,7 @@ TEST(Rules, DpDummyBatchDesyncNamesTheIdleEngine) {
   JobBuilder all_in(4);
   for (int r = 0; r < 4; ++r) all_in.rank(r, dp_in_sync());
   EXPECT_FALSE(
-      evaluate(builtin("dp-dummy-batch-desync"), analysis::analyze(all_in.bundle()).jobs[0]));
+      evaluate(builtin("dp-dummy-batch-desync"), diagnosis::diagnose(all_in.bundle()).jobs[0]));
 }
 
 TEST(Rules, MalformedFilesNameTheLineAndTheReason) {
@@ -536,8 +536,7 @@ TEST(Rules, LaterDirectoriesReplaceRulesWithTheSameIdAndAddNewOnes) {
   ASSERT_TRUE(by_id.count("store-key-never-set"));
   // The user's rule fires without recompiling.
   const auto bundle = scenarios()["store-wait"]();
-  auto a = analysis::analyze(bundle);
-  apply_rules(set.rules, a);
+  const auto a = diagnosis::diagnose(bundle, set);
   EXPECT_EQ(a.verdicts.at(0).id, "store-key-never-set");
   EXPECT_EQ(a.verdicts[0].summary,
             "Rank 3 waits for a store key in store.wait in load_weights "

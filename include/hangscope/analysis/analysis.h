@@ -116,10 +116,9 @@ struct Analysis {
   double interval_seconds = 0;
 };
 
-// The analysis points into `bundle` (rank histories): keep the bundle alive while using it.
-Analysis analyze(const Bundle& bundle);
-
-// Internals, exposed for their tests.
+// The stages of the analysis. diagnosis::diagnose (include/hangscope/diagnosis/diagnose.h)
+// runs them in order and is the one place verdicts are made; they are public for it and for
+// their tests. The results point into `bundle` (rank histories): keep it alive while using them.
 std::vector<Job> build_jobs(const Bundle& bundle);
 void link_wait_graph(Job& job);
 void assign_classes(Job& job);
@@ -135,5 +134,16 @@ std::optional<Verdict> init_verdict(const Job& job, const std::vector<OtherProce
                                     std::map<int, const OtherProcess*>* found = nullptr);
 std::vector<Verdict> node_verdicts(const std::vector<Job>& jobs,
                                    const std::vector<NodeStatus>& nodes);
+// The processes of interest that are no rank (latest sample of each node).
+std::vector<OtherProcess> other_processes(const Bundle& bundle);
+// The processes init_verdict took for absent ranks stand in the rank table in their place.
+void place_absent_ranks(Job& job, const std::map<int, const OtherProcess*>& found);
+// Evidence from outside the stacks for a verdict on one of `jobs`: missing TCP peers, NCCL
+// RAS problems, c10d store answers, vLLM broadcast rings.
+void add_evidence(const std::vector<Job>& jobs, Verdict& v);
+// The conclusion when no verdict names a rank, said plainly.
+std::string no_divergence(const std::vector<Job>& jobs, int samples);
+// Samples per node and the interval between them.
+void measure_samples(const Bundle& bundle, Analysis& analysis);
 
 }  // namespace hangscope::analysis

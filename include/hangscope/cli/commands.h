@@ -34,12 +34,6 @@ CommandRunner register_diagnose_command(CLI::App& app);
 CommandRunner register_report_command(CLI::App& app);
 CommandRunner register_rules_command(CLI::App& app);
 
-// The analysis of a bundle with the signature rules in effect (built-in, /etc/hangscope/rules.d,
-// `rules_dir`; rule files of at most max_rule_bytes); skipped rule files are told to `say`.
-analysis::Analysis analyze_with_rules(const analysis::Bundle& bundle, const std::string& rules_dir,
-                                      const std::function<void(const std::string&)>& say,
-                                      std::size_t max_rule_bytes);
-
 // What diagnose and report print on stdout.
 enum class Output {
   kSummary,  // conclusion, verdicts, rank table: coloured on a terminal unless NO_COLOR is set

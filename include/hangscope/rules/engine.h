@@ -1,5 +1,5 @@
-// Applies signature rules to an analysis: each rule that fires on a job adds a "signature"
-// verdict, ordered before the generic verdicts it explains (which are marked as explained).
+// Evaluates signature rules on the analysis's jobs: each rule that fires on a job gives a
+// "signature" verdict and marks the generic verdicts it explains.
 #pragma once
 
 #include <vector>
@@ -14,7 +14,11 @@ namespace hangscope::rules {
 std::optional<analysis::Verdict> evaluate(const Rule& rule, const analysis::Job& job,
                                           const std::vector<analysis::OtherProcess>& others = {});
 
-// Adds every firing rule's verdict to `analysis` and re-orders the verdicts and conclusion.
-void apply_rules(const std::vector<Rule>& rules, analysis::Analysis& analysis);
+// The verdicts of every rule that fires on one of `jobs`; each generic verdict a firing rule
+// explains is marked so (`explained_by`). Ordering is diagnosis::diagnose's.
+std::vector<analysis::Verdict> signature_verdicts(const std::vector<Rule>& rules,
+                                                  const std::vector<analysis::Job>& jobs,
+                                                  const std::vector<analysis::OtherProcess>& others,
+                                                  std::vector<analysis::Verdict>& generic);
 
 }  // namespace hangscope::rules

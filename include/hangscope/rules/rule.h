@@ -88,7 +88,9 @@ struct RuleSet {
   std::vector<Rule> rules;
   std::vector<std::string> errors;
 };
-RuleSet load_rules(const std::string& system_dir = "/etc/hangscope/rules.d",
+// The administrator's rule directory, read by every command that applies rules.
+inline constexpr const char* kSystemRulesDir = "/etc/hangscope/rules.d";
+RuleSet load_rules(const std::string& system_dir = kSystemRulesDir,
                    const std::string& extra_dir = "",
                    std::size_t max_bytes = kDefaultMaxInputBytes);
 

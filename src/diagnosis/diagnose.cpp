@@ -1,0 +1,77 @@
+// Where verdicts are made. Each stage names the file that implements it.
+#include "hangscope/diagnosis/diagnose.h"
+
+#include <algorithm>
+#include <map>
+
+#include "hangscope/common/phase_timer.h"
+#include "hangscope/rules/engine.h"
+
+namespace hangscope::diagnosis {
+
+void order_verdicts(std::vector<analysis::Verdict>& verdicts) {
+  std::stable_sort(verdicts.begin(), verdicts.end(),
+                   [](const analysis::Verdict& a, const analysis::Verdict& b) {
+                     const bool sa = a.kind == "signature", sb = b.kind == "signature";
+                     if (sa != sb) return sa;
+                     return a.confidence > b.confidence;
+                   });
+}
+
+analysis::Analysis diagnose(const analysis::Bundle& bundle, const rules::RuleSet& rules) {
+  using analysis::Verdict;
+  PhaseTimer timer("analysis, ");
+  analysis::Analysis result;
+
+  // 1. The rank table and its links (analysis/rank_table.cpp, wait_graph.cpp, connectivity.cpp).
+  result.jobs = analysis::build_jobs(bundle);
+  timer.lap("rank table");
+  for (auto& job : result.jobs) analysis::link_wait_graph(job);
+  timer.lap("wait-for graph");
+  for (auto& job : result.jobs) analysis::assign_classes(job);
+  timer.lap("classes");
+  for (auto& job : result.jobs) analysis::link_tcp_peers(job);
+  timer.lap("TCP peers");
+  result.others = analysis::other_processes(bundle);
+
+  // 2. Verdicts, source by source.
+  //    Nodes that did not answer (analysis/verdicts.cpp).
+  auto& verdicts = result.verdicts;
+  verdicts = analysis::node_verdicts(result.jobs, bundle.nodes);
+  //    Flight records: a rank behind, mismatched collectives (analysis/collective_sequences.cpp).
+  for (auto& job : result.jobs) {
+    auto recorded = analysis::correlate_flight_records(job);
+    verdicts.insert(verdicts.end(), recorded.begin(), recorded.end());
+  }
+  for (auto& job : result.jobs) {
+    //  A job hung at init: the absent ranks are the verdict (analysis/init_hang.cpp); the graph
+    //  of ranks that hold no group yet would only name the waiting.
+    std::map<int, const analysis::OtherProcess*> found;
+    if (auto init = analysis::init_verdict(job, result.others, &found)) {
+      verdicts.push_back(std::move(*init));
+      analysis::place_absent_ranks(job, found);
+      continue;
+    }
+    //  The wait-for graph: diverged, dead, stopped, straggling ranks, cycles resolved by
+    //  program order (analysis/verdicts.cpp).
+    auto generic = analysis::generic_verdicts(job);
+    verdicts.insert(verdicts.end(), generic.begin(), generic.end());
+  }
+  timer.lap("verdicts");
+  for (auto& v : verdicts) analysis::add_evidence(result.jobs, v);
+  timer.lap("evidence");
+  //    Known bugs: the signature rules (rules/engine.cpp), which mark the generic verdicts they
+  //    explain.
+  auto signatures = rules::signature_verdicts(rules.rules, result.jobs, result.others, verdicts);
+  verdicts.insert(verdicts.begin(), signatures.begin(), signatures.end());
+  timer.lap("signature rules");
+
+  // 3. Order and conclusion: a signature verdict first, then by confidence.
+  order_verdicts(verdicts);
+  analysis::measure_samples(bundle, result);
+  result.conclusion = verdicts.empty() ? analysis::no_divergence(result.jobs, result.samples)
+                                       : verdicts.front().summary;
+  return result;
+}
+
+}  // namespace hangscope::diagnosis
