@@ -12,7 +12,7 @@ using analysis::RankEntry;
 using nlohmann::json;
 
 template <typename T>
-json optional_json(const std::optional<T>& value) {
+json json_or_null(const std::optional<T>& value) {
   return value ? json(*value) : json(nullptr);
 }
 
@@ -56,12 +56,12 @@ json rank_json(const RankEntry& r) {
   const auto* p = r.latest();
   const bool captured = p != nullptr;
   json out = {
-      {"rank", optional_json(r.rank)},
+      {"rank", json_or_null(r.rank)},
       {"node", captured ? json(r.node) : json(nullptr)},
       {"pid", captured ? json(r.pid) : json(nullptr)},
       {"job", r.job},
       {"state", std::string(to_string(r.state))},
-      {"progressing", optional_json(r.progress.progressing)},
+      {"progressing", json_or_null(r.progress.progressing)},
       {"progress", r.progress.detail},
       {"stuck_since", r.stuck_since_ns ? json(utc_time(*r.stuck_since_ns)) : json(nullptr)},
       {"stuck_since_source", r.stuck_since_ns ? json(r.stuck_since_source) : json(nullptr)},
@@ -76,11 +76,11 @@ json rank_json(const RankEntry& r) {
   };
   if (captured) {
     const auto& id = p->identity;
-    out["local_rank"] = optional_json(id.local_rank);
-    out["world_size"] = optional_json(id.world_size);
-    out["tp"] = optional_json(id.tp);
-    out["pp"] = optional_json(id.pp);
-    out["dp"] = optional_json(id.dp);
+    out["local_rank"] = json_or_null(id.local_rank);
+    out["world_size"] = json_or_null(id.world_size);
+    out["tp"] = json_or_null(id.tp);
+    out["pp"] = json_or_null(id.pp);
+    out["dp"] = json_or_null(id.dp);
     out["identity_source"] = id.source;
     out["identity_sources"] = id.sources;
     out["title"] = id.title;
@@ -163,7 +163,7 @@ json report_json(const Bundle& bundle, const analysis::Analysis& analysis, bool 
                          {"key", c.key}});
     }
     jobs.push_back({{"job", job.key},
-                    {"world_size", optional_json(job.world_size)},
+                    {"world_size", json_or_null(job.world_size)},
                     {"ranks", job.ranks.size()}});
   }
   json processes = json::array();
