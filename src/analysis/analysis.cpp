@@ -25,7 +25,7 @@ std::vector<OtherProcess> other_processes(const Bundle& bundle) {
 
 void order_verdicts(std::vector<Verdict>& verdicts) {
   std::stable_sort(verdicts.begin(), verdicts.end(), [](const Verdict& a, const Verdict& b) {
-    const bool sa = a.kind == "signature", sb = b.kind == "signature";
+    const bool sa = a.kind == VerdictKind::kSignature, sb = b.kind == VerdictKind::kSignature;
     if (sa != sb) return sa;
     return a.confidence > b.confidence;
   });
@@ -159,6 +159,16 @@ std::map<std::string, const capture::NodeSnapshot*> latest_samples(const Bundle&
     if (slot == nullptr || s.sample_index >= slot->sample_index) slot = &s;
   }
   return latest;
+}
+
+std::string_view to_string(VerdictKind kind) {
+  switch (kind) {
+    case VerdictKind::kGeneric:
+      return "generic";
+    case VerdictKind::kSignature:
+      return "signature";
+  }
+  return "generic";
 }
 
 Analysis analyze(const Bundle& bundle) {

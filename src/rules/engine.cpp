@@ -297,7 +297,7 @@ std::optional<analysis::Verdict> evaluate(const Rule& rule, const Job& job,
   if (diverged.ranks.empty()) return std::nullopt;
   analysis::Verdict v;
   v.id = rule.id;
-  v.kind = "signature";
+  v.kind = analysis::VerdictKind::kSignature;
   v.title = rule.title;
   v.job = job.key;
   v.confidence = rule.confidence;
@@ -387,7 +387,8 @@ void apply_rules(const std::vector<Rule>& rules, analysis::Analysis& analysis) {
   analysis.verdicts.insert(analysis.verdicts.begin(), signatures.begin(), signatures.end());
   std::stable_sort(analysis.verdicts.begin(), analysis.verdicts.end(),
                    [](const analysis::Verdict& a, const analysis::Verdict& b) {
-                     const bool sa = a.kind == "signature", sb = b.kind == "signature";
+                     const bool sa = a.kind == analysis::VerdictKind::kSignature;
+                     const bool sb = b.kind == analysis::VerdictKind::kSignature;
                      if (sa != sb) return sa;
                      return a.confidence > b.confidence;
                    });
