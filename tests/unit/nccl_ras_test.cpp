@@ -11,10 +11,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <functional>
 #include <thread>
 
+#include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
+#include "hangscope/common/tcp_connection.h"
 #include "loopback_peer.h"
 
 namespace hangscope::collectives {
@@ -141,6 +144,14 @@ TEST(NcclRas, ClosedConnectionsAndMalformedRepliesAreNamed) {
   }
   const auto refused = query_ras({"127.0.0.1", closed_port}, std::chrono::seconds(1));
   EXPECT_NE(refused.error.find("RAS disabled"), std::string::npos) << refused.error;
+  // The hint follows the connection's errno, not the wording of its message.
+  try {
+    TcpConnection connection("127.0.0.1", closed_port,
+                             TcpConnection::Clock::now() + std::chrono::seconds(1), "NCCL RAS");
+    ADD_FAILURE() << "connected to a closed port";
+  } catch (const SystemError& e) {
+    EXPECT_EQ(e.error_number(), ECONNREFUSED) << e.what();
+  }
 }
 
 TEST(NcclRas, TheJsonReportNamesTheRankBehindAndTheDeadOne) {
