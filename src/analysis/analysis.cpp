@@ -5,6 +5,7 @@
 #include <set>
 
 #include "hangscope/analysis/rank_set.h"
+#include "hangscope/collectives/nccl_ras.h"
 
 namespace hangscope::analysis {
 
@@ -41,18 +42,25 @@ void add_tcp_evidence(const std::vector<Job>& jobs, Verdict& v) {
 }
 
 // What NCCL's RAS service reported on the job's nodes goes into its verdicts' evidence: one
-// signal among several (RAS is known to say OK during some hangs).
+// signal among several (RAS is known to say OK during some hangs). Decided by the status fact
+// alone: a snapshot without it (older agents) gives no RAS evidence.
 void add_ras_evidence(const std::vector<Job>& jobs, Verdict& v) {
+  using collectives::RasStatus;
   for (const auto& job : jobs) {
     if (job.key != v.job) continue;
     std::set<std::string> seen;
     for (const auto& r : job.ranks) {
       const auto* p = r.latest();
       if (p == nullptr) continue;
-      const auto it = p->facts.find("nccl_ras");
-      if (it == p->facts.end() || it->second.rfind("problems:", 0) != 0) continue;
-      if (seen.insert(r.node).second)
-        v.evidence.push_back("NCCL RAS (" + r.node + "): " + it->second);
+      const auto status = p->facts.find(collectives::kRasStatusFact);
+      if (status == p->facts.end() ||
+          collectives::ras_status_from_string(status->second) != RasStatus::kProblems) {
+        continue;
+      }
+      if (!seen.insert(r.node).second) continue;
+      const auto text = p->facts.find(collectives::kRasFact);
+      v.evidence.push_back("NCCL RAS (" + r.node +
+                           "): " + (text == p->facts.end() ? "problems reported" : text->second));
     }
   }
 }
@@ -157,6 +165,16 @@ std::map<std::string, const capture::NodeSnapshot*> latest_samples(const Bundle&
     if (slot == nullptr || s.sample_index >= slot->sample_index) slot = &s;
   }
   return latest;
+}
+
+std::string_view to_string(VerdictKind kind) {
+  switch (kind) {
+    case VerdictKind::kGeneric:
+      return "generic";
+    case VerdictKind::kSignature:
+      return "signature";
+  }
+  return "generic";
 }
 
 void measure_samples(const Bundle& bundle, Analysis& analysis) {

@@ -433,12 +433,21 @@ void collect_nccl_ras(NodeSnapshot& node,
     const auto endpoint = collectives::ras_endpoint(env[members.front()]);
     const auto reply =
         collectives::query_ras(endpoint, std::chrono::milliseconds(3000), 2, first.pid);
-    const std::string summary = !reply.error.empty() && reply.report.empty()
-                                    ? "unavailable at " + endpoint.text() + ": " + reply.error
-                                    : collectives::summarize_ras(reply).describe();
-    for (std::size_t i : members) node.processes[i].facts["nccl_ras"] = summary;
+    std::string summary;
+    auto status = collectives::RasStatus::kUnavailable;
+    if (!reply.error.empty() && reply.report.empty()) {
+      summary = "unavailable at " + endpoint.text() + ": " + reply.error;
+    } else {
+      const auto ras = collectives::summarize_ras(reply);
+      summary = ras.describe();
+      status = ras.status();
+    }
+    for (std::size_t i : members) {
+      node.processes[i].facts[collectives::kRasFact] = summary;
+      node.processes[i].facts[collectives::kRasStatusFact] = collectives::to_string(status);
+    }
     if (!reply.report.empty()) {
-      first.facts["nccl_ras.report"] = reply.report.substr(0, kMaxReport);
+      first.facts[collectives::kRasReportFact] = reply.report.substr(0, kMaxReport);
     }
   }
 }

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "capture/python_session.h"
+#include "hangscope/common/diagnostic.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/phase_timer.h"
 #include "hangscope/common/redaction.h"
@@ -115,10 +116,6 @@ class ThreadMatcher {
   std::map<std::uint64_t, pid_t> by_thread_pointer_;
 };
 
-bool torn(const python::PyThread& thread) {
-  return !thread.error.empty() && thread.error.rfind("stopped after", 0) != 0;
-}
-
 // A thread that runs through Python calls faster than its frames can be read (a spin loop
 // calling a small function) tears every live read: such a thread is stopped once more, alone,
 // for a read of its frames. Returns the longest of these pauses.
@@ -127,7 +124,7 @@ std::chrono::nanoseconds reread_torn_threads(std::vector<python::PyThread>& thre
                                              const CaptureOptions& options) {
   std::chrono::nanoseconds longest{0};
   for (auto& thread : threads) {
-    if (!torn(thread)) continue;
+    if (!python::torn(thread)) continue;
     const auto tid = matcher.host_tid(thread);
     if (!tid) continue;
     native::ThreadStop stop(*tid);
@@ -143,9 +140,8 @@ std::chrono::nanoseconds reread_torn_threads(std::vector<python::PyThread>& thre
     longest = std::max(longest, stop.paused_for());
     stop.release();
     for (auto& t : again) {
-      if (t.tstate == thread.tstate && !torn(t)) {
+      if (t.tstate == thread.tstate && !python::torn(t)) {
         thread = std::move(t);
-        thread.error = "";
         break;
       }
     }
@@ -167,7 +163,7 @@ void fill_python(ThreadDump& thread, const python::PyThread& py,
   thread.holds_gil = py.holds_gil;
   for (const auto& f : py.frames) thread.python_frames.push_back(python::to_frame(f));
   mask_locals(thread.python_frames.edit());
-  if (!py.error.empty()) thread.notes.push_back("Python stack: " + py.error);
+  if (py.error) thread.notes.push_back("Python stack: " + py.error->text);
   if (stacks == StackKinds::kPythonOnly) {
     thread.frames = thread.python_frames;
     return;
@@ -227,15 +223,17 @@ ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
   // Find the interpreter before stopping anything: it opens files, which can wait.
   std::unique_ptr<PythonSession> python;
   if (options.stacks != StackKinds::kNativeOnly) {
-    std::string note;
+    Diagnostic note;
     python = PythonSession::open(image, live, &note);
     if (python) {
       dump.python = python->interpreter().version.to_string();
       phases.lap("maps and interpreter");
       dump.distributed = python->read_process_groups();
       phases.lap("torch.distributed's process groups");
-    } else if (options.stacks == StackKinds::kPythonOnly || note.rfind("not a Python", 0) != 0) {
-      dump.notes.push_back(note);
+    } else if (options.stacks == StackKinds::kPythonOnly ||
+               note.code != DiagnosticCode::kNotPython) {
+      // A native process is no news, unless Python stacks were all that was asked for.
+      dump.notes.push_back(note.text);
     }
   }
   if (!python) phases.lap("maps and interpreter");
@@ -286,7 +284,7 @@ ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
     if (copies[i].copied) {
       thread.native_frames = std::move(symbolized[i]);
       thread.frames = thread.native_frames;
-      if (!walks[i].stop_reason.empty()) thread.notes.push_back(walks[i].stop_reason);
+      if (walks[i].end != WalkEnd::kComplete) thread.notes.push_back(walks[i].stop_reason);
     }
     dump.threads.push_back(std::move(thread));
   }

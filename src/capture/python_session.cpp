@@ -1,5 +1,7 @@
 #include "capture/python_session.h"
 
+#include <algorithm>
+
 #include "hangscope/common/error.h"
 #include "hangscope/memory/page_cache.h"
 #include "hangscope/python/process_groups.h"
@@ -7,11 +9,10 @@
 namespace hangscope::capture {
 
 std::unique_ptr<PythonSession> PythonSession::open(elf::ProcessImage& image,
-                                                   memory::MemoryReader& memory,
-                                                   std::string* note) {
+                                                   memory::MemoryReader& memory, Diagnostic* note) {
   auto search = python::find_interpreter(image, memory);
   if (!search.interpreter) {
-    *note = search.note;
+    *note = std::move(search.problem);
     return nullptr;
   }
   const auto& interpreter = *search.interpreter;
@@ -20,18 +21,21 @@ std::unique_ptr<PythonSession> PythonSession::open(elf::ProcessImage& image,
     const std::size_t size = python::debug_offsets_size(interpreter.version);
     std::vector<std::byte> table(size);
     if (size == 0) {
-      *note = "Python " + interpreter.version.to_string() +
-              " is not supported (known: 3.10 to 3.14): native stacks only";
+      *note = {DiagnosticCode::kPythonUnsupported,
+               "Python " + interpreter.version.to_string() +
+                   " is not supported (known: 3.10 to 3.14): native stacks only"};
       return nullptr;
     }
     if (!memory.read_exact(interpreter.runtime_address, table.data(), table.size())) {
-      *note = "cannot read the _Py_DebugOffsets table of Python " + interpreter.version.to_string();
+      *note = {
+          DiagnosticCode::kPythonUnreadable,
+          "cannot read the _Py_DebugOffsets table of Python " + interpreter.version.to_string()};
       return nullptr;
     }
     try {
       layout = python::layout_from_debug_offsets(table);
     } catch (const Error& e) {
-      *note = std::string(e.what()) + ": native stacks only";
+      *note = {DiagnosticCode::kPythonUnsupported, std::string(e.what()) + ": native stacks only"};
       return nullptr;
     }
   }
@@ -41,11 +45,9 @@ std::unique_ptr<PythonSession> PythonSession::open(elf::ProcessImage& image,
 
 namespace {
 
-bool has_errors(const std::vector<python::PyThread>& threads) {
-  for (const auto& t : threads) {
-    if (!t.error.empty() && t.error.rfind("stopped after", 0) != 0) return true;
-  }
-  return false;
+bool any_torn(const std::vector<python::PyThread>& threads) {
+  return std::any_of(threads.begin(), threads.end(),
+                     [](const python::PyThread& t) { return python::torn(t); });
 }
 
 // Two reads of running threads agree when every thread's outermost frame is the same: a
@@ -82,7 +84,7 @@ std::vector<python::PyThread> PythonSession::read_threads(bool locals, int attem
   // on every thread's outermost frame.
   for (int attempt = 1; attempt < attempts; ++attempt) {
     auto again = read();
-    const bool settled = !has_errors(again) && same_outer_frames(threads, again);
+    const bool settled = !any_torn(again) && same_outer_frames(threads, again);
     threads = std::move(again);
     if (settled) break;
   }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "hangscope/capture/process_dump.h"
+#include "hangscope/common/diagnostic.h"
 #include "hangscope/elf/process_image.h"
 #include "hangscope/memory/memory_reader.h"
 #include "hangscope/python/interpreter.h"
@@ -20,9 +21,9 @@ namespace hangscope::capture {
 class PythonSession {
  public:
   // Finds the interpreter and its layout; nullptr with the reason in *note when there is none
-  // (not Python, unknown version, unreadable) so the capture goes on with native stacks.
+  // (kNotPython, kPythonUnsupported, kPythonUnreadable) so the capture goes on with native stacks.
   static std::unique_ptr<PythonSession> open(elf::ProcessImage& image, memory::MemoryReader& memory,
-                                             std::string* note);
+                                             Diagnostic* note);
 
   const python::Interpreter& interpreter() const { return interpreter_; }
 

@@ -1,5 +1,6 @@
 #include "hangscope/collectives/nccl_ras.h"
 
+#include <cerrno>
 #include <map>
 
 #include "hangscope/common/error.h"
@@ -20,11 +21,11 @@ class RasConnection {
  public:
   RasConnection(const RasEndpoint& endpoint, Clock::time_point deadline) try
       : connection_(endpoint.host, endpoint.port, deadline, "NCCL RAS") {
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    throw Error(message + (message.find("Connection refused") != std::string::npos
-                               ? " (no NCCL job with RAS on this node, or RAS disabled)"
-                               : ""));
+  } catch (const SystemError& e) {  // other errors go on as they are
+    throw Error(std::string(e.what()) +
+                (e.error_number() == ECONNREFUSED
+                     ? " (no NCCL job with RAS on this node, or RAS disabled)"
+                     : ""));
   }
 
   void send(const std::string& message) {
@@ -187,6 +188,25 @@ std::string RasSummary::describe() const {
   for (const auto& f : findings) out += " " + f + ";";
   out.pop_back();
   return out;
+}
+
+std::string_view to_string(RasStatus status) {
+  switch (status) {
+    case RasStatus::kOk:
+      return "ok";
+    case RasStatus::kProblems:
+      return "problems";
+    case RasStatus::kUnavailable:
+      return "unavailable";
+  }
+  return "unavailable";
+}
+
+std::optional<RasStatus> ras_status_from_string(std::string_view value) {
+  for (const auto status : {RasStatus::kOk, RasStatus::kProblems, RasStatus::kUnavailable}) {
+    if (value == to_string(status)) return status;
+  }
+  return std::nullopt;
 }
 
 RasSummary summarize_ras(const RasReply& reply) {

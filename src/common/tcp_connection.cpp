@@ -63,7 +63,7 @@ TcpConnection::TcpConnection(const std::string& host, int port, Clock::time_poin
   }
   if (error != 0) {
     ::close(fd_);
-    throw Error(errno_message(where, error));
+    throw SystemError(where, error);
   }
 }
 

@@ -12,7 +12,8 @@ namespace hangscope::diagnosis {
 void order_verdicts(std::vector<analysis::Verdict>& verdicts) {
   std::stable_sort(verdicts.begin(), verdicts.end(),
                    [](const analysis::Verdict& a, const analysis::Verdict& b) {
-                     const bool sa = a.kind == "signature", sb = b.kind == "signature";
+                     const bool sa = a.kind == analysis::VerdictKind::kSignature;
+                     const bool sb = b.kind == analysis::VerdictKind::kSignature;
                      if (sa != sb) return sa;
                      return a.confidence > b.confidence;
                    });

@@ -25,6 +25,7 @@ struct WalkContext {
   const ThreadCopy* thread;
   memory::BufferMemory stack;
   std::size_t live_reads = 0;
+  std::size_t failed_reads = 0;  // reads no source could serve, during the current step
 };
 
 WalkContext& context_of(void* arg) {
@@ -73,6 +74,7 @@ int access_mem(unw_addr_space_t, unw_word_t address, unw_word_t* value, int writ
     ++ctx.live_reads;
     return 0;
   }
+  ++ctx.failed_reads;
   return -UNW_EINVAL;
 }
 
@@ -130,6 +132,7 @@ UnwindResult Unwinder::unwind(const ThreadCopy& thread, std::size_t max_frames) 
       memory::BufferMemory(thread.stack_start, thread.stack.data(), thread.stack.size())};
   unw_cursor_t cursor;
   if (const int rc = unw_init_remote(&cursor, impl_->address_space, &ctx); rc < 0) {
+    result.end = WalkEnd::kUnwindFailed;
     result.stop_reason = std::string("libunwind init failed: ") + unw_strerror(rc);
     return result;
   }
@@ -140,18 +143,26 @@ UnwindResult Unwinder::unwind(const ThreadCopy& thread, std::size_t max_frames) 
     unw_get_reg(&cursor, UNW_REG_SP, &sp);
     if (pc == 0) break;
     if (!result.frames.empty() && sp < previous_sp) {
+      result.end = WalkEnd::kStackPointerBackwards;
       result.stop_reason = "stack pointer went backwards: unwind stopped";
       break;
     }
     previous_sp = sp;
     result.frames.push_back({pc, unw_is_signal_frame(&cursor) > 0});
     if (result.frames.size() >= max_frames) {
+      result.end = WalkEnd::kFrameLimit;
       result.stop_reason = "stopped after " + std::to_string(max_frames) + " frames";
       break;
     }
+    ctx.failed_reads = 0;
     const int step = unw_step(&cursor);
     if (step == 0) break;
     if (step < 0) {
+      // A step that failed after a read no source could serve failed for want of memory
+      // (libunwind passes on more than one code for that); otherwise its code says why.
+      result.end = ctx.failed_reads > 0   ? WalkEnd::kUnreadableMemory
+                   : step == -UNW_ENOINFO ? WalkEnd::kNoUnwindInfo
+                                          : WalkEnd::kUnwindFailed;
       result.stop_reason = std::string("unwind stopped: ") + unw_strerror(step);
       break;
     }

@@ -65,14 +65,19 @@ InterpreterSearch find_interpreter(elf::ProcessImage& image, memory::MemoryReade
     return search;
   }
   if (without_runtime && !without_runtime->at_least(3, 7)) {
-    search.note = "unsupported Python version " + without_runtime->to_string() +
-                  " (hangscope reads CPython 3.10 and later): Python stacks unavailable";
+    search.problem = {DiagnosticCode::kPythonUnsupported,
+                      "unsupported Python version " + without_runtime->to_string() +
+                          " (hangscope reads CPython 3.10 and later): Python stacks unavailable"};
     return search;
   }
-  search.note =
-      unreadable.empty()
-          ? "not a Python process (no libpython or python executable with _PyRuntime is mapped)"
-          : "cannot read " + unreadable + ": Python stacks unavailable";
+  if (unreadable.empty()) {
+    search.problem = {
+        DiagnosticCode::kNotPython,
+        "not a Python process (no libpython or python executable with _PyRuntime is mapped)"};
+  } else {
+    search.problem = {DiagnosticCode::kPythonUnreadable,
+                      "cannot read " + unreadable + ": Python stacks unavailable"};
+  }
   return search;
 }
 

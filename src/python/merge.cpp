@@ -72,7 +72,7 @@ MergedStack merge_stacks(const std::vector<capture::Frame>& native,
       result.frames.push_back(frame);
     }
   }
-  result.merge = "ok";
+  result.merge = capture::kMergeOk;
   return result;
 }
 

@@ -25,6 +25,17 @@ constexpr std::uint8_t kFastFree = 0x80;
 
 }  // namespace
 
+bool torn(const PyThread& thread) {
+  switch (thread.end) {
+    case WalkEnd::kComplete:  // whole, unless a frame's code object could not be read
+      return thread.error && thread.error->code == DiagnosticCode::kDamagedFrame;
+    case WalkEnd::kFrameLimit:  // cut where the caller asked: the frames read are sound
+      return false;
+    default:  // an unreadable frame or a loop: the chain changed under the read
+      return true;
+  }
+}
+
 std::vector<PyThread> StackReader::read_threads() {
   const auto interp = objects_.read_field(runtime_, layout_.runtime_interpreters_head);
   if (!interp || *interp == 0) {
@@ -211,14 +222,20 @@ void StackReader::walk_frames(std::uint64_t frame_address, PyThread& thread) {
   std::uint64_t address = frame_address;
   while (address != 0) {
     if (thread.frames.size() >= options_.max_frames) {
-      thread.error = "stopped after " + std::to_string(options_.max_frames) + " Python frames";
+      thread.end = WalkEnd::kFrameLimit;
+      thread.error =
+          Diagnostic{DiagnosticCode::kStackCut,
+                     "stopped after " + std::to_string(options_.max_frames) + " Python frames"};
       return;
     }
-    if (!objects_.plausible(address) || !seen.insert(address).second ||
-        !objects_.read(address, frame.data(), frame.size())) {
+    const bool readable = objects_.plausible(address);
+    const bool again = readable && !seen.insert(address).second;
+    if (!readable || again || !objects_.read(address, frame.data(), frame.size())) {
       char hex[32];
       std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(address));
-      thread.error = std::string("frame chain broken at ") + hex;
+      thread.end = again ? WalkEnd::kLoop : WalkEnd::kUnreadableMemory;
+      thread.error =
+          Diagnostic{DiagnosticCode::kStackBroken, std::string("frame chain broken at ") + hex};
       return;
     }
     const auto previous = field(frame, layout_.frame_previous);
@@ -248,10 +265,11 @@ void StackReader::walk_frames(std::uint64_t frame_address, PyThread& thread) {
       // The frame chain is intact: name the damaged frame and go on to its callers.
       char hex[32];
       std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(code));
-      if (thread.error.empty()) {
-        thread.error = std::string("unreadable code object ") + hex + " in frame " +
-                       std::to_string(thread.frames.size()) +
-                       " (torn read, damaged interpreter state or unknown layout)";
+      if (!thread.error) {
+        thread.error = Diagnostic{DiagnosticCode::kDamagedFrame,
+                                  std::string("unreadable code object ") + hex + " in frame " +
+                                      std::to_string(thread.frames.size()) +
+                                      " (torn read, damaged interpreter state or unknown layout)"};
       }
       PyFrame damaged;
       damaged.function = damaged.qualname = std::string("<unreadable code object ") + hex + ">";

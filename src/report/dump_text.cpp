@@ -83,7 +83,7 @@ std::string dump_to_text(const capture::ProcessDump& dump) {
         << proc::describe_state(thread.state) << ")";
     if (!thread.wchan.empty()) out << " in " << thread.wchan;
     if (thread.py_thread_name) out << " [Python " << *thread.py_thread_name << "]";
-    if (thread.merge != "ok") out << "\n  merge " << thread.merge;
+    if (thread.merge != capture::kMergeOk) out << "\n  merge " << thread.merge;
     if (thread.holds_gil) out << " [holds GIL]";
     out << "\n";
     for (const auto& note : thread.notes) out << "  note: " << note << "\n";

@@ -116,7 +116,7 @@ json rank_json(const RankEntry& r) {
 
 json verdict_json(const analysis::Verdict& v) {
   return {{"id", v.id},
-          {"kind", v.kind},
+          {"kind", std::string(to_string(v.kind))},
           {"title", v.title},
           {"confidence", v.confidence},
           {"job", v.job},

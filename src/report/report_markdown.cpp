@@ -54,7 +54,7 @@ std::string verdict_section(const analysis::Analysis& a) {
   }
   const auto& top = a.verdicts.front();
   md << "# hangscope: " << top.summary << "\n\n";
-  md << "**Verdict `" << top.id << "`** (" << top.kind << ", confidence " << std::fixed;
+  md << "**Verdict `" << top.id << "`** (" << to_string(top.kind) << ", confidence " << std::fixed;
   md.precision(2);
   md << top.confidence << "): " << top.title << ". Diverged: "
      << (top.diverged_ranks.empty() ? "none named"
@@ -64,7 +64,7 @@ std::string verdict_section(const analysis::Analysis& a) {
      << (top.job.empty() ? "" : " (job " + top.job + ")") << ".\n\n";
   for (const auto& v : a.verdicts) {
     if (&v != &top) {
-      md << "**Also `" << v.id << "`** (" << v.kind << ", confidence " << v.confidence
+      md << "**Also `" << v.id << "`** (" << to_string(v.kind) << ", confidence " << v.confidence
          << (v.explained_by.empty() ? "" : ", explained by `" + v.explained_by + "`")
          << "): " << v.summary << "\n\n";
     }

@@ -38,7 +38,7 @@ std::string terminal_summary(const analysis::Analysis& analysis, bool colour) {
   out << paint(analysis.conclusion, analysis.verdicts.empty() ? "1;32" : "1;31") << "\n";
   std::set<std::pair<std::string, int>> diverged, waiting;
   for (const auto& v : analysis.verdicts) {
-    out << "  " << paint(v.id, "1") << " (" << v.kind << ", confidence " << std::fixed;
+    out << "  " << paint(v.id, "1") << " (" << to_string(v.kind) << ", confidence " << std::fixed;
     out.precision(2);
     out << v.confidence << "): " << v.summary << "\n";
     for (int r : v.diverged_ranks) diverged.insert({v.job, r});

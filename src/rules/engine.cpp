@@ -297,7 +297,7 @@ std::optional<analysis::Verdict> evaluate(const Rule& rule, const Job& job,
   if (diverged.ranks.empty()) return std::nullopt;
   analysis::Verdict v;
   v.id = rule.id;
-  v.kind = "signature";
+  v.kind = analysis::VerdictKind::kSignature;
   v.title = rule.title;
   v.job = job.key;
   v.confidence = rule.confidence;

@@ -302,7 +302,7 @@ void check_python(const std::string& path) {
   python::StackReader reader(objects, kBase, {.locals = (text[1] & 1) != 0});
   for (const auto& t : reader.read_threads()) {
     std::cout << "3." << minor << " thread " << t.native_thread_id.value_or(0)
-              << (t.holds_gil ? " (GIL)" : "") << (t.error.empty() ? "" : " error: " + t.error)
+              << (t.holds_gil ? " (GIL)" : "") << (t.error ? " error: " + t.error->text : "")
               << "\n";
     for (const auto& f : t.frames) {
       std::cout << "  " << f.qualname << " " << f.file << ":" << f.line

@@ -56,7 +56,7 @@ TEST_P(LiveDebugOffsets, TheInterpretersOwnTableAgreesWithItsHeaders) {
   elf::ProcessImage image(fs, *maps);
   memory::ProcessMemory memory(target.pid());
   const auto search = python::find_interpreter(image, memory);
-  ASSERT_TRUE(search.interpreter) << search.note;
+  ASSERT_TRUE(search.interpreter) << search.problem.text;
   const auto& version = search.interpreter->version;
   ASSERT_EQ(version.minor, minor);
   std::vector<std::byte> table(python::debug_offsets_size(version));

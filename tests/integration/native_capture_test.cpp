@@ -7,8 +7,15 @@
 #include <atomic>
 
 #include "hangscope/capture/process_capture.h"
+#include "hangscope/common/diagnostic.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
+#include "hangscope/elf/process_image.h"
+#include "hangscope/memory/process_memory.h"
+#include "hangscope/native/freezer.h"
+#include "hangscope/native/unwinder.h"
+#include "hangscope/proc/maps.h"
+#include "hangscope/proc/process_fs.h"
 #include "stack_assertions.h"
 #include "target_process.h"
 
@@ -155,6 +162,37 @@ TEST(NativeCapture, ManyThreadsAreAllCapturedAndReleased) {
   EXPECT_GT(dump.max_paused.count(), 0);
   EXPECT_TRUE(testing::no_thread_stopped(target.process.pid()));
   EXPECT_TRUE(target.counter.advances());
+}
+
+// The walk's end is typed: every thread of the target unwinds to its outermost frame
+// (kComplete), and the same copy cut at two frames says kFrameLimit.
+TEST(NativeCapture, WalkEndsSayWhyTheWalkEnded) {
+  NativeTarget target;
+  const pid_t pid = target.process.pid();
+  const proc::ProcessFs fs(pid);
+  int error = 0;
+  auto maps = proc::read_memory_map(pid, &error);
+  ASSERT_TRUE(maps) << error;
+  elf::ProcessImage image(fs, std::move(*maps));
+  memory::ProcessMemory live(pid);
+  const auto frozen = native::freeze_and_copy(fs, image.maps(), live,
+                                              options_for(native::StopMode::kAllThreads).freeze);
+  EXPECT_TRUE(testing::no_thread_stopped(pid));
+  native::Unwinder unwinder(image, &live);
+  std::size_t walked = 0;
+  for (const auto& copy : frozen.threads) {
+    if (!copy.copied) continue;
+    const auto whole = unwinder.unwind(copy, 2048);
+    EXPECT_EQ(whole.end, WalkEnd::kComplete) << copy.tid << ": " << whole.stop_reason;
+    EXPECT_TRUE(whole.stop_reason.empty()) << whole.stop_reason;
+    ASSERT_GT(whole.frames.size(), 2u) << copy.tid;
+    const auto cut = unwinder.unwind(copy, 2);
+    EXPECT_EQ(cut.end, WalkEnd::kFrameLimit) << copy.tid << ": " << cut.stop_reason;
+    EXPECT_EQ(cut.frames.size(), 2u);
+    EXPECT_FALSE(cut.stop_reason.empty());
+    ++walked;
+  }
+  EXPECT_EQ(walked, 5u);
 }
 
 }  // namespace

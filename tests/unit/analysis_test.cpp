@@ -8,6 +8,7 @@
 
 #include "analysis_builders.h"
 #include "hangscope/analysis/rank_set.h"
+#include "hangscope/collectives/nccl_ras.h"
 #include "hangscope/diagnosis/diagnose.h"
 
 namespace hangscope::analysis {
@@ -304,22 +305,49 @@ TEST(WaitPoints, TheArgumentsOfTheWaitingCallComeFromItsLocals) {
   EXPECT_EQ(a.jobs[0].find(2)->wait.arguments(), "group ranks: [0, 2]");
 }
 
+std::size_t ras_evidence(const Analysis& a) {
+  const auto& evidence = a.verdicts.at(0).evidence;
+  return static_cast<std::size_t>(
+      std::count_if(evidence.begin(), evidence.end(),
+                    [](const std::string& e) { return e.rfind("NCCL RAS (", 0) == 0; }));
+}
+
 TEST(Verdicts, NcclRasFindingsAreEvidence) {
+  const std::string finding =
+      "communicator 0xc3a: rank 3 (process 1003 on 10.0.0.2 (GPU 1)) launched AllReduce up to "
+      "41, 3 ranks up to 42";
   JobBuilder job(4);
   for (int r = 0; r < 4; ++r) job.rank(r, r == 3 ? store_wait_stack(3) : barrier_stack());
-  job.fact(0, "nccl_ras",
-           "problems: communicator 0xc3a: rank 3 (process 1003 on 10.0.0.2 (GPU 1)) launched "
-           "AllReduce up to 41, 3 ranks up to 42");
-  job.fact(1, "nccl_ras", "ok: 1 communicator(s), 4 ranks, nothing reported");
+  job.fact(0, collectives::kRasFact, "problems: " + finding);
+  job.fact(0, collectives::kRasStatusFact, "problems");
+  job.fact(1, collectives::kRasFact, "ok: 1 communicator(s), 4 ranks, nothing reported");
+  job.fact(1, collectives::kRasStatusFact, "ok");
   const auto bundle = job.bundle();
   const auto a = diagnosis::diagnose(bundle);
   ASSERT_FALSE(a.verdicts.empty());
+  ASSERT_EQ(ras_evidence(a), 1u);
   const auto& evidence = a.verdicts[0].evidence;
-  EXPECT_EQ(std::count_if(evidence.begin(), evidence.end(),
-                          [](const std::string& e) {
-                            return e.rfind("NCCL RAS (node0): problems:", 0) == 0;
-                          }),
-            1);
+  EXPECT_NE(std::find(evidence.begin(), evidence.end(), "NCCL RAS (node0): problems: " + finding),
+            evidence.end());
+}
+
+// The status fact decides, never the wording of the summary: a reworded summary with the
+// status "problems" is evidence; a summary that reads like problems without it (a snapshot of
+// an older agent) is not, and neither is an unknown status value.
+TEST(Verdicts, NcclRasEvidenceFollowsTheStatusFactNotTheText) {
+  const auto analysed = [](const std::string& text, const std::optional<std::string>& status) {
+    JobBuilder job(4);
+    for (int r = 0; r < 4; ++r) job.rank(r, r == 3 ? store_wait_stack(3) : barrier_stack());
+    job.fact(0, collectives::kRasFact, text);
+    if (status) job.fact(0, collectives::kRasStatusFact, *status);
+    const auto bundle = job.bundle();
+    return ras_evidence(diagnosis::diagnose(bundle));
+  };
+  EXPECT_EQ(analysed("RAS found: rank 3 behind", "problems"), 1u);
+  EXPECT_EQ(analysed("problems: rank 3 behind", std::nullopt), 0u);
+  EXPECT_EQ(analysed("problems: rank 3 behind", "ok"), 0u);
+  EXPECT_EQ(analysed("problems: rank 3 behind", "unavailable"), 0u);
+  EXPECT_EQ(analysed("problems: rank 3 behind", "Problems"), 0u);
 }
 
 // Gloo's full mesh between 4 ranks on 2 nodes (ranks 0,1 on 198.51.100.1, 2,3 on .2), each

@@ -11,10 +11,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <functional>
 #include <thread>
 
+#include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
+#include "hangscope/common/tcp_connection.h"
 #include "loopback_peer.h"
 
 namespace hangscope::collectives {
@@ -141,6 +144,14 @@ TEST(NcclRas, ClosedConnectionsAndMalformedRepliesAreNamed) {
   }
   const auto refused = query_ras({"127.0.0.1", closed_port}, std::chrono::seconds(1));
   EXPECT_NE(refused.error.find("RAS disabled"), std::string::npos) << refused.error;
+  // The hint follows the connection's errno, not the wording of its message.
+  try {
+    TcpConnection connection("127.0.0.1", closed_port,
+                             TcpConnection::Clock::now() + std::chrono::seconds(1), "NCCL RAS");
+    ADD_FAILURE() << "connected to a closed port";
+  } catch (const SystemError& e) {
+    EXPECT_EQ(e.error_number(), ECONNREFUSED) << e.what();
+  }
 }
 
 TEST(NcclRas, TheJsonReportNamesTheRankBehindAndTheDeadOne) {
@@ -154,7 +165,24 @@ TEST(NcclRas, TheJsonReportNamesTheRankBehindAndTheDeadOne) {
   EXPECT_EQ(s.findings[1],
             "communicator 0xc3a9e21d4f60b85: rank 6 (process 38819 on 10.0.0.2 (GPU 2)) is "
             "considered dead");
-  EXPECT_EQ(s.describe().rfind("problems: ", 0), 0u);
+  EXPECT_EQ(s.status(), RasStatus::kProblems);
+  EXPECT_EQ(s.describe().rfind("problems: ", 0), 0u);  // what people read in the fact
+}
+
+TEST(NcclRas, StatusValuesAreStableNames) {
+  EXPECT_EQ(summarize_ras({"2", "text", fixture("status_text_ok.txt"), ""}).status(),
+            RasStatus::kOk);
+  EXPECT_EQ(summarize_ras({"2", "json", "{\"communicators\": [", ""}).status(),
+            RasStatus::kProblems);  // a report that cannot be read is a finding
+  for (const auto status : {RasStatus::kOk, RasStatus::kProblems, RasStatus::kUnavailable}) {
+    EXPECT_EQ(ras_status_from_string(to_string(status)), status);
+  }
+  EXPECT_EQ(to_string(RasStatus::kOk), "ok");
+  EXPECT_EQ(to_string(RasStatus::kProblems), "problems");
+  EXPECT_EQ(to_string(RasStatus::kUnavailable), "unavailable");
+  EXPECT_FALSE(ras_status_from_string("problems: rank 3").has_value());
+  EXPECT_FALSE(ras_status_from_string("").has_value());
+  EXPECT_EQ(std::string(kRasStatusFact), "nccl_ras.status");
 }
 
 TEST(NcclRas, TheTextReportKeepsItsErrorsAndWarnings) {

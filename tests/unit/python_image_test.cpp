@@ -1,13 +1,21 @@
 // The stack reader on a memory image laid out like a CPython 3.14 process (no 3.14 interpreter
 // exists on this machine): the _Py_DebugOffsets table, an interpreter, a thread, frames with
-// tagged executables and a shim frame, code objects, and strings of every kind.
+// tagged executables and a shim frame, code objects, and strings of every kind; how each walk
+// ended (WalkEnd, Diagnostic codes). And the interpreter search on this native test process.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <map>
 #include <vector>
 
+#include "hangscope/common/diagnostic.h"
 #include "hangscope/common/error.h"
+#include "hangscope/elf/process_image.h"
+#include "hangscope/memory/process_memory.h"
+#include "hangscope/proc/maps.h"
+#include "hangscope/proc/process_fs.h"
+#include "hangscope/python/interpreter.h"
 #include "hangscope/python/layout.h"
 #include "hangscope/python/objects.h"
 #include "hangscope/python/stack_reader.h"
@@ -242,7 +250,9 @@ TEST_F(Python314Image, ThreadsFramesLinesAndStringsOfEveryKind) {
   EXPECT_EQ(thread.native_thread_id, 4242);
   EXPECT_EQ(thread.thread_id, 0x7f0000aa0000u);
   EXPECT_TRUE(thread.holds_gil);
-  EXPECT_EQ(thread.error, "");
+  EXPECT_EQ(thread.end, WalkEnd::kComplete);
+  EXPECT_FALSE(thread.error.has_value());
+  EXPECT_FALSE(torn(thread));
   ASSERT_EQ(thread.frames.size(), 2u);  // the shim is not a Python frame
   EXPECT_EQ(thread.frames[0].function, "barrier");
   EXPECT_EQ(thread.frames[0].qualname, "GroupCoordinator.barrier");
@@ -265,13 +275,87 @@ TEST_F(Python314Image, FrameCyclesAndBrokenPointersEndTheWalkWithANote) {
   const auto threads = StackReader(objects, kRuntime, {}).read_threads();
   ASSERT_EQ(threads.size(), 1u);
   EXPECT_EQ(threads[0].frames.size(), 2u);
-  EXPECT_NE(threads[0].error.find("frame chain broken"), std::string::npos);
+  EXPECT_EQ(threads[0].end, WalkEnd::kLoop);
+  ASSERT_TRUE(threads[0].error.has_value());
+  EXPECT_EQ(threads[0].error->code, DiagnosticCode::kStackBroken);
+  EXPECT_FALSE(threads[0].error->text.empty());
+  EXPECT_TRUE(torn(threads[0]));
 
   image.put(kFrames + 0x200 + 8, std::uint64_t{0xdead0000});  // points nowhere
   ObjectReader objects2(image, maps, layout);
   const auto again = StackReader(objects2, kRuntime, {}).read_threads();
   EXPECT_EQ(again[0].frames.size(), 2u);
-  EXPECT_FALSE(again[0].error.empty());
+  EXPECT_EQ(again[0].end, WalkEnd::kUnreadableMemory);
+  ASSERT_TRUE(again[0].error.has_value());
+  EXPECT_EQ(again[0].error->code, DiagnosticCode::kStackBroken);
+  EXPECT_TRUE(torn(again[0]));
+}
+
+// A walk cut at the frame limit is sound: its code says so, and it is not a torn read.
+TEST_F(Python314Image, AWalkCutAtTheFrameLimitSaysSoAndIsNotTorn) {
+  std::vector<std::byte> table(760);
+  ASSERT_TRUE(image.read_exact(kRuntime, table.data(), table.size()));
+  const Layout layout = layout_from_debug_offsets(table);
+  const auto maps = image.maps();
+  ObjectReader objects(image, maps, layout);
+  StackReaderOptions options;
+  options.max_frames = 1;
+  const auto threads = StackReader(objects, kRuntime, options).read_threads();
+  ASSERT_EQ(threads.size(), 1u);
+  EXPECT_EQ(threads[0].frames.size(), 1u);
+  EXPECT_EQ(threads[0].end, WalkEnd::kFrameLimit);
+  ASSERT_TRUE(threads[0].error.has_value());
+  EXPECT_EQ(threads[0].error->code, DiagnosticCode::kStackCut);
+  EXPECT_FALSE(torn(threads[0]));
+}
+
+// A frame whose code object is unreadable is named and passed: the walk reaches the bottom,
+// and the read counts as torn (a running process is read again).
+TEST_F(Python314Image, ADamagedCodeObjectIsPassedAndMakesTheReadTorn) {
+  image.put(kFrames + 0x200, kStrings);  // the outer frame's code is a str, not a code object
+  std::vector<std::byte> table(760);
+  ASSERT_TRUE(image.read_exact(kRuntime, table.data(), table.size()));
+  const Layout layout = layout_from_debug_offsets(table);
+  const auto maps = image.maps();
+  ObjectReader objects(image, maps, layout);
+  const auto threads = StackReader(objects, kRuntime, {}).read_threads();
+  ASSERT_EQ(threads.size(), 1u);
+  EXPECT_EQ(threads[0].frames.size(), 2u);
+  EXPECT_EQ(threads[0].end, WalkEnd::kComplete);
+  ASSERT_TRUE(threads[0].error.has_value());
+  EXPECT_EQ(threads[0].error->code, DiagnosticCode::kDamagedFrame);
+  EXPECT_TRUE(torn(threads[0]));
+}
+
+// This test binary maps no interpreter: the search says so with its code.
+TEST(InterpreterSearch, ANativeProcessIsNotPython) {
+  int error = 0;
+  auto maps = proc::read_memory_map(::getpid(), &error);
+  ASSERT_TRUE(maps) << error;
+  proc::ProcessFs fs(::getpid());
+  elf::ProcessImage image(fs, std::move(*maps));
+  memory::ProcessMemory memory(::getpid());
+  const auto search = find_interpreter(image, memory);
+  EXPECT_FALSE(search.interpreter.has_value());
+  EXPECT_EQ(search.problem.code, DiagnosticCode::kNotPython) << search.problem.text;
+  EXPECT_FALSE(search.problem.text.empty());
+}
+
+TEST(Diagnostics, CodesAndWalkEndsHaveStableNames) {
+  EXPECT_EQ(to_string(DiagnosticCode::kUnknown), "unknown");
+  EXPECT_EQ(to_string(DiagnosticCode::kNotPython), "not-python");
+  EXPECT_EQ(to_string(DiagnosticCode::kPythonUnsupported), "python-unsupported");
+  EXPECT_EQ(to_string(DiagnosticCode::kPythonUnreadable), "python-unreadable");
+  EXPECT_EQ(to_string(DiagnosticCode::kStackCut), "stack-cut");
+  EXPECT_EQ(to_string(DiagnosticCode::kStackBroken), "stack-broken");
+  EXPECT_EQ(to_string(DiagnosticCode::kDamagedFrame), "damaged-frame");
+  EXPECT_EQ(to_string(WalkEnd::kComplete), "complete");
+  EXPECT_EQ(to_string(WalkEnd::kFrameLimit), "frame-limit");
+  EXPECT_EQ(to_string(WalkEnd::kUnreadableMemory), "unreadable-memory");
+  EXPECT_EQ(to_string(WalkEnd::kLoop), "loop");
+  EXPECT_EQ(to_string(WalkEnd::kStackPointerBackwards), "stack-pointer-backwards");
+  EXPECT_EQ(to_string(WalkEnd::kNoUnwindInfo), "no-unwind-info");
+  EXPECT_EQ(to_string(WalkEnd::kUnwindFailed), "unwind-failed");
 }
 
 TEST(DebugOffsets, RejectsBadCookieFreeThreadingAndUnknownVersions) {

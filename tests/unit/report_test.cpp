@@ -69,6 +69,22 @@ TEST(ReportMarkdown, AHugeJobStillFitsInAGithubIssue) {
   EXPECT_NE(md.find("[0-3999,4001-4095] barrier"), std::string::npos);
 }
 
+// VerdictKind is an enum in the analysis; report.json and report.md keep writing the names
+// docs/report.md promises.
+TEST(ReportJson, VerdictKindsAreWrittenAsTheirNames) {
+  const auto bundle = store_wait_bundle();
+  auto a = diagnosis::diagnose(bundle);
+  ASSERT_FALSE(a.verdicts.empty());
+  EXPECT_EQ(a.verdicts[0].kind, analysis::VerdictKind::kGeneric);
+  EXPECT_EQ(report_json(bundle, a)["verdicts"][0]["kind"], "generic");
+  EXPECT_NE(report_markdown(bundle, a).find("(generic, confidence"), std::string::npos);
+  a.verdicts[0].kind = analysis::VerdictKind::kSignature;
+  EXPECT_EQ(report_json(bundle, a)["verdicts"][0]["kind"], "signature");
+  EXPECT_NE(report_markdown(bundle, a).find("(signature, confidence"), std::string::npos);
+  EXPECT_EQ(analysis::to_string(analysis::VerdictKind::kGeneric), "generic");
+  EXPECT_EQ(analysis::to_string(analysis::VerdictKind::kSignature), "signature");
+}
+
 TEST(ReportJson, HasTheDesignKeys) {
   const auto bundle = store_wait_bundle();
   const auto j = report_json(bundle, diagnosis::diagnose(bundle));

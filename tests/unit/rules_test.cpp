@@ -269,11 +269,11 @@ TEST(Rules, SymmetricMemoryRendezvousFiresAndExplainsTheGenericVerdict) {
   const auto a = analyse_with(bundle);
   ASSERT_GE(a.verdicts.size(), 2u);
   EXPECT_EQ(a.verdicts[0].id, "symmetric-memory-rendezvous");
-  EXPECT_EQ(a.verdicts[0].kind, "signature");
+  EXPECT_EQ(a.verdicts[0].kind, analysis::VerdictKind::kSignature);
   EXPECT_EQ(a.verdicts[0].diverged_ranks, (std::vector<int>{4, 5, 6, 7}));
   EXPECT_EQ(a.verdicts[0].waiting_ranks, (std::vector<int>{0, 1, 2, 3}));
   EXPECT_NE(a.verdicts[0].summary.find("nodes node1"), std::string::npos) << a.verdicts[0].summary;
-  EXPECT_EQ(a.verdicts[1].kind, "generic");
+  EXPECT_EQ(a.verdicts[1].kind, analysis::VerdictKind::kGeneric);
   EXPECT_EQ(a.verdicts[1].explained_by, "symmetric-memory-rendezvous");
   EXPECT_EQ(a.conclusion, a.verdicts[0].summary);
   EXPECT_FALSE(a.verdicts[0].remedies.empty());

@@ -82,9 +82,15 @@ struct Job {
   void index();  // rebuilds by_rank after ranks changed
 };
 
+// Where a verdict comes from: the generic correlation, or a signature rule that recognised a
+// known bug.
+enum class VerdictKind { kGeneric, kSignature };
+// "generic" | "signature": the `kind` that report.json and report.md write.
+std::string_view to_string(VerdictKind kind);
+
 struct Verdict {
   std::string id;
-  std::string kind = "generic";  // signature | generic
+  VerdictKind kind = VerdictKind::kGeneric;
   std::string title;
   double confidence = 0;
   std::string job;

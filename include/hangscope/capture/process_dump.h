@@ -67,6 +67,10 @@ class FrameList {
   std::shared_ptr<std::vector<Frame>> frames_;  // null: no frames
 };
 
+// ThreadDump::merge of a thread whose native and Python stacks were merged (or that has only
+// one of them); anything else says why they were not ("failed: …").
+inline constexpr char kMergeOk[] = "ok";
+
 struct ThreadDump {
   pid_t tid = 0;
   std::string name;  // comm
@@ -76,7 +80,7 @@ struct ThreadDump {
   std::optional<std::uint64_t> py_thread_id;
   std::optional<std::string> py_thread_name;
   bool holds_gil = false;
-  std::string merge = "ok";
+  std::string merge = kMergeOk;
   FrameList frames;                // merged view, innermost first
   FrameList native_frames;         // raw native stack (kept for snapshots)
   FrameList python_frames;         // raw Python stack (kept for snapshots)

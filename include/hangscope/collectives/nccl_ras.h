@@ -6,7 +6,9 @@
 #include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace hangscope::collectives {
@@ -27,6 +29,23 @@ struct RasReply {
   std::string error;            // why there is no (complete) report; "" on success
 };
 
+// What RAS said on a rank's node, for code: the value of the fact kRasStatusFact.
+enum class RasStatus {
+  kOk,           // a report without findings (which is no proof: RAS says OK in some hangs)
+  kProblems,     // a report with findings
+  kUnavailable,  // no report: RAS could not be asked
+};
+std::string_view to_string(RasStatus status);  // "ok" | "problems" | "unavailable"
+// The status a fact value names; nullopt for any other value.
+std::optional<RasStatus> ras_status_from_string(std::string_view value);
+
+// The facts a rank's RAS result is kept under: kRasFact for people (describe(), or why RAS
+// could not be asked), kRasStatusFact for code (to_string(RasStatus)); the report itself under
+// kRasReportFact on the first rank of a network namespace.
+inline constexpr char kRasFact[] = "nccl_ras";
+inline constexpr char kRasStatusFact[] = "nccl_ras.status";
+inline constexpr char kRasReportFact[] = "nccl_ras.report";
+
 // What a STATUS report says, for people: one finding per problem (op counts that differ,
 // missing or dead ranks with their process and node), from the JSON or the text format.
 struct RasSummary {
@@ -34,6 +53,7 @@ struct RasSummary {
   int ranks = 0;
   std::vector<std::string> findings;  // empty: RAS saw nothing wrong (which is no proof)
   std::string describe() const;       // "ok: 1 communicator, 7 ranks" or "problems: …"
+  RasStatus status() const { return findings.empty() ? RasStatus::kOk : RasStatus::kProblems; }
 };
 RasSummary summarize_ras(const RasReply& reply);
 

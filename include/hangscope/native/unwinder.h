@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "hangscope/common/diagnostic.h"
 #include "hangscope/elf/process_image.h"
 #include "hangscope/memory/memory_reader.h"
 #include "hangscope/native/freezer.h"
@@ -18,9 +19,10 @@ struct RawFrame {
 };
 
 struct UnwindResult {
-  std::vector<RawFrame> frames;  // innermost first
-  std::string stop_reason;     // why the walk ended early ("" when it reached the outermost frame)
-  std::size_t live_reads = 0;  // reads the copy could not serve, taken from the live process
+  std::vector<RawFrame> frames;      // innermost first
+  WalkEnd end = WalkEnd::kComplete;  // why the walk ended: what callers test
+  std::string stop_reason;           // the same for people ("" when it reached the outermost frame)
+  std::size_t live_reads = 0;        // reads the copy could not serve, taken from the live process
 };
 
 // One per process: caches unwind information across its threads.

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "hangscope/common/diagnostic.h"
 #include "hangscope/elf/process_image.h"
 #include "hangscope/memory/memory_reader.h"
 #include "hangscope/python/version.h"
@@ -19,7 +20,9 @@ struct Interpreter {
 
 struct InterpreterSearch {
   std::optional<Interpreter> interpreter;
-  std::string note;  // why there is none, or what was odd; "" when all is well
+  // Why there is none: kNotPython, kPythonUnsupported or kPythonUnreadable, with the text
+  // for people (left empty when there is one).
+  Diagnostic problem;
 };
 
 // Looks through the ELF files mapped into the process (the executable with a static

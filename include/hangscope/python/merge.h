@@ -12,7 +12,7 @@ namespace hangscope::python {
 
 struct MergedStack {
   std::vector<capture::Frame> frames;  // innermost first
-  std::string merge;                   // "ok" or "failed: <why>"
+  std::string merge;                   // capture::kMergeOk or "failed: <why>"
 };
 
 capture::Frame to_frame(const PyFrame& frame);

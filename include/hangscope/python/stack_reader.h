@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "hangscope/common/diagnostic.h"
 #include "hangscope/python/objects.h"
 
 namespace hangscope::python {
@@ -29,9 +30,18 @@ struct PyThread {
   std::optional<std::int64_t> native_thread_id;  // gettid() in the target's PID namespace (3.11+)
   std::optional<std::string> name;  // threading.Thread.name, when threading knows the thread
   bool holds_gil = false;
-  std::vector<PyFrame> frames;  // innermost first
-  std::string error;            // why the walk stopped early ("" when it reached the bottom)
+  std::vector<PyFrame> frames;       // innermost first
+  WalkEnd end = WalkEnd::kComplete;  // why the walk of its frames ended
+  // What went wrong, for people (its text) and callers (its code): the walk's early end
+  // (kStackCut at the frame limit, kStackBroken otherwise), else the first frame whose code
+  // object could not be read (kDamagedFrame). nullopt when every frame down to the bottom was read.
+  std::optional<Diagnostic> error;
 };
+
+// True when a read caught the thread's frames mid-change (or damaged): the walk ended early on
+// an unreadable frame or a loop, or a code object could not be read. A stack cut at the frame
+// limit is sound, not torn. Readers of a running process read such a thread again.
+bool torn(const PyThread& thread);
 
 struct StackReaderOptions {
   bool locals = false;
