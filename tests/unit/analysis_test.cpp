@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <set>
 
 #include "analysis_builders.h"
@@ -20,6 +21,52 @@ TEST(RankSet, CompressesRuns) {
   EXPECT_EQ(compress_ranks(std::vector<int>{}), "");
   EXPECT_EQ(compress_ranks(std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15}),
             "0-7,9-15");
+}
+
+TEST(RankSet, IntervalsUniteSubtractAndIntersect) {
+  RankSet a = RankSet::range(0, 9);
+  a.erase(RankSet{3, 4, 7});
+  EXPECT_EQ(a.text(), "0-2,5,6,8,9");
+  EXPECT_EQ(a.intervals().size(), 3u);
+  EXPECT_EQ(a.size(), 7u);
+  EXPECT_TRUE(a.contains(6));
+  EXPECT_FALSE(a.contains(7));
+  EXPECT_FALSE(a.contains(-1));
+  EXPECT_FALSE(a.contains(10));
+  a.insert(3, 4);
+  EXPECT_EQ(a.text(), "0-6,8,9");
+  a.insert(7);
+  EXPECT_EQ(a, RankSet::range(0, 9));
+  EXPECT_EQ(RankSet({1, 2, 3, 10}) & RankSet::range(2, 11), (std::vector<int>{2, 3, 10}));
+  EXPECT_EQ(RankSet({5, 1}) | RankSet({2, 9, 5}), (std::vector<int>{1, 2, 5, 9}));
+  EXPECT_EQ(RankSet::range(0, 9) - RankSet::range(-5, 2) - RankSet::range(8, 20),
+            (std::vector<int>{3, 4, 5, 6, 7}));
+  EXPECT_TRUE(RankSet::range(0, 5).contains(RankSet{1, 5}));
+  EXPECT_FALSE(RankSet::range(0, 5).contains(RankSet{1, 6}));
+  EXPECT_TRUE(RankSet{4}.intersects(RankSet::range(0, 4)));
+  EXPECT_FALSE(RankSet{5}.intersects(RankSet::range(0, 4)));
+  EXPECT_TRUE(RankSet::range(3, 2).empty());
+  EXPECT_EQ(RankSet::range(7, 8).text(), "7,8");
+  EXPECT_EQ(ranks_text(RankSet{3}), "rank 3");
+  EXPECT_EQ(ranks_text(RankSet{3, 4, 5}), "ranks 3-5");
+}
+
+TEST(RankSet, TheWholeRangeOfIntIsOneInterval) {
+  constexpr int kMax = std::numeric_limits<int>::max();
+  constexpr int kMin = std::numeric_limits<int>::min();
+  RankSet all = RankSet::range(kMin, kMax);
+  EXPECT_EQ(all.size(), std::uint64_t{1} << 32);
+  all.erase(RankSet{kMin, 0, kMax});
+  EXPECT_EQ(all.intervals().size(), 2u);
+  EXPECT_EQ(all.size(), (std::uint64_t{1} << 32) - 3);
+  EXPECT_FALSE(all.contains(kMax));
+  EXPECT_TRUE(all.contains(kMax - 1));
+  RankSet world = RankSet::range(0, kMax - 1) - RankSet{0, 1, 2, 3};
+  EXPECT_EQ(world.text(), "4-2147483646");
+  EXPECT_NE(world, std::vector<int>{4});  // compared without listing 2^31 ranks
+  world.insert(kMax);                     // adjacent at the top of int: one interval
+  ASSERT_EQ(world.intervals().size(), 1u);
+  EXPECT_EQ(world.intervals()[0].last, kMax);
 }
 
 TEST(WaitPoint, BarrierIsACollectiveCalledFromUserCode) {
