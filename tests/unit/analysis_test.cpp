@@ -186,7 +186,9 @@ TEST(Verdicts, MissingRankWhenEveryNodeAnswered) {
   ASSERT_EQ(a.verdicts.size(), 1u);
   EXPECT_EQ(a.verdicts[0].id, "rank-dead");
   EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{2});
-  EXPECT_EQ(a.jobs[0].find(2)->state, RankState::kMissing);
+  EXPECT_EQ(a.jobs[0].find(2), nullptr);  // no entry: a range of the missing ranks
+  EXPECT_EQ(a.jobs[0].missing, std::vector<int>{2});
+  EXPECT_EQ(a.jobs[0].state_of(2), RankState::kMissing);
 }
 
 TEST(Verdicts, UnreachableNodeCoversItsRanksInsteadOfRankDead) {
@@ -200,7 +202,8 @@ TEST(Verdicts, UnreachableNodeCoversItsRanksInsteadOfRankDead) {
   EXPECT_EQ(a.verdicts[0].id, "node-unreachable");
   EXPECT_EQ(a.verdicts[0].diverged_ranks, (std::vector<int>{2, 3}));
   EXPECT_EQ(a.verdicts[0].waiting_ranks, (std::vector<int>{0, 1}));
-  EXPECT_EQ(a.jobs[0].find(3)->state, RankState::kUnknown);
+  EXPECT_EQ(a.jobs[0].state_of(3), RankState::kUnknown);
+  EXPECT_EQ(a.jobs[0].missing, (std::vector<int>{2, 3}));
 }
 
 TEST(Verdicts, DifferentCollectivesNameTheSmallerSide) {
@@ -530,6 +533,115 @@ TEST(InitHang, TheRankThatNeverArrivedIsNamedNotTheStoreHost) {
   EXPECT_EQ(a.verdicts[0].waiting_ranks, (std::vector<int>{0, 1, 3}));
   EXPECT_NE(a.verdicts[0].summary.find("no process on any answering node"), std::string::npos);
   EXPECT_EQ(a.jobs[0].ranks[0].state, RankState::kWaiting);  // polling is waiting
+}
+
+// A world of 2^31 - 1 ranks (what a corrupt or hostile snapshot may claim) with four ranks
+// present in the default group's barrier, the group's size read from memory: the missing ranks
+// are one range from the rank table to the verdict. An entry per claimed rank would be 2^31
+// entries (out of memory); this finishes in the time the four ranks take.
+constexpr int kHugeWorld = std::numeric_limits<int>::max();
+
+capture::DistributedState huge_world_state(int rank) {
+  capture::DistributedState state;
+  state.rank = rank;
+  state.world_size = kHugeWorld;
+  state.groups = {pg("0", {}, rank)};
+  state.groups[0].size = kHugeWorld;  // 0..size-1, as a snapshot carries it
+  return state;
+}
+
+TEST(Scale, AWorldOfIntMaxRanksIsDiagnosedFromTheRanksPresent) {
+  JobBuilder job(kHugeWorld);
+  for (int r = 0; r < 4; ++r) {
+    job.rank(r, step_stack("barrier", 95, "None")).distributed(r, huge_world_state(r));
+  }
+  const auto bundle = job.bundle();
+  const auto a = analyze(bundle);
+  ASSERT_EQ(a.jobs.size(), 1u);
+  const auto& j = a.jobs[0];
+  EXPECT_EQ(j.world_size, kHugeWorld);
+  EXPECT_EQ(j.ranks.size(), 4u);  // the ranks present only
+  EXPECT_EQ(j.missing.text(), "4-2147483646");
+  EXPECT_EQ(j.missing.size(), 2147483643u);
+  EXPECT_EQ(j.state_of(2147483646), RankState::kMissing);
+  EXPECT_EQ(j.state_of(kHugeWorld), std::nullopt);
+  EXPECT_EQ(j.find(0)->waits_for.text(), "4-2147483646");  // the default group, from memory
+  EXPECT_EQ(j.find(0)->membership, "memory");
+  ASSERT_EQ(a.verdicts.size(), 1u) << a.conclusion;
+  const auto& v = a.verdicts[0];
+  EXPECT_EQ(v.id, "rank-dead");
+  EXPECT_EQ(v.diverged_ranks, RankSet::range(4, kHugeWorld - 1));
+  EXPECT_EQ(v.waiting_ranks, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_DOUBLE_EQ(v.confidence, 0.85);
+  EXPECT_EQ(v.summary.rfind("Ranks 4-2147483646 are missing: no node that answered runs them "
+                            "while ranks 0-3 wait for them in barrier",
+                            0),
+            0u)
+      << v.summary;
+  bool said = false;
+  for (const auto& e : v.evidence) said |= e == "ranks 4-2147483646: state missing";
+  EXPECT_TRUE(said);
+  EXPECT_EQ(a.conclusion, v.summary);
+}
+
+// The same claim without a group in memory: the whole job is assumed to be the group.
+TEST(Scale, AWorldOfIntMaxRanksWithTheGroupAssumed) {
+  JobBuilder job(kHugeWorld);
+  for (int r = 0; r < 3; ++r) job.rank(r, barrier_stack());
+  job.rank(5, barrier_stack());
+  const auto bundle = job.bundle();
+  const auto a = analyze(bundle);
+  EXPECT_EQ(a.jobs.at(0).missing.text(), "3,4,6-2147483646");
+  ASSERT_EQ(a.verdicts.size(), 1u) << a.conclusion;
+  EXPECT_EQ(a.verdicts[0].id, "rank-dead");
+  EXPECT_EQ(a.verdicts[0].membership, "assumed");
+  EXPECT_EQ(a.verdicts[0].diverged_ranks.text(), "3,4,6-2147483646");
+  EXPECT_EQ(a.verdicts[0].waiting_ranks, (std::vector<int>{0, 1, 2, 5}));
+}
+
+// A node that did not answer in such a world: the ranks nobody captured are unknown, as ranges.
+TEST(Scale, AWorldOfIntMaxRanksWithANodeThatDidNotAnswer) {
+  JobBuilder job(kHugeWorld);
+  for (int r = 0; r < 2; ++r) {
+    job.rank(r, step_stack("barrier", 95, "None")).distributed(r, huge_world_state(r));
+  }
+  auto bundle = job.bundle();
+  bundle.nodes.push_back({"node1", "10.0.0.2:7447", "unreachable", "connection refused", 0});
+  const auto a = analyze(bundle);
+  EXPECT_EQ(a.jobs.at(0).missing_state, RankState::kUnknown);
+  ASSERT_EQ(a.verdicts.size(), 1u) << a.conclusion;
+  EXPECT_EQ(a.verdicts[0].id, "node-unreachable");
+  EXPECT_EQ(a.verdicts[0].diverged_ranks, RankSet::range(2, kHugeWorld - 1));
+  EXPECT_EQ(a.verdicts[0].waiting_ranks, (std::vector<int>{0, 1}));
+  EXPECT_NE(a.verdicts[0].summary.find("ranks 0,1 wait for ranks 2-2147483646, whose state is "
+                                       "unknown"),
+            std::string::npos)
+      << a.verdicts[0].summary;
+}
+
+// Ranks in init_process_group of a world of 2^31 - 1: the ranks that never arrived are a range,
+// in the verdict and in its evidence.
+TEST(Scale, AnInitHangInAWorldOfIntMaxRanks) {
+  JobBuilder job(kHugeWorld);
+  for (int r : {0, 1}) {
+    job.rank(r, {native("__GI___clock_nanosleep"), py("_store_based_barrier", kC10d, 340),
+                 py("init_process_group", kC10d, 761), py("main", kUser, 30)});
+  }
+  const auto bundle = job.bundle();
+  const auto a = analyze(bundle);
+  ASSERT_FALSE(a.verdicts.empty());
+  const auto& v = a.verdicts[0];
+  EXPECT_EQ(v.id, "rank-not-arrived");
+  EXPECT_EQ(v.diverged_ranks, RankSet::range(2, kHugeWorld - 1));
+  EXPECT_EQ(v.waiting_ranks, (std::vector<int>{0, 1}));
+  EXPECT_NE(v.summary.find("Ranks 2-2147483646 never arrived in init_process_group"),
+            std::string::npos)
+      << v.summary;
+  bool said = false;
+  for (const auto& e : v.evidence) {
+    said |= e == "ranks 2-2147483646: no process on any answering node";
+  }
+  EXPECT_TRUE(said);
 }
 
 }  // namespace
