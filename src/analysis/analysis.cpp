@@ -28,11 +28,10 @@ namespace {
 void add_tcp_evidence(const std::vector<Job>& jobs, Verdict& v) {
   for (const auto& job : jobs) {
     if (job.key != v.job || !job.tcp_meshed) continue;
-    for (int rank : v.diverged_ranks) {
-      const auto* r = job.find(rank);
-      if (r == nullptr || r->missing_tcp_peers.empty()) continue;
+    for (const auto* r : job.entries_in(v.diverged_ranks)) {
+      if (r->missing_tcp_peers.empty()) continue;
       v.evidence.push_back(
-          "rank " + std::to_string(rank) + " has no TCP connection to " +
+          "rank " + std::to_string(*r->rank) + " has no TCP connection to " +
           (r->missing_tcp_peers.size() == 1 ? "rank " : "ranks ") +
           compress_ranks(r->missing_tcp_peers) +
           ", while the job's other ranks are connected to each other (check its network "
@@ -105,13 +104,14 @@ void add_evidence(const std::vector<Job>& jobs, Verdict& v) {
 }
 
 // The processes an init hang's verdict took for absent ranks (no rank known yet: a spawn child
-// still loading) stand in the rank table in their place, with their node, pid and wait point.
+// still loading) stand in the rank table in their place, with their node, pid and wait point:
+// present from that evidence, no longer missing.
 void place_absent_ranks(Job& job, const std::map<int, const OtherProcess*>& found) {
+  if (found.empty()) return;
   for (const auto& [rank, other] : found) {
-    const auto it = job.by_rank.find(rank);
-    if (it == job.by_rank.end()) continue;
-    auto& entry = job.ranks[it->second];
-    if (!entry.history.empty()) continue;
+    if (!job.missing.contains(rank)) continue;
+    job.missing.erase(rank);
+    auto& entry = job.ranks.emplace_back(job.absent_entry(rank));
     entry.node = other->node;
     entry.pid = other->process->pid;
     entry.history = {other->process};
@@ -120,6 +120,15 @@ void place_absent_ranks(Job& job, const std::map<int, const OtherProcess*>& foun
     entry.progress.detail =
         "taken for rank " + std::to_string(rank) + ": a process of the job that holds no rank yet";
   }
+  // Back in rank order; each class's representative is still its first member.
+  std::stable_sort(job.ranks.begin(), job.ranks.end(), [](const auto& a, const auto& b) {
+    return std::make_pair(!a.rank, a.rank.value_or(0)) <
+           std::make_pair(!b.rank, b.rank.value_or(0));
+  });
+  job.index();
+  std::map<int, std::size_t> first;  // class id -> index of its first member
+  for (std::size_t i = 0; i < job.ranks.size(); ++i) first.try_emplace(job.ranks[i].class_id, i);
+  for (auto& c : job.classes) c.representative = first.at(c.id);
 }
 
 // Said plainly when no verdict names a rank.

@@ -90,8 +90,8 @@ std::optional<Verdict> behind_verdict(const Job& job, const std::vector<RankInGr
   v.title = "Some ranks have not issued the collective their peers wait in";
   v.job = job.key;
   v.confidence = 0.9;
-  v.diverged_ranks = behind;
-  v.waiting_ranks = waiting;
+  v.diverged_ranks = RankSet(behind);
+  v.waiting_ranks = RankSet(waiting);
   const std::string op = front_entry ? front_entry->describe() : "#" + std::to_string(front);
   v.summary = std::string(behind.size() == 1 ? "Rank " : "Ranks ") + compress_ranks(behind) +
               (behind.size() == 1 ? " is" : " are") + " behind in " + group_name(g) + ": ranks " +
@@ -135,15 +135,13 @@ std::optional<Verdict> mismatch_verdict(const Job& job, const std::vector<RankIn
     v.title = "Ranks disagree on a collective (operation, sizes or dtypes)";
     v.job = job.key;
     v.confidence = 0.9;
-    v.waiting_ranks = majority->second;
+    v.waiting_ranks = RankSet(majority->second);
     for (const auto& [sig, members] : by_signature) {
-      if (sig != majority->first)
-        v.diverged_ranks.insert(v.diverged_ranks.end(), members.begin(), members.end());
+      if (sig != majority->first) v.diverged_ranks.insert(RankSet(members));
       v.evidence.push_back("flight recorder, collective #" + std::to_string(seq) + " of " +
                            group_name(*ranks.front().group) + " on ranks " +
                            compress_ranks(members) + ": " + example[sig]->describe());
     }
-    std::sort(v.diverged_ranks.begin(), v.diverged_ranks.end());
     const auto minority = std::find_if(by_signature.begin(), by_signature.end(),
                                        [&](const auto& s) { return s.first != majority->first; });
     v.summary = "Collective #" + std::to_string(seq) + " of " + group_name(*ranks.front().group) +
@@ -195,7 +193,7 @@ std::vector<Verdict> correlate_flight_records(Job& job) {
     }
     for (const auto& n : notes) v->evidence.push_back(n);
     // The waiting ranks wait for the diverged ones: the same graph the stacks give.
-    for (int w : v->waiting_ranks) {
+    for (int w : v->waiting_ranks.list()) {  // ranks with a dump: present
       auto& entry = entry_of(job, w);
       entry.waits_for = v->diverged_ranks;
       entry.waits_for_reason = "flight recorder: " + v->summary;

@@ -3,10 +3,12 @@
 // ranks are named, each with the process and node where one exists (still loading, stuck
 // before init) or "no process on any answering node".
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/analysis/rank_set.h"
+#include "hangscope/common/numbers.h"
 
 namespace hangscope::analysis {
 namespace {
@@ -63,16 +65,25 @@ std::vector<const OtherProcess*> candidates(const Job& job,
   return out;
 }
 
-// The candidate that is rank `rank`: the only one, or the one whose waiting frames hold a local
-// `rank` (or `global_rank`) of that value.
-const OtherProcess* absent_process(int rank, std::size_t absent_count,
-                                   const std::vector<const OtherProcess*>& pool) {
+// The candidates that are absent ranks without an entry (`unplaced`): the one whose waiting
+// frames hold a local `rank` (or `global_rank`) of that value (the first in the pool), or the
+// only candidate when one rank is absent. At the cost of the pool, whatever the ranges hold.
+std::map<int, const OtherProcess*> absent_processes(const RankSet& unplaced, std::uint64_t absent,
+                                                    const std::vector<const OtherProcess*>& pool) {
+  std::map<int, const OtherProcess*> out;
   for (const auto* other : pool) {
     for (const char* name : {"rank", "global_rank"}) {
-      if (other->wait.local(name) == std::to_string(rank)) return other;
+      const auto text = other->wait.local(name);
+      const auto rank = text ? to_int(*text) : std::nullopt;
+      if (rank && std::to_string(*rank) == *text && unplaced.contains(*rank)) {
+        out.try_emplace(*rank, other);
+      }
     }
   }
-  return absent_count == 1 && pool.size() == 1 ? pool.front() : nullptr;
+  if (absent == 1 && unplaced.size() == 1 && pool.size() == 1 && out.empty()) {
+    out.emplace(unplaced.front(), pool.front());
+  }
+  return out;
 }
 
 }  // namespace
@@ -94,15 +105,14 @@ std::optional<Verdict> init_verdict(const Job& job, const std::vector<OtherProce
     arrived.insert(*r.rank);
   }
   if (arrived.empty()) return std::nullopt;
-  std::set<int> absent;
-  for (int r = 0; r < *job.world_size; ++r) {
-    if (!arrived.count(r)) absent.insert(r);
-  }
+  // Ranges: the world may claim 2^31 - 1 ranks.
+  const RankSet absent = RankSet::range(0, *job.world_size - 1) - RankSet(arrived);
   if (absent.empty()) return std::nullopt;
+  // The absent ranks that run (an entry each), and those that do not.
+  const auto running = job.entries_in(absent);
   // Ranks outside init that run their own collectives have arrived long ago: not this case.
-  for (int r : absent) {
-    const auto* e = job.find(r);
-    if (e && e->latest() && e->latest()->dump && e->latest()->dump->distributed &&
+  for (const auto* e : running) {
+    if (e->latest() && e->latest()->dump && e->latest()->dump->distributed &&
         e->latest()->dump->distributed->initialized()) {
       return std::nullopt;
     }
@@ -113,26 +123,39 @@ std::optional<Verdict> init_verdict(const Job& job, const std::vector<OtherProce
   v.job = job.key;
   v.confidence = 0.9;
   v.membership = "memory";
-  v.diverged_ranks.assign(absent.begin(), absent.end());
-  v.waiting_ranks.assign(arrived.begin(), arrived.end());
+  v.diverged_ranks = absent;
+  v.waiting_ranks = RankSet(arrived);
   const auto pool = candidates(job, others);
+  // Where each absent rank is, in rank order: its process, the process taken for it, or none
+  // (one line per range of those).
+  std::map<int, std::string> lines;
+  std::vector<int> placed;
+  for (const auto* e : running) {
+    if (!e->latest()) continue;
+    placed.push_back(*e->rank);
+    lines[*e->rank] = "rank " + std::to_string(*e->rank) + " runs as pid " +
+                      std::to_string(e->pid) + " on " + e->node + ", " +
+                      std::string(to_string(e->state)) + " in " + place(e->wait) +
+                      ": it has not called " + call;
+  }
+  const RankSet running_ranks(placed);
+  placed.clear();
+  for (const auto& [r, match] : absent_processes(absent - running_ranks, absent.size(), pool)) {
+    const auto& other = *match;
+    if (found != nullptr) (*found)[r] = match;
+    placed.push_back(r);
+    lines[r] = "rank " + std::to_string(r) + " is most likely pid " +
+               std::to_string(other.process->pid) + " on " + other.node +
+               " (of the job, no rank known yet) in " + place(other.wait) + ": it has not called " +
+               call;
+  }
+  const RankSet unplaced = absent - running_ranks - RankSet(placed);
+  for (const auto& i : unplaced.intervals()) {
+    lines[i.first] =
+        ranks_text(RankSet::range(i.first, i.last)) + ": no process on any answering node";
+  }
   std::string whereabouts;
-  for (int r : absent) {
-    std::string line;
-    if (const auto* e = job.find(r); e && e->latest()) {
-      line = "rank " + std::to_string(r) + " runs as pid " + std::to_string(e->pid) + " on " +
-             e->node + ", " + std::string(to_string(e->state)) + " in " + place(e->wait) +
-             ": it has not called " + call;
-    } else if (const auto* match = absent_process(r, absent.size(), pool)) {
-      const auto& other = *match;
-      if (found != nullptr) (*found)[r] = match;
-      line = "rank " + std::to_string(r) + " is most likely pid " +
-             std::to_string(other.process->pid) + " on " + other.node +
-             " (of the job, no rank known yet) in " + place(other.wait) + ": it has not called " +
-             call;
-    } else {
-      line = "rank " + std::to_string(r) + ": no process on any answering node";
-    }
+  for (const auto& [r, line] : lines) {
     v.evidence.push_back(line);
     whereabouts += (whereabouts.empty() ? "" : "; ") + line;
   }

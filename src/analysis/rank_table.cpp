@@ -15,10 +15,6 @@
 namespace hangscope::analysis {
 namespace {
 
-// The largest world size taken from a rank's identity (the largest jobs run on about 100,000
-// GPUs); the missing ranks of a larger one would be millions of entries.
-constexpr int kMaxWorldSize = 1 << 17;
-
 struct ProcessKey {
   std::string node;
   pid_t pid;
@@ -266,11 +262,43 @@ const RankEntry* Job::find(int rank) const {
   return it == by_rank.end() ? nullptr : &ranks[it->second];
 }
 
+std::optional<RankState> Job::state_of(int rank) const {
+  if (const auto* entry = find(rank)) return entry->state;
+  if (missing.contains(rank)) return missing_state;
+  return std::nullopt;
+}
+
+std::vector<const RankEntry*> Job::entries_in(const RankSet& set) const {
+  std::vector<const RankEntry*> out;
+  for (const auto& interval : set.intervals()) {
+    auto it = std::lower_bound(sorted_.begin(), sorted_.end(), interval.first,
+                               [](const auto& entry, int rank) { return entry.first < rank; });
+    for (; it != sorted_.end() && it->first <= interval.last; ++it) {
+      out.push_back(&ranks[it->second]);
+    }
+  }
+  return out;
+}
+
+RankEntry Job::absent_entry(int rank) const {
+  RankEntry absent;
+  absent.job = key;
+  absent.rank = rank;
+  absent.state = missing_state;
+  return absent;
+}
+
 void Job::index() {
   by_rank.clear();
+  sorted_.clear();
   for (std::size_t i = 0; i < ranks.size(); ++i) {
-    if (ranks[i].rank) by_rank.emplace(*ranks[i].rank, i);  // the first of duplicates
+    if (ranks[i].rank && by_rank.emplace(*ranks[i].rank, i).second) {  // the first of duplicates
+      sorted_.emplace_back(*ranks[i].rank, i);
+    }
   }
+  std::sort(sorted_.begin(), sorted_.end());
+  present = RankSet();
+  for (const auto& [rank, i] : sorted_) present.insert(rank);
 }
 
 std::vector<Job> build_jobs(const Bundle& bundle) {
@@ -312,9 +340,9 @@ std::vector<Job> build_jobs(const Bundle& bundle) {
   for (auto& [key, entry] : entries) {
     auto& job = jobs[entry.job];
     job.key = entry.job;
-    // A world size beyond any job's is a corrupt snapshot (or environment): taken at its
-    // word, the entries of the ranks it says are missing asked for terabytes (2^31 ranks).
-    if (const auto ws = entry.latest()->identity.world_size; ws && *ws <= kMaxWorldSize) {
+    // Any world size is taken at its word, also 2^31 - 1 from a corrupt snapshot: the ranks it
+    // says are missing are ranges (Job::missing), not entries.
+    if (const auto ws = entry.latest()->identity.world_size) {
       job.world_size = std::max(job.world_size.value_or(0), *ws);
     }
     job.ranks.push_back(std::move(entry));
@@ -322,25 +350,14 @@ std::vector<Job> build_jobs(const Bundle& bundle) {
   const bool all_answered = every_node_answered(bundle);
   std::vector<Job> out;
   for (auto& [key, job] : jobs) {
-    if (job.world_size) {
-      std::set<int> present;
-      for (const auto& r : job.ranks) {
-        if (r.rank) present.insert(*r.rank);
-      }
-      for (int r = 0; r < *job.world_size; ++r) {
-        if (present.count(r)) continue;
-        RankEntry absent;
-        absent.job = job.key;
-        absent.rank = r;
-        absent.state = all_answered ? RankState::kMissing : RankState::kUnknown;
-        job.ranks.push_back(std::move(absent));
-      }
-    }
+    // Entries without a rank go last.
     std::stable_sort(job.ranks.begin(), job.ranks.end(), [](const auto& a, const auto& b) {
-      return std::make_tuple(a.rank.value_or(1 << 30), a.node, a.pid) <
-             std::make_tuple(b.rank.value_or(1 << 30), b.node, b.pid);
+      return std::make_tuple(!a.rank, a.rank.value_or(0), a.node, a.pid) <
+             std::make_tuple(!b.rank, b.rank.value_or(0), b.node, b.pid);
     });
     job.index();
+    if (job.world_size) job.missing = RankSet::range(0, *job.world_size - 1) - job.present;
+    job.missing_state = all_answered ? RankState::kMissing : RankState::kUnknown;
     out.push_back(std::move(job));
   }
   return out;

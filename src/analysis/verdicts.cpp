@@ -19,32 +19,59 @@ bool is_root(const RankEntry& r) {
   return r.waits_for.empty();
 }
 
-// The wait-for graph reversed: for each rank, the ranks that wait for it directly.
+// The wait-for graph reversed: for each rank present, the ranks that wait for it directly. The
+// ranks without an entry (missing, unknown: ranges) are matched against each waiting rank's set.
 class Waiters {
  public:
   explicit Waiters(const Job& job) {
     for (const auto& r : job.ranks) {
-      if (!r.rank) continue;
-      for (int target : r.waits_for) direct_[target].push_back(*r.rank);
+      if (!r.rank || r.waits_for.empty()) continue;
+      waiting_.push_back(&r);
+      for (const auto* target : job.entries_in(r.waits_for)) {
+        direct_[*target->rank].push_back(*r.rank);
+      }
     }
   }
   // Every rank that waits for `root`, directly or through other waiting ranks.
-  std::set<int> of(int root) const {
+  RankSet of(int root) const {
+    const auto it = direct_.find(root);
+    return reach(RankSet{root}, it == direct_.end() ? std::vector<int>{} : it->second);
+  }
+  // Every rank that waits for a rank of `roots`, directly or through other waiting ranks: at the
+  // cost of the waiting ranks' intervals, however many ranks `roots` holds.
+  RankSet of(const RankSet& roots) const {
+    std::vector<int> direct;
+    for (const auto* w : waiting_) {
+      if (w->waits_for.intersects(roots)) direct.push_back(*w->rank);
+    }
+    return reach(roots, direct);
+  }
+  // The ranks of `ranks` that some rank waits for.
+  RankSet waited_among(const RankSet& ranks) const {
+    RankSet out;
+    for (const auto* w : waiting_) out.insert(w->waits_for & ranks);
+    return out;
+  }
+
+ private:
+  RankSet reach(const RankSet& roots, const std::vector<int>& direct) const {
     std::set<int> reached;
-    std::vector<int> frontier{root};
+    std::vector<int> frontier;
+    const auto add = [&](int w) {
+      if (!roots.contains(w) && reached.insert(w).second) frontier.push_back(w);
+    };
+    for (int w : direct) add(w);
     while (!frontier.empty()) {
       const int target = frontier.back();
       frontier.pop_back();
       const auto it = direct_.find(target);
       if (it == direct_.end()) continue;
-      for (int w : it->second) {
-        if (w != root && reached.insert(w).second) frontier.push_back(w);
-      }
+      for (int w : it->second) add(w);
     }
-    return reached;
+    return RankSet(reached);
   }
 
- private:
+  std::vector<const RankEntry*> waiting_;  // the ranks that wait for some rank
   std::unordered_map<int, std::vector<int>> direct_;
 };
 
@@ -54,31 +81,28 @@ std::string where(const RankEntry& r) {
 }
 
 std::string ranks_text(const std::set<int>& ranks) {
-  return (ranks.size() == 1 ? "rank " : "ranks ") + compress_ranks(ranks);
+  return analysis::ranks_text(RankSet(ranks));
 }
 
-// What the ranks waiting for a root do, grouped by where they wait.
-std::string waiting_text(const Job& job, const std::set<int>& waiting) {
+// What the ranks waiting for the root(s) do, grouped by where they wait.
+std::string waiting_text(const Job& job, const RankSet& waiting, bool many_roots = false) {
   std::map<std::string, std::set<int>> by_place;
-  for (int w : waiting) {
-    if (const auto* r = job.find(w)) by_place[r->wait.describe()].insert(w);
-  }
+  for (const auto* r : job.entries_in(waiting)) by_place[r->wait.describe()].insert(*r->rank);
   std::string out;
   for (const auto& [place, ranks] : by_place) {
     if (!out.empty()) out += "; ";
-    out += ranks_text(ranks) + (ranks.size() == 1 ? " waits" : " wait") + " for it in " + place;
+    out += ranks_text(ranks) + (ranks.size() == 1 ? " waits" : " wait") +
+           (many_roots ? " for them in " : " for it in ") + place;
   }
   return out;
 }
 
 // The verdict's membership basis: the best the waiting ranks' edges had. A verdict that rests
 // on the whole job assumed as the group says so and stays below 0.5.
-void set_membership(const Job& job, const std::set<int>& waiting, Verdict& v) {
+void set_membership(const Job& job, const RankSet& waiting, Verdict& v) {
   static const std::vector<std::string> kBest = {"memory", "locals", "flight-recorder", "assumed"};
   std::size_t best = kBest.size();
-  for (int w : waiting) {
-    const auto* e = job.find(w);
-    if (e == nullptr) continue;
+  for (const auto* e : job.entries_in(waiting)) {
     const auto it = std::find(kBest.begin(), kBest.end(), e->membership);
     best = std::min(best, static_cast<std::size_t>(it - kBest.begin()));
   }
@@ -97,73 +121,82 @@ struct RootKind {
   std::string id;
   std::string title;
   double confidence;
-  std::string what;  // "works", "is stopped (SIGSTOP or a debugger)", …
+  std::string what;       // "works", "is stopped (SIGSTOP or a debugger)", …
+  std::string what_many;  // the same said of several ranks: "work", "are stopped (…)", …
 };
 
-RootKind classify_root(const Job& job, const RankEntry& root, const std::set<int>& waiting) {
+RootKind classify_root(const Job& job, const RankEntry& root, const RankSet& waiting) {
   switch (root.state) {
     case RankState::kDead:
       return {"rank-dead", "A rank process died while the others wait for it", 0.9,
-              "is dead (exited or a zombie)"};
+              "is dead (exited or a zombie)", "are dead (exited or zombies)"};
     case RankState::kMissing:
       return {"rank-dead", "A rank is missing while the others wait for it", 0.85,
-              "is missing: no node that answered runs it"};
+              "is missing: no node that answered runs it",
+              "are missing: no node that answered runs them"};
     case RankState::kStopped:
       return {"rank-stopped", "A rank is stopped while the others wait for it", 0.9,
-              "is stopped (state T: SIGSTOP, a debugger or job control)"};
-    case RankState::kUninterruptible:
+              "is stopped (state T: SIGSTOP, a debugger or job control)",
+              "are stopped (state T: SIGSTOP, a debugger or job control)"};
+    case RankState::kUninterruptible: {
+      const std::string in =
+          root.wait.primitive.empty() ? std::string("the kernel") : root.wait.primitive;
       return {"rank-uninterruptible", "A rank is in uninterruptible sleep", 0.85,
-              "is in uninterruptible sleep (state D) in " +
-                  (root.wait.primitive.empty() ? std::string("the kernel") : root.wait.primitive)};
-    case RankState::kRunning:
+              "is in uninterruptible sleep (state D) in " + in,
+              "are in uninterruptible sleep (state D) in " + in};
+    }
+    case RankState::kRunning: {
+      const std::string in = " in " + root.wait.describe() + " (" + root.progress.detail + ")";
       return {"rank-straggler", "A rank is still working while the others wait for it", 0.85,
-              "works in " + root.wait.describe() + " (" + root.progress.detail + ")"};
+              "works" + in, "work" + in};
+    }
     case RankState::kUnknown:
-      return {"", "", 0, ""};
+      return {"", "", 0, "", ""};
     case RankState::kWaiting:
       break;
   }
   // Waiting, for nobody the graph knows: in another collective, or somewhere else entirely.
+  const auto waiters = job.entries_in(waiting);
   const bool other_collective =
       (root.wait.kind == WaitKind::kCollective || root.wait.kind == WaitKind::kRendezvous) &&
-      std::any_of(waiting.begin(), waiting.end(), [&](int w) {
-        const auto* r = job.find(w);
-        return r &&
-               (r->wait.operation_key() != root.wait.operation_key() || r->group != root.group);
+      std::any_of(waiters.begin(), waiters.end(), [&](const RankEntry* r) {
+        return r->wait.operation_key() != root.wait.operation_key() || r->group != root.group;
       });
   if (other_collective) {
     return {"collective-mismatch", "Ranks wait in different collectives", 0.85,
-            "waits in a different collective, " + root.wait.describe()};
+            "waits in a different collective, " + root.wait.describe(),
+            "wait in a different collective, " + root.wait.describe()};
   }
   return {"rank-diverged", "A rank waits somewhere else while the others wait for it", 0.8,
-          "waits in " + root.wait.describe()};
+          "waits in " + root.wait.describe(), "wait in " + root.wait.describe()};
 }
 
-Verdict root_verdict(const Job& job, const RootKind& kind, const std::vector<int>& roots,
-                     const std::set<int>& waiting) {
+// `roots`: ranks present, or ranges of ranks without an entry (missing).
+Verdict root_verdict(const Job& job, const RootKind& kind, const RankSet& roots,
+                     const RankSet& waiting) {
   Verdict v;
   v.id = kind.id;
   v.title = kind.title;
   v.job = job.key;
   v.confidence = waiting.empty() ? 0.5 : kind.confidence;
   v.diverged_ranks = roots;
-  v.waiting_ranks.assign(waiting.begin(), waiting.end());
-  const std::set<int> root_set(roots.begin(), roots.end());
-  v.summary = (roots.size() == 1 ? "Rank " : "Ranks ") + compress_ranks(root_set) + " " +
-              kind.what + (waiting.empty() ? "." : " while " + waiting_text(job, waiting) + ".");
-  for (int r : roots) {
-    const auto* e = job.find(r);
-    if (e == nullptr) continue;
-    std::string line =
-        "rank " + std::to_string(r) + where(*e) + ": state " + std::string(to_string(e->state));
+  v.waiting_ranks = waiting;
+  const bool one = roots.size() == 1;
+  v.summary = (one ? "Rank " : "Ranks ") + roots.text() + " " + (one ? kind.what : kind.what_many) +
+              (waiting.empty() ? "." : " while " + waiting_text(job, waiting, !one) + ".");
+  for (const auto* e : job.entries_in(roots)) {
+    std::string line = "rank " + std::to_string(*e->rank) + where(*e) + ": state " +
+                       std::string(to_string(e->state));
     if (!e->history.empty()) line += ", " + e->wait.describe() + "; " + e->progress.detail;
     if (!e->waits_for_reason.empty()) line += "; " + e->waits_for_reason;
     v.evidence.push_back(line);
   }
-  std::map<std::string, std::set<int>> reasons;
-  for (int w : waiting) {
-    if (const auto* e = job.find(w)) reasons[e->waits_for_reason].insert(w);
+  if (const RankSet absent = roots - job.present; !absent.empty()) {
+    v.evidence.push_back(analysis::ranks_text(absent) + ": state " +
+                         std::string(to_string(job.missing_state)));
   }
+  std::map<std::string, std::set<int>> reasons;
+  for (const auto* e : job.entries_in(waiting)) reasons[e->waits_for_reason].insert(*e->rank);
   for (const auto& [reason, ranks] : reasons) {
     v.evidence.push_back(ranks_text(ranks) + (ranks.size() == 1 ? " waits" : " wait") +
                          " for it (" + reason + ")");
@@ -242,7 +275,7 @@ void describe_sides(const Job& job, const Sides& sides, Verdict& v) {
                          (any->group.empty() ? "" : " on process group " + any->group));
     all.insert(ranks.begin(), ranks.end());
   }
-  set_membership(job, all, v);
+  set_membership(job, RankSet(all), v);
 }
 
 // Ranks in a collective of group G that most of G went past without: they issued a collective
@@ -254,9 +287,8 @@ Verdict extra_collective_verdict(const Job& job, const std::set<int>& extra,
   v.title = "A rank issued a collective the rest of its group never does";
   v.job = job.key;
   v.confidence = 0.85;
-  v.diverged_ranks.assign(extra.begin(), extra.end());
-  const std::set<int> waiting = others_than(sides, extra);
-  v.waiting_ranks.assign(waiting.begin(), waiting.end());
+  v.diverged_ranks = RankSet(extra);
+  v.waiting_ranks = RankSet(others_than(sides, extra));
   const auto* odd = job.find(*extra.begin());
   const auto* other = job.find(*past.begin());
   v.summary = (extra.size() == 1 ? "Rank " : "Ranks ") + compress_ranks(extra) +
@@ -313,8 +345,7 @@ std::optional<Verdict> skipped_collective_verdict(const Job& job, const Sides& s
   for (std::size_t j = 0; j < sides.size(); ++j) {
     if (j == *ahead) continue;
     for (int w : sides[j].second) {
-      for (int target : job.find(w)->waits_for) {
-        if (!front.count(target)) continue;
+      for (int target : (job.find(w)->waits_for & RankSet(front)).list()) {
         skipped.insert(target);
         in_collective.insert(w);
       }
@@ -333,14 +364,13 @@ std::optional<Verdict> skipped_collective_verdict(const Job& job, const Sides& s
   v.title = "A rank skipped a collective its group waits in";
   v.job = job.key;
   v.confidence = 0.8;
-  v.diverged_ranks.assign(skipped.begin(), skipped.end());
-  v.waiting_ranks.assign(waiting.begin(), waiting.end());
+  v.diverged_ranks = RankSet(skipped);
+  v.waiting_ranks = RankSet(waiting);
   const auto* d = job.find(*skipped.begin());
   const RankEntry* behind = nullptr;
   for (int w : waiting) {
     const auto* e = job.find(w);
-    if (e && std::find(e->waits_for.begin(), e->waits_for.end(), *skipped.begin()) !=
-                 e->waits_for.end()) {
+    if (e && e->waits_for.contains(*skipped.begin())) {
       behind = e;
       break;
     }
@@ -348,7 +378,8 @@ std::optional<Verdict> skipped_collective_verdict(const Job& job, const Sides& s
   v.summary = (skipped.size() == 1 ? "Rank " : "Ranks ") + compress_ranks(skipped) + " went past " +
               (behind ? behind->wait.describe() : std::string("a collective")) +
               " without taking part and now " + (skipped.size() == 1 ? "waits" : "wait") + " in " +
-              d->wait.describe() + ", while " + waiting_text(job, waiting) + ".";
+              d->wait.describe() + ", while " +
+              waiting_text(job, v.waiting_ranks, skipped.size() > 1) + ".";
   v.evidence.push_back("program order " + detail + ": " + ranks_text(front) +
                        " stand at a later "
                        "line than the ranks waiting in the other collective");
@@ -405,26 +436,24 @@ std::optional<Verdict> cycle_verdict(const Job& job) {
   const bool tie = ordered[0].second.size() == ordered[1].second.size();
   if (tie) {
     v.confidence = 0.4;
-    for (const auto& [key, ranks] : ordered)
-      v.waiting_ranks.insert(v.waiting_ranks.end(), ranks.begin(), ranks.end());
-    std::sort(v.waiting_ranks.begin(), v.waiting_ranks.end());
+    v.waiting_ranks = RankSet(everyone);
     v.summary = "Tie: ranks wait in different collectives in groups of equal size (" + described +
                 "); the samples cannot tell which side diverged.";
-    set_membership(job, everyone, v);
+    set_membership(job, v.waiting_ranks, v);
     return v;
   }
   v.confidence = 0.45;
-  v.diverged_ranks.assign(ordered[0].second.begin(), ordered[0].second.end());
+  v.diverged_ranks = RankSet(ordered[0].second);
+  std::set<int> others;
   for (std::size_t i = 1; i < ordered.size(); ++i) {
-    v.waiting_ranks.insert(v.waiting_ranks.end(), ordered[i].second.begin(),
-                           ordered[i].second.end());
+    others.insert(ordered[i].second.begin(), ordered[i].second.end());
   }
-  std::sort(v.waiting_ranks.begin(), v.waiting_ranks.end());
+  v.waiting_ranks = RankSet(others);
   const auto* diverged = job.find(*ordered[0].second.begin());
   v.summary = (ordered[0].second.size() == 1 ? "Rank " : "Ranks ") +
               compress_ranks(ordered[0].second) + " waits in a different collective (" +
               diverged->wait.describe() + ") than the other ranks (" + described + ").";
-  set_membership(job, everyone, v);
+  set_membership(job, RankSet(everyone), v);
   return v;
 }
 
@@ -432,28 +461,40 @@ std::optional<Verdict> cycle_verdict(const Job& job) {
 
 std::vector<Verdict> generic_verdicts(const Job& job) {
   std::vector<Verdict> out;
-  // Roots grouped by verdict and place, each with the ranks that wait for it.
-  std::map<std::string, std::pair<RootKind, std::vector<int>>> groups;
-  std::map<std::string, std::set<int>> waiting;
+  // Roots grouped by verdict, state and place, each with the ranks that wait for it.
+  struct Group {
+    RootKind kind;
+    RankSet roots;
+    RankSet waiting;
+  };
+  std::map<std::string, Group> groups;
   const Waiters graph(job);
+  // `root` stands for `roots` (the same state and place), which `waiters` wait for.
+  const auto add = [&](const RankEntry& root, const RankSet& roots, const RankSet& waiters) {
+    const bool notable = root.state == RankState::kStopped || root.state == RankState::kDead ||
+                         root.state == RankState::kUninterruptible ||
+                         root.state == RankState::kMissing;
+    if (roots.empty() || (waiters.empty() && !notable)) return;
+    const RootKind kind = classify_root(job, root, waiters);
+    if (kind.id.empty()) return;  // unknown: the node verdict covers it
+    const std::string key = kind.id + "|" + std::string(to_string(root.state)) + "|" +
+                            root.wait.class_key() + "|" + (waiters.empty() ? "0" : "1");
+    auto& group = groups.try_emplace(key, Group{kind, {}, {}}).first->second;
+    group.roots.insert(roots);
+    group.waiting.insert(waiters);
+  };
   for (const auto& r : job.ranks) {
-    if (!is_root(r)) continue;
-    const auto waiters = graph.of(*r.rank);
-    const bool notable = r.state == RankState::kStopped || r.state == RankState::kDead ||
-                         r.state == RankState::kUninterruptible || r.state == RankState::kMissing;
-    if (waiters.empty() && !notable) continue;
-    const RootKind kind = classify_root(job, r, waiters);
-    if (kind.id.empty()) continue;  // unknown: the node verdict covers it
-    const std::string key =
-        kind.id + "|" + r.wait.class_key() + "|" + (waiters.empty() ? "0" : "1");
-    auto& group = groups.try_emplace(key, kind, std::vector<int>{}).first->second;
-    group.second.push_back(*r.rank);
-    waiting[key].insert(waiters.begin(), waiters.end());
+    if (is_root(r)) add(r, RankSet{*r.rank}, graph.of(*r.rank));
   }
-  for (auto& [key, group] : groups) {
-    auto& w = waiting[key];
-    for (int r : group.second) w.erase(r);
-    out.push_back(root_verdict(job, group.first, group.second, w));
+  // The ranks without an entry are roots as ranges: those some rank waits for, and the others.
+  if (!job.missing.empty()) {
+    const RankEntry absent = job.absent_entry(job.missing.front());
+    const RankSet waited = graph.waited_among(job.missing);
+    add(absent, waited, graph.of(waited));
+    add(absent, job.missing - waited, {});
+  }
+  for (const auto& [key, group] : groups) {
+    out.push_back(root_verdict(job, group.kind, group.roots, group.waiting - group.roots));
   }
   if (out.empty()) {
     if (auto v = cycle_verdict(job)) out.push_back(std::move(*v));
@@ -473,20 +514,19 @@ std::vector<Verdict> node_verdicts(const std::vector<Job>& jobs,
     v.title = refused ? "A node's agent refused the request" : "A node did not answer";
     const std::string name = node.address ? node.name + " (" + *node.address + ")" : node.name;
     v.evidence.push_back(name + ": " + node.status + (node.error.empty() ? "" : ": " + node.error));
-    std::set<int> unknown_waited, waiters;
+    RankSet unknown_waited, waiters;
     for (const auto& job : jobs) {
+      // The job's ranks on no answering node are unknown (ranges): those some rank waits for.
+      if (job.missing_state != RankState::kUnknown || job.missing.empty()) continue;
       const Waiters graph(job);
-      for (const auto& r : job.ranks) {
-        if (r.state != RankState::kUnknown || !r.history.empty() || !r.rank) continue;
-        const auto w = graph.of(*r.rank);
-        if (w.empty()) continue;
-        unknown_waited.insert(*r.rank);
-        waiters.insert(w.begin(), w.end());
-        if (v.job.empty()) v.job = job.key;
-      }
+      const RankSet waited = graph.waited_among(job.missing);
+      if (waited.empty()) continue;
+      unknown_waited.insert(waited);
+      waiters.insert(graph.of(waited));
+      if (v.job.empty()) v.job = job.key;
     }
-    v.diverged_ranks.assign(unknown_waited.begin(), unknown_waited.end());
-    v.waiting_ranks.assign(waiters.begin(), waiters.end());
+    v.diverged_ranks = unknown_waited;
+    v.waiting_ranks = waiters;
     v.confidence = unknown_waited.empty() ? 0.6 : 0.9;
     v.summary =
         "Node " + name + " " + (refused ? "refused the request" : "did not answer") +

@@ -20,9 +20,6 @@ namespace {
 // Locals are reprs from a snapshot, of any length; those that name ranks are short. The regexes
 // below recurse once per character (std::regex): longer texts are not parsed.
 constexpr std::size_t kMaxParsed = 4096;
-// A group of 0..size-1 beyond this many ranks is not listed rank by rank (a decoded size is
-// untrusted input).
-constexpr int kMaxListedGroup = 1 << 17;
 
 std::optional<int> parse_int(const std::optional<std::string>& text) {
   if (!text || text->size() > kMaxParsed) return std::nullopt;
@@ -106,6 +103,12 @@ class Operations {
       }
       id_.push_back(waiting ? ids.emplace(key, static_cast<int>(ids.size())).first->second : -1);
     }
+    // The ranks in each operation (a rank's first entry decides, as Job::find does).
+    std::unordered_map<int, std::vector<int>> members;
+    for (const auto& [rank, index] : job.by_rank) {
+      if (id_[index] >= 0) members[id_[index]].push_back(rank);
+    }
+    for (const auto& [op, ranks] : members) same_.emplace(op, RankSet(ranks));
   }
   // True when `peer` waits in the same operation as `self`.
   bool same(const Job& job, const RankEntry& peer, const RankEntry& self) const {
@@ -114,30 +117,31 @@ class Operations {
     return a >= 0 && a == b;
   }
 
-  // The job's ranks that are not in `self`'s operation (self excluded), computed once per
-  // operation: with the whole job as the group, every waiting rank needs this list, and
-  // building it per rank is quadratic (a billion checks at 32,768 ranks).
-  const std::vector<int>& outside(const Job& job, const RankEntry& self) {
+  // The ranks that wait in `self`'s operation (`self` among them; empty when it waits in none).
+  const RankSet& with(const Job& job, const RankEntry& self) const {
+    static const RankSet kNone;
+    const auto it = same_.find(id_[static_cast<std::size_t>(&self - job.ranks.data())]);
+    return it == same_.end() ? kNone : it->second;
+  }
+
+  // The job's ranks, present or missing, that are not in `self`'s operation, computed once per
+  // operation: with the whole job as the group, every waiting rank needs this set.
+  const RankSet& outside(const Job& job, const RankEntry& self) {
     const int op = id_[static_cast<std::size_t>(&self - job.ranks.data())];
     auto [it, added] = outside_.try_emplace(op);
-    if (added) {
-      for (std::size_t i = 0; i < job.ranks.size(); ++i) {
-        if (job.ranks[i].rank && (id_[i] < 0 || id_[i] != op)) {
-          it->second.push_back(*job.ranks[i].rank);
-        }
-      }
-    }
+    if (added) it->second = (job.present | job.missing) - with(job, self);
     return it->second;
   }
 
  private:
   std::vector<int> id_;
-  std::unordered_map<int, std::vector<int>> outside_;
+  std::unordered_map<int, RankSet> same_;
+  std::unordered_map<int, RankSet> outside_;
 };
 
 // The members of a collective, rendezvous or ring that are not in it with `self`.
 void link_group_wait(const Job& job, Operations& ops, RankEntry& self) {
-  std::vector<int> members;
+  RankSet members;
   const auto* group = awaited_group(self);
   if (group != nullptr && (!group->ranks.empty() || group->size > 0)) {
     self.membership = "memory";
@@ -145,38 +149,32 @@ void link_group_wait(const Job& job, Operations& ops, RankEntry& self) {
     self.waits_for_reason = "members of process group " + group->name +
                             (group->is_default ? " (the default group)" : "") +
                             ", read from the rank's memory";
-    if (group->ranks.empty() && (group->is_default || group->size > kMaxListedGroup)) {
-      // The default group (0..size-1) is the job: the job-wide list, computed once.
-      for (int r : ops.outside(job, self)) {
-        if (r != self.rank && r < group->size) self.waits_for.push_back(r);
-      }
+    if (group->ranks.empty() && group->is_default) {
+      // The default group (0..size-1) is the job: the job-wide set, computed once.
+      self.waits_for = ops.outside(job, self) & RankSet::range(0, group->size - 1);
+      if (self.rank) self.waits_for.erase(*self.rank);
       return;
     }
-    members = group->ranks;
-    if (members.empty()) {
-      for (int r = 0; r < group->size; ++r) members.push_back(r);
-    }
+    // A group of 0..size-1 without its list is one range, whatever size memory gave.
+    members = group->ranks.empty() ? RankSet::range(0, group->size - 1) : RankSet(group->ranks);
   } else if (auto listed = parse_int_list(self.wait.local("ranks"))) {
-    members = *listed;
+    members = RankSet(*listed);
     self.membership = "locals";
     self.waits_for_reason = "group ranks from the waiting frame's locals";
   } else if (auto group_ranks = parse_int_list(self.wait.local("group_ranks"))) {
-    members = *group_ranks;
+    members = RankSet(*group_ranks);
     self.membership = "locals";
     self.waits_for_reason = "group ranks from the waiting frame's locals";
   } else {
     self.membership = "assumed";
     self.waits_for_reason = "group assumed to be the whole job";
-    for (int r : ops.outside(job, self)) {
-      if (r != self.rank) self.waits_for.push_back(r);
-    }
+    self.waits_for = ops.outside(job, self);
+    if (self.rank) self.waits_for.erase(*self.rank);
     return;
   }
-  for (int m : members) {
-    if (m == self.rank) continue;
-    const RankEntry* peer = job.find(m);
-    if (peer == nullptr || !ops.same(job, *peer, self)) self.waits_for.push_back(m);
-  }
+  // The members that are missing, outside the job or waiting elsewhere.
+  self.waits_for = members - ops.with(job, self);
+  if (self.rank) self.waits_for.erase(*self.rank);
 }
 
 void link_channel_wait(RankEntry& self) {
@@ -191,7 +189,7 @@ void link_channel_wait(RankEntry& self) {
     self.waits_for_reason = "peer unknown (no locals)";
     return;
   }
-  if (*peer != self.rank) self.waits_for.push_back(*peer);
+  if (*peer != self.rank) self.waits_for.insert(*peer);
 }
 
 // The keys the rank's agent found missing in the store (--query-store); nullopt when the
@@ -219,7 +217,7 @@ void link_store_wait(const Job& job, const Operations& ops, RankEntry& self) {
                                   "(queried)";
     for (int r : ranks_named_by(*missing)) {
       if (r != self.rank && (job.find(r) != nullptr || !job.world_size || r < *job.world_size)) {
-        self.waits_for.push_back(r);
+        self.waits_for.insert(r);
       }
     }
     return;
@@ -240,7 +238,7 @@ void link_store_wait(const Job& job, const Operations& ops, RankEntry& self) {
     if (r == self.rank) continue;
     const RankEntry* peer = job.find(r);
     if (peer == nullptr && job.world_size && r >= *job.world_size) continue;
-    if (peer == nullptr || !ops.same(job, *peer, self)) self.waits_for.push_back(r);
+    if (peer == nullptr || !ops.same(job, *peer, self)) self.waits_for.insert(r);
   }
 }
 
@@ -257,12 +255,13 @@ bool link_ring_wait(RankEntry& self) {
   if (!writer_rank || !behind.is_array()) return false;
   self.waits_for_reason = "the broadcast ring's block flags in /dev/shm";
   if (*writer_rank == *self.rank) {
+    std::vector<int> readers;
     for (const auto& r : behind) {
-      if (r.is_number_integer() && r.get<int>() != *self.rank)
-        self.waits_for.push_back(r.get<int>());
+      if (r.is_number_integer() && r.get<int>() != *self.rank) readers.push_back(r.get<int>());
     }
+    self.waits_for = RankSet(readers);
   } else {
-    self.waits_for.push_back(*writer_rank);
+    self.waits_for.insert(*writer_rank);
   }
   return true;
 }
@@ -273,7 +272,7 @@ void link_wait_graph(Job& job) {
   if (job.by_rank.empty()) job.index();
   Operations ops(job);
   for (auto& self : job.ranks) {
-    self.waits_for.clear();
+    self.waits_for = RankSet();
     self.membership.clear();
     self.group.clear();
     if (self.state != RankState::kWaiting || !waits_on_peers(self.wait.kind)) continue;
@@ -291,9 +290,6 @@ void link_wait_graph(Job& job) {
         link_group_wait(job, ops, self);
         break;
     }
-    std::sort(self.waits_for.begin(), self.waits_for.end());
-    self.waits_for.erase(std::unique(self.waits_for.begin(), self.waits_for.end()),
-                         self.waits_for.end());
   }
 }
 

@@ -9,7 +9,41 @@ namespace hangscope::report {
 namespace {
 
 using analysis::RankEntry;
+using analysis::RankSet;
 using nlohmann::json;
+
+// A rank set with more ranks than this that its job has no entry for (missing, unknown, outside
+// the job) is given as ranges only: its list is null (docs/report.md). The ranks with an entry
+// are bounded by the input; the others by nothing but a claimed world size. The missing ranks of
+// a job get an entry each in `ranks` up to this many.
+constexpr std::uint64_t kListedRanks = 4096;
+
+// [[first, last], …]: every rank set, whatever its size.
+json ranges_json(const RankSet& ranks) {
+  json out = json::array();
+  for (const auto& i : ranks.intervals()) out.push_back(json::array({i.first, i.last}));
+  return out;
+}
+
+// [ranks] unless more than kListedRanks of them have no entry in the job (`present`), else null
+// (the ranges say it).
+json list_json(const RankSet& ranks, const RankSet& present) {
+  return (ranks - present).size() <= kListedRanks ? json(ranks.list()) : json(nullptr);
+}
+
+// Every entry of the job's `ranks` in report.json, in rank order: the ranks present, and the
+// missing ones when they are few (`fn` gets a RankEntry made for each of those).
+template <typename Fn>
+void for_each_listed(const analysis::Job& job, Fn&& fn) {
+  const bool listed = job.missing.size() <= kListedRanks;
+  const auto missing = listed ? job.missing.list() : std::vector<int>{};
+  auto m = missing.begin();
+  for (const auto& r : job.ranks) {
+    for (; m != missing.end() && (!r.rank || *m < *r.rank); ++m) fn(job.absent_entry(*m));
+    fn(r);
+  }
+  for (; m != missing.end(); ++m) fn(job.absent_entry(*m));
+}
 
 template <typename T>
 json json_or_null(const std::optional<T>& value) {
@@ -52,7 +86,8 @@ json log_lines(const capture::ProcessRecord* process) {
   return lines;
 }
 
-json rank_json(const RankEntry& r) {
+// `present`: the ranks of its job's entries.
+json rank_json(const RankEntry& r, const RankSet& present) {
   const auto* p = r.latest();
   const bool captured = p != nullptr;
   json out = {
@@ -66,7 +101,8 @@ json rank_json(const RankEntry& r) {
       {"stuck_since", r.stuck_since_ns ? json(utc_time(*r.stuck_since_ns)) : json(nullptr)},
       {"stuck_since_source", r.stuck_since_ns ? json(r.stuck_since_source) : json(nullptr)},
       {"wait_point", wait_point_json(r.wait, captured && p->dump.has_value())},
-      {"waits_for", r.waits_for},
+      {"waits_for", list_json(r.waits_for, present)},
+      {"waits_for_ranges", ranges_json(r.waits_for)},
       {"waits_for_reason", r.waits_for_reason},
       {"membership", r.membership.empty() ? json(nullptr) : json(r.membership)},
       {"group", r.group.empty() ? json(nullptr) : json(r.group)},
@@ -114,14 +150,22 @@ json rank_json(const RankEntry& r) {
   return out;
 }
 
-json verdict_json(const analysis::Verdict& v) {
+json verdict_json(const analysis::Verdict& v, const analysis::Analysis& analysis) {
+  static const RankSet kNone;
+  const RankSet* entries = &kNone;  // the ranks of its job's entries
+  for (const auto& job : analysis.jobs) {
+    if (job.key == v.job) entries = &job.present;
+  }
+  const RankSet& present = *entries;
   return {{"id", v.id},
           {"kind", std::string(to_string(v.kind))},
           {"title", v.title},
           {"confidence", v.confidence},
           {"job", v.job},
-          {"diverged_ranks", v.diverged_ranks},
-          {"waiting_ranks", v.waiting_ranks},
+          {"diverged_ranks", list_json(v.diverged_ranks, present)},
+          {"diverged_ranges", ranges_json(v.diverged_ranks)},
+          {"waiting_ranks", list_json(v.waiting_ranks, present)},
+          {"waiting_ranges", ranges_json(v.waiting_ranks)},
           {"summary", v.summary},
           {"evidence", v.evidence},
           {"remedies", v.remedies},
@@ -145,14 +189,16 @@ namespace {
 
 json report_json(const Bundle& bundle, const analysis::Analysis& analysis, bool with_ranks) {
   json verdicts = json::array();
-  for (const auto& v : analysis.verdicts) verdicts.push_back(verdict_json(v));
+  for (const auto& v : analysis.verdicts) verdicts.push_back(verdict_json(v, analysis));
   json ranks = json::array();
   json classes = json::array();
   json jobs = json::array();
   for (const auto& job : analysis.jobs) {
-    if (with_ranks) {
-      for (const auto& r : job.ranks) ranks.push_back(rank_json(r));
-    }
+    std::size_t listed = 0;
+    for_each_listed(job, [&](const RankEntry& r) {
+      ++listed;
+      if (with_ranks) ranks.push_back(rank_json(r, job.present));
+    });
     for (const auto& c : job.classes) {
       classes.push_back({{"id", c.id},
                          {"job", job.key},
@@ -162,9 +208,16 @@ json report_json(const Bundle& bundle, const analysis::Analysis& analysis, bool 
                          {"signature", c.description},
                          {"key", c.key}});
     }
-    jobs.push_back({{"job", job.key},
-                    {"world_size", json_or_null(job.world_size)},
-                    {"ranks", job.ranks.size()}});
+    jobs.push_back(
+        {{"job", job.key},
+         {"world_size", json_or_null(job.world_size)},
+         {"ranks", listed},
+         {"present", job.ranks.size()},
+         {"missing_count", job.missing.size()},
+         {"missing_ranges", ranges_json(job.missing)},
+         {"missing_state",
+          job.missing.empty() ? json(nullptr) : json(std::string(to_string(job.missing_state)))},
+         {"missing_listed", job.missing.size() <= kListedRanks}});
   }
   json processes = json::array();
   for (const auto& o : analysis.others) {
@@ -223,10 +276,11 @@ void write_report_json(std::ostream& out, const Bundle& bundle,
   out << text.substr(0, at) << "[";
   bool first = true;
   for (const auto& job : analysis.jobs) {
-    for (const auto& r : job.ranks) {
-      out << (first ? "\n    " : ",\n    ") << rank_json(r).dump(-1, ' ', false, kReplace);
+    for_each_listed(job, [&](const RankEntry& r) {
+      out << (first ? "\n    " : ",\n    ")
+          << rank_json(r, job.present).dump(-1, ' ', false, kReplace);
       first = false;
-    }
+    });
   }
   out << (first ? "]" : "\n  ]") << text.substr(at + placeholder.size() + 2) << "\n";
 }

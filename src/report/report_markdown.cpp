@@ -118,6 +118,12 @@ std::string rank_row(const RankEntry& r) {
          (r.class_id ? std::to_string(r.class_id) : "-") + " |\n";
 }
 
+// A row for ranks no entry holds (missing or unknown): one per range, however many ranks.
+std::string absent_row(const analysis::RankSet::Interval& ranks, analysis::RankState state) {
+  return "| " + analysis::RankSet::range(ranks.first, ranks.last).text() + " | - | - | - | " +
+         std::string(to_string(state)) + " | ? | - | - | - |\n";
+}
+
 // Each rank's collectives per process group, from its flight recorder (when it left a dump).
 std::string collectives_lines(const analysis::Job& job) {
   std::ostringstream md;
@@ -142,15 +148,35 @@ std::string ranks_section(const analysis::Analysis& a) {
        << (job.world_size ? ", world size " + std::to_string(*job.world_size) : "") << "\n\n";
     md << "| rank | node | pid | tp/pp/dp | state | progressing | stuck since | wait point | "
           "class |\n|---|---|---|---|---|---|---|---|---|\n";
-    std::size_t shown = 0;
-    for (const auto& r : job.ranks) {
-      if (shown++ == kRankRowsShown) {
+    // The entries and the missing ranges, in rank order; the first kRankRowsShown rows.
+    const std::uint64_t total = job.ranks.size() + job.missing.size();
+    std::uint64_t ranks_shown = 0;
+    std::size_t rows = 0;
+    bool cut = false;
+    const auto row = [&](const std::string& text, std::uint64_t ranks) {
+      if (cut) return;
+      if (rows++ == kRankRowsShown) {
         md << "\n"
-           << job.ranks.size() - kRankRowsShown
+           << total - ranks_shown
            << " more ranks: see the classes below and report.json in the bundle.\n";
-        break;
+        cut = true;
+        return;
       }
-      md << rank_row(r);
+      md << text;
+      ranks_shown += ranks;
+    };
+    const auto& gaps = job.missing.intervals();
+    auto gap = gaps.begin();
+    for (const auto& r : job.ranks) {
+      for (; gap != gaps.end() && (!r.rank || gap->first < *r.rank); ++gap) {
+        row(absent_row(*gap, job.missing_state),
+            static_cast<std::uint64_t>(gap->last) - gap->first + 1);
+      }
+      row(rank_row(r), 1);
+    }
+    for (; gap != gaps.end(); ++gap) {
+      row(absent_row(*gap, job.missing_state),
+          static_cast<std::uint64_t>(gap->last) - gap->first + 1);
     }
     md << "\n";
     md << collectives_lines(job);
@@ -171,12 +197,12 @@ std::string chain_section(const analysis::Analysis& a) {
   md << "## Wait-for chain\n\n";
   for (const auto& job : a.jobs) {
     // Edges grouped: the ranks that wait for the same set of ranks, for the same reason.
-    std::map<std::pair<std::vector<int>, std::string>, std::set<int>> edges;
-    std::set<int> roots_waited;
+    std::map<std::pair<analysis::RankSet, std::string>, std::set<int>> edges;
+    analysis::RankSet roots_waited;
     for (const auto& r : job.ranks) {
       if (!r.rank || r.waits_for.empty()) continue;
       edges[{r.waits_for, r.waits_for_reason}].insert(*r.rank);
-      roots_waited.insert(r.waits_for.begin(), r.waits_for.end());
+      roots_waited.insert(r.waits_for);
     }
     if (edges.empty()) {
       md << "- job `" << job.key << "`: no rank waits for another rank.\n";
@@ -187,11 +213,14 @@ std::string chain_section(const analysis::Analysis& a) {
          << " → " << (edge.first.size() == 1 ? "rank " : "ranks ")
          << analysis::compress_ranks(edge.first) << " (" << edge.second << ")\n";
     }
-    for (int target : roots_waited) {
-      const auto* r = job.find(target);
-      if (r == nullptr || !r->waits_for.empty()) continue;
-      md << "- rank " << target << " waits for no rank: " << to_string(r->state)
+    for (const auto* r : job.entries_in(roots_waited)) {
+      if (!r->waits_for.empty()) continue;
+      md << "- rank " << *r->rank << " waits for no rank: " << to_string(r->state)
          << (r->history.empty() ? "" : ", " + cell(r->wait.describe())) << "\n";
+    }
+    if (const auto absent = roots_waited & job.missing; !absent.empty()) {
+      md << "- " << analysis::ranks_text(absent) << (absent.size() == 1 ? " waits" : " wait")
+         << " for no rank: " << to_string(job.missing_state) << "\n";
     }
   }
   md << "\n";
@@ -201,9 +230,9 @@ std::string chain_section(const analysis::Analysis& a) {
 std::string tree_section(const analysis::Analysis& a) {
   std::ostringstream md;
   for (const auto& job : a.jobs) {
-    std::set<int> diverged;
+    analysis::RankSet diverged;
     for (const auto& v : a.verdicts) {
-      if (v.job == job.key) diverged.insert(v.diverged_ranks.begin(), v.diverged_ranks.end());
+      if (v.job == job.key) diverged.insert(v.diverged_ranks);
     }
     md << "## Merged call tree of job `" << job.key << "`\n\n"
        << fence(tree_text(job, diverged)) << "\n";

@@ -1,6 +1,6 @@
 // The terminal summary: the conclusion, the verdicts and the rank table; coloured on a TTY.
 #include <algorithm>
-#include <set>
+#include <map>
 #include <sstream>
 
 #include "hangscope/analysis/rank_set.h"
@@ -36,28 +36,41 @@ std::string terminal_summary(const analysis::Analysis& analysis, bool colour) {
   const Paint paint(colour);
   std::ostringstream out;
   out << paint(analysis.conclusion, analysis.verdicts.empty() ? "1;32" : "1;31") << "\n";
-  std::set<std::pair<std::string, int>> diverged, waiting;
+  std::map<std::string, analysis::RankSet> diverged;  // by job
   for (const auto& v : analysis.verdicts) {
     out << "  " << paint(v.id, "1") << " (" << to_string(v.kind) << ", confidence " << std::fixed;
     out.precision(2);
     out << v.confidence << "): " << v.summary << "\n";
-    for (int r : v.diverged_ranks) diverged.insert({v.job, r});
-    for (int r : v.waiting_ranks) waiting.insert({v.job, r});
+    diverged[v.job].insert(v.diverged_ranks);
   }
   for (const auto& job : analysis.jobs) {
     out << "\njob " << (job.key.empty() ? "(unknown)" : job.key)
         << (job.world_size ? ", world size " + std::to_string(*job.world_size) : "") << "\n";
     out << pad("RANK", 6) << pad("NODE", 12) << pad("PID", 9) << pad("STATE", 16) << pad("PROG", 6)
         << "WAIT POINT\n";
+    const auto& named = diverged[job.key];
+    // The missing ranks one line per range, in rank order among the entries.
+    const auto absent = [&](const analysis::RankSet::Interval& i) {
+      const auto ranks = analysis::RankSet::range(i.first, i.last);
+      const std::string text = ranks.text();  // "8-131071" is wider than the column
+      const std::string line = (text.size() < 6 ? pad(text, 6) : text + " ") + pad("-", 12) +
+                               pad("-", 9) + pad(std::string(to_string(job.missing_state)), 16) +
+                               pad("?", 6) + "-";
+      out << (named.intersects(ranks) ? paint(line, "1;31") : line) << "\n";
+    };
+    const auto& gaps = job.missing.intervals();
+    auto gap = gaps.begin();
     for (const auto& r : job.ranks) {
+      for (; gap != gaps.end() && (!r.rank || gap->first < *r.rank); ++gap) absent(*gap);
       const std::string rank = r.rank ? std::to_string(*r.rank) : "?";
       std::string line = pad(rank, 6) + pad(r.history.empty() ? "-" : r.node, 12) +
                          pad(r.history.empty() ? "-" : std::to_string(r.pid), 9) +
                          pad(std::string(to_string(r.state)), 16) + pad(progress_word(r), 6) +
                          (r.history.empty() ? "-" : r.wait.describe());
-      const bool is_diverged = r.rank && diverged.count({job.key, *r.rank});
+      const bool is_diverged = r.rank && named.contains(*r.rank);
       out << (is_diverged ? paint(line, "1;31") : line) << "\n";
     }
+    for (; gap != gaps.end(); ++gap) absent(*gap);
   }
   return out.str();
 }

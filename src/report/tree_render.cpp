@@ -13,14 +13,15 @@ namespace {
 
 using analysis::CallTreeNode;
 
-bool is_diverged_branch(const CallTreeNode& node, const std::set<int>& diverged) {
+bool is_diverged_branch(const CallTreeNode& node, const analysis::RankSet& diverged) {
   if (diverged.empty() || node.ranks.empty()) return false;
-  return std::includes(diverged.begin(), diverged.end(), node.ranks.begin(), node.ranks.end());
+  return std::all_of(node.ranks.begin(), node.ranks.end(),
+                     [&](int r) { return diverged.contains(r); });
 }
 
 // `marked`: an outer branch already carries the "diverged" mark.
 void draw_text(const CallTreeNode& node, const std::string& indent, bool last, bool root,
-               const std::set<int>& diverged, bool marked, std::ostringstream& out) {
+               const analysis::RankSet& diverged, bool marked, std::ostringstream& out) {
   const std::string branch = root ? "" : (last ? "└─ " : "├─ ");
   out << indent << branch << "[" << analysis::compress_ranks(node.ranks) << "] " << node.label;
   const bool mark = !marked && is_diverged_branch(node, diverged);
@@ -45,7 +46,7 @@ std::string dot_escape(const std::string& text) {
 constexpr std::array<const char*, 8> kClassColours = {"#4c72b0", "#55a868", "#8172b2", "#ccb974",
                                                       "#64b5cd", "#8c8c8c", "#dd8452", "#937860"};
 
-void draw_dot(const CallTreeNode& node, const std::string& id, const std::set<int>& diverged,
+void draw_dot(const CallTreeNode& node, const std::string& id, const analysis::RankSet& diverged,
               std::ostringstream& out, int& counter) {
   const bool highlight = is_diverged_branch(node, diverged);
   const char* colour = node.classes.size() == 1
@@ -66,17 +67,17 @@ void draw_dot(const CallTreeNode& node, const std::string& id, const std::set<in
   }
 }
 
-std::set<int> diverged_in(const analysis::Analysis& analysis, const std::string& job) {
-  std::set<int> out;
+analysis::RankSet diverged_in(const analysis::Analysis& analysis, const std::string& job) {
+  analysis::RankSet out;
   for (const auto& v : analysis.verdicts) {
-    if (v.job == job) out.insert(v.diverged_ranks.begin(), v.diverged_ranks.end());
+    if (v.job == job) out.insert(v.diverged_ranks);
   }
   return out;
 }
 
 }  // namespace
 
-std::string tree_text(const analysis::Job& job, const std::set<int>& diverged) {
+std::string tree_text(const analysis::Job& job, const analysis::RankSet& diverged) {
   std::ostringstream out;
   draw_text(analysis::build_call_tree(job), "", true, true, diverged, false, out);
   return out.str();

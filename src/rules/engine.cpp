@@ -180,9 +180,10 @@ Truth evaluate_fact(const FactSpec& fact, const Job& job, const GroupMatch& dive
     for (const auto& r : job.ranks) {
       if (!r.history.empty()) nodes.insert(r.node);
     }
-    const bool some_unknown = std::any_of(job.ranks.begin(), job.ranks.end(), [](const auto& r) {
-      return r.state == analysis::RankState::kUnknown;
-    });
+    const bool some_unknown =
+        (!job.missing.empty() && job.missing_state == analysis::RankState::kUnknown) ||
+        std::any_of(job.ranks.begin(), job.ranks.end(),
+                    [](const auto& r) { return r.state == analysis::RankState::kUnknown; });
     if (static_cast<int>(nodes.size()) >= *fact.nodes_at_least) return Truth::kTrue;
     return some_unknown ? Truth::kUnknown : Truth::kFalse;
   }
@@ -301,12 +302,9 @@ std::optional<analysis::Verdict> evaluate(const Rule& rule, const Job& job,
   v.title = rule.title;
   v.job = job.key;
   v.confidence = rule.confidence;
-  v.diverged_ranks.assign(diverged.ranks.begin(), diverged.ranks.end());
+  v.diverged_ranks = analysis::RankSet(diverged.ranks);
   if (!rule.waiting.empty()) {
-    const auto& waiting = groups[rule.waiting].ranks;
-    for (int r : waiting) {
-      if (!diverged.ranks.count(r)) v.waiting_ranks.push_back(r);
-    }
+    v.waiting_ranks = analysis::RankSet(groups[rule.waiting].ranks) - v.diverged_ranks;
   }
   for (const auto& fact : rule.facts) {
     const Truth t = evaluate_fact(fact, job, diverged);
@@ -343,8 +341,8 @@ std::optional<analysis::Verdict> evaluate(const Rule& rule, const Job& job,
     }
   }
   // The facts the rule asks to show, per rank of the verdict (caches, versions, …).
-  std::set<int> shown(v.diverged_ranks.begin(), v.diverged_ranks.end());
-  shown.insert(v.waiting_ranks.begin(), v.waiting_ranks.end());
+  // (The groups' ranks: captured ones, as many as the job has.)
+  const auto shown = (v.diverged_ranks | v.waiting_ranks).list();
   for (const auto& prefix : rule.show_facts) {
     for (int rank : shown) {
       const auto* r = job.find(rank);

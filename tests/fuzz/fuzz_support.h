@@ -34,18 +34,10 @@ inline const std::vector<rules::Rule>& builtin_rules() {
 // diagnose's steps after reading snapshot files (cli/diagnose_command.cpp from_files, then
 // analyse_and_report): one bundle of every snapshot, analysed, rules applied, rendered.
 //
-// Inputs whose ranks claim a world of 4,097 to 131,072 ranks (the largest world size the
-// analysis takes) are skipped: the analysis and reports make an entry for every missing rank,
-// which is linear but slow in this instrumented build (about 0.4 ms a rank: 53 s for 131,072),
-// and libFuzzer would report it as a timeout. Larger claims are not taken and stay fuzzed;
-// tests/unit/fuzz_regressions_test.cpp and the 32,768-rank benchmark cover the large worlds.
+// Every input is diagnosed, whatever world size its ranks claim: the analysis and the reports
+// hold the ranks no process has as ranges (analysis::Job::missing), so a claim of 2^31 - 1
+// ranks costs what the ranks present cost.
 inline void diagnose(std::vector<capture::NodeSnapshot> nodes) {
-  for (const auto& node : nodes) {
-    for (const auto& p : node.processes) {
-      const auto ws = p.identity.world_size;
-      if (ws && *ws > 4096 && *ws <= (1 << 17)) return;
-    }
-  }
   analysis::Bundle bundle;
   for (auto& node : nodes) {
     bool known = false;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <limits>
 
 #include "analysis_builders.h"
 #include "hangscope/collectives/flight_recorder.h"
@@ -73,6 +74,22 @@ void snapshots(const std::string& corpus, const std::string& source_dir) {
       job.flight(r, record);
     }
     write_both(corpus, "collective_behind", job.bundle());
+  }
+  {  // a world of 2^31 - 1 ranks, four in the default group's barrier (its size from memory):
+     // the missing ranks are one range (issue 21)
+    constexpr int kWorld = std::numeric_limits<int>::max();
+    JobBuilder job(kWorld, "127.0.0.1:29500", 2);
+    for (int r = 0; r < 4; ++r) {
+      capture::DistributedState state;
+      state.rank = r;
+      state.world_size = kWorld;
+      state.groups = {pg("0", {}, r)};
+      state.groups[0].size = kWorld;
+      auto stack = barrier_stack();
+      stack[2].locals = {{"group", "None"}};
+      job.rank(r, stack).distributed(r, state);
+    }
+    write_both(corpus, "world_int_max", job.bundle());
   }
 }
 

@@ -4,11 +4,15 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "../unit/analysis_builders.h"
 #include "command.h"
+#include "hangscope/snapshot/codec.h"
 #include "target_process.h"
 
 namespace hangscope {
@@ -225,6 +229,46 @@ TEST(Cli, TicketPrintsTheReportMarkdownAndExitCodesAreDocumented) {
   const auto help = run_hangscope("--help");
   EXPECT_NE(help.out.find("3 a hang was found"), std::string::npos) << help.out;
   testing::run_command("rm -rf " + snapshot + " " + bundle);
+}
+
+// A JSON snapshot file whose ranks claim a world of 2^31 - 1 ranks, four of them in it (issue
+// 21): diagnose finishes in the time its four ranks take (an entry per claimed rank would not:
+// out of memory), names the missing ranks as one range, and report.json and report.md say the
+// range.
+TEST(Cli, DiagnoseOfAWorldOfIntMaxRanksSaysTheMissingRange) {
+  using namespace analysis::testing_builders;
+  JobBuilder job(std::numeric_limits<int>::max(), "10.0.0.1:29500", 2);
+  for (int r = 0; r < 4; ++r) job.rank(r, barrier_stack(), 'S', 0, 4);
+  const auto file = testing::temp_path("cli-huge-world") + ".json";
+  const auto bundle = testing::temp_path("cli-huge-world-bundle");
+  snapshot::write_file(file, job.bundle().snapshots);
+  const auto started = std::chrono::steady_clock::now();
+  const auto d = run_hangscope("diagnose " + file + " -o " + bundle + " --json --quiet");
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
+  std::fprintf(stderr, "diagnose of a world of 2^31 - 1 ranks (4 present): %.3f s\n", took.count());
+  EXPECT_EQ(d.exit_code, 3) << d.err;  // a hang was found
+  const auto report = nlohmann::json::parse(d.out);
+  EXPECT_EQ(report["ranks"].size(), 4u);
+  EXPECT_EQ(report["jobs"][0]["missing_ranges"], nlohmann::json::parse("[[4, 2147483646]]"));
+  const auto conclusion = report["conclusion"].get<std::string>();
+  EXPECT_EQ(conclusion.rfind("Ranks 4-2147483646 are missing: no node that answered runs them", 0),
+            0u)
+      << conclusion;
+  bool found = false;
+  for (const auto& v : report["verdicts"]) {
+    if (v["id"] != "rank-dead") continue;
+    found = true;
+    EXPECT_TRUE(v["diverged_ranks"].is_null()) << v.dump();
+    EXPECT_EQ(v["diverged_ranges"], nlohmann::json::parse("[[4, 2147483646]]"));
+    EXPECT_EQ(v["waiting_ranks"], nlohmann::json::parse("[0, 1, 2, 3]"));
+  }
+  EXPECT_TRUE(found) << report["verdicts"].dump();
+  const auto written = testing::run_command("cat " + bundle + "/report.json");
+  EXPECT_EQ(nlohmann::json::parse(written.out), report);
+  const auto md = testing::run_command("cat " + bundle + "/report.md").out;
+  EXPECT_EQ(md.rfind("# hangscope: Ranks 4-2147483646 are missing", 0), 0u) << md.substr(0, 300);
+  EXPECT_NE(md.find("| 4-2147483646 | - | - | - | missing |"), std::string::npos) << md;
+  testing::run_command("rm -rf " + file + " " + bundle);
 }
 
 }  // namespace

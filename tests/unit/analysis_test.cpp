@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <set>
 
 #include "analysis_builders.h"
@@ -22,6 +23,52 @@ TEST(RankSet, CompressesRuns) {
   EXPECT_EQ(compress_ranks(std::vector<int>{}), "");
   EXPECT_EQ(compress_ranks(std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15}),
             "0-7,9-15");
+}
+
+TEST(RankSet, IntervalsUniteSubtractAndIntersect) {
+  RankSet a = RankSet::range(0, 9);
+  a.erase(RankSet{3, 4, 7});
+  EXPECT_EQ(a.text(), "0-2,5,6,8,9");
+  EXPECT_EQ(a.intervals().size(), 3u);
+  EXPECT_EQ(a.size(), 7u);
+  EXPECT_TRUE(a.contains(6));
+  EXPECT_FALSE(a.contains(7));
+  EXPECT_FALSE(a.contains(-1));
+  EXPECT_FALSE(a.contains(10));
+  a.insert(3, 4);
+  EXPECT_EQ(a.text(), "0-6,8,9");
+  a.insert(7);
+  EXPECT_EQ(a, RankSet::range(0, 9));
+  EXPECT_EQ(RankSet({1, 2, 3, 10}) & RankSet::range(2, 11), (std::vector<int>{2, 3, 10}));
+  EXPECT_EQ(RankSet({5, 1}) | RankSet({2, 9, 5}), (std::vector<int>{1, 2, 5, 9}));
+  EXPECT_EQ(RankSet::range(0, 9) - RankSet::range(-5, 2) - RankSet::range(8, 20),
+            (std::vector<int>{3, 4, 5, 6, 7}));
+  EXPECT_TRUE(RankSet::range(0, 5).contains(RankSet{1, 5}));
+  EXPECT_FALSE(RankSet::range(0, 5).contains(RankSet{1, 6}));
+  EXPECT_TRUE(RankSet{4}.intersects(RankSet::range(0, 4)));
+  EXPECT_FALSE(RankSet{5}.intersects(RankSet::range(0, 4)));
+  EXPECT_TRUE(RankSet::range(3, 2).empty());
+  EXPECT_EQ(RankSet::range(7, 8).text(), "7,8");
+  EXPECT_EQ(ranks_text(RankSet{3}), "rank 3");
+  EXPECT_EQ(ranks_text(RankSet{3, 4, 5}), "ranks 3-5");
+}
+
+TEST(RankSet, TheWholeRangeOfIntIsOneInterval) {
+  constexpr int kMax = std::numeric_limits<int>::max();
+  constexpr int kMin = std::numeric_limits<int>::min();
+  RankSet all = RankSet::range(kMin, kMax);
+  EXPECT_EQ(all.size(), std::uint64_t{1} << 32);
+  all.erase(RankSet{kMin, 0, kMax});
+  EXPECT_EQ(all.intervals().size(), 2u);
+  EXPECT_EQ(all.size(), (std::uint64_t{1} << 32) - 3);
+  EXPECT_FALSE(all.contains(kMax));
+  EXPECT_TRUE(all.contains(kMax - 1));
+  RankSet world = RankSet::range(0, kMax - 1) - RankSet{0, 1, 2, 3};
+  EXPECT_EQ(world.text(), "4-2147483646");
+  EXPECT_NE(world, std::vector<int>{4});  // compared without listing 2^31 ranks
+  world.insert(kMax);                     // adjacent at the top of int: one interval
+  ASSERT_EQ(world.intervals().size(), 1u);
+  EXPECT_EQ(world.intervals()[0].last, kMax);
 }
 
 TEST(WaitPoint, BarrierIsACollectiveCalledFromUserCode) {
@@ -141,7 +188,9 @@ TEST(Verdicts, MissingRankWhenEveryNodeAnswered) {
   ASSERT_EQ(a.verdicts.size(), 1u);
   EXPECT_EQ(a.verdicts[0].id, "rank-dead");
   EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{2});
-  EXPECT_EQ(a.jobs[0].find(2)->state, RankState::kMissing);
+  EXPECT_EQ(a.jobs[0].find(2), nullptr);  // no entry: a range of the missing ranks
+  EXPECT_EQ(a.jobs[0].missing, std::vector<int>{2});
+  EXPECT_EQ(a.jobs[0].state_of(2), RankState::kMissing);
 }
 
 TEST(Verdicts, UnreachableNodeCoversItsRanksInsteadOfRankDead) {
@@ -155,7 +204,8 @@ TEST(Verdicts, UnreachableNodeCoversItsRanksInsteadOfRankDead) {
   EXPECT_EQ(a.verdicts[0].id, "node-unreachable");
   EXPECT_EQ(a.verdicts[0].diverged_ranks, (std::vector<int>{2, 3}));
   EXPECT_EQ(a.verdicts[0].waiting_ranks, (std::vector<int>{0, 1}));
-  EXPECT_EQ(a.jobs[0].find(3)->state, RankState::kUnknown);
+  EXPECT_EQ(a.jobs[0].state_of(3), RankState::kUnknown);
+  EXPECT_EQ(a.jobs[0].missing, (std::vector<int>{2, 3}));
 }
 
 TEST(Verdicts, DifferentCollectivesNameTheSmallerSide) {
@@ -512,6 +562,115 @@ TEST(InitHang, TheRankThatNeverArrivedIsNamedNotTheStoreHost) {
   EXPECT_EQ(a.verdicts[0].waiting_ranks, (std::vector<int>{0, 1, 3}));
   EXPECT_NE(a.verdicts[0].summary.find("no process on any answering node"), std::string::npos);
   EXPECT_EQ(a.jobs[0].ranks[0].state, RankState::kWaiting);  // polling is waiting
+}
+
+// A world of 2^31 - 1 ranks (what a corrupt or hostile snapshot may claim) with four ranks
+// present in the default group's barrier, the group's size read from memory: the missing ranks
+// are one range from the rank table to the verdict. An entry per claimed rank would be 2^31
+// entries (out of memory); this finishes in the time the four ranks take.
+constexpr int kHugeWorld = std::numeric_limits<int>::max();
+
+capture::DistributedState huge_world_state(int rank) {
+  capture::DistributedState state;
+  state.rank = rank;
+  state.world_size = kHugeWorld;
+  state.groups = {pg("0", {}, rank)};
+  state.groups[0].size = kHugeWorld;  // 0..size-1, as a snapshot carries it
+  return state;
+}
+
+TEST(Scale, AWorldOfIntMaxRanksIsDiagnosedFromTheRanksPresent) {
+  JobBuilder job(kHugeWorld);
+  for (int r = 0; r < 4; ++r) {
+    job.rank(r, step_stack("barrier", 95, "None")).distributed(r, huge_world_state(r));
+  }
+  const auto bundle = job.bundle();
+  const auto a = diagnosis::diagnose(bundle);
+  ASSERT_EQ(a.jobs.size(), 1u);
+  const auto& j = a.jobs[0];
+  EXPECT_EQ(j.world_size, kHugeWorld);
+  EXPECT_EQ(j.ranks.size(), 4u);  // the ranks present only
+  EXPECT_EQ(j.missing.text(), "4-2147483646");
+  EXPECT_EQ(j.missing.size(), 2147483643u);
+  EXPECT_EQ(j.state_of(2147483646), RankState::kMissing);
+  EXPECT_EQ(j.state_of(kHugeWorld), std::nullopt);
+  EXPECT_EQ(j.find(0)->waits_for.text(), "4-2147483646");  // the default group, from memory
+  EXPECT_EQ(j.find(0)->membership, "memory");
+  ASSERT_EQ(a.verdicts.size(), 1u) << a.conclusion;
+  const auto& v = a.verdicts[0];
+  EXPECT_EQ(v.id, "rank-dead");
+  EXPECT_EQ(v.diverged_ranks, RankSet::range(4, kHugeWorld - 1));
+  EXPECT_EQ(v.waiting_ranks, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_DOUBLE_EQ(v.confidence, 0.85);
+  EXPECT_EQ(v.summary.rfind("Ranks 4-2147483646 are missing: no node that answered runs them "
+                            "while ranks 0-3 wait for them in barrier",
+                            0),
+            0u)
+      << v.summary;
+  bool said = false;
+  for (const auto& e : v.evidence) said |= e == "ranks 4-2147483646: state missing";
+  EXPECT_TRUE(said);
+  EXPECT_EQ(a.conclusion, v.summary);
+}
+
+// The same claim without a group in memory: the whole job is assumed to be the group.
+TEST(Scale, AWorldOfIntMaxRanksWithTheGroupAssumed) {
+  JobBuilder job(kHugeWorld);
+  for (int r = 0; r < 3; ++r) job.rank(r, barrier_stack());
+  job.rank(5, barrier_stack());
+  const auto bundle = job.bundle();
+  const auto a = diagnosis::diagnose(bundle);
+  EXPECT_EQ(a.jobs.at(0).missing.text(), "3,4,6-2147483646");
+  ASSERT_EQ(a.verdicts.size(), 1u) << a.conclusion;
+  EXPECT_EQ(a.verdicts[0].id, "rank-dead");
+  EXPECT_EQ(a.verdicts[0].membership, "assumed");
+  EXPECT_EQ(a.verdicts[0].diverged_ranks.text(), "3,4,6-2147483646");
+  EXPECT_EQ(a.verdicts[0].waiting_ranks, (std::vector<int>{0, 1, 2, 5}));
+}
+
+// A node that did not answer in such a world: the ranks nobody captured are unknown, as ranges.
+TEST(Scale, AWorldOfIntMaxRanksWithANodeThatDidNotAnswer) {
+  JobBuilder job(kHugeWorld);
+  for (int r = 0; r < 2; ++r) {
+    job.rank(r, step_stack("barrier", 95, "None")).distributed(r, huge_world_state(r));
+  }
+  auto bundle = job.bundle();
+  bundle.nodes.push_back({"node1", "10.0.0.2:7447", "unreachable", "connection refused", 0});
+  const auto a = diagnosis::diagnose(bundle);
+  EXPECT_EQ(a.jobs.at(0).missing_state, RankState::kUnknown);
+  ASSERT_EQ(a.verdicts.size(), 1u) << a.conclusion;
+  EXPECT_EQ(a.verdicts[0].id, "node-unreachable");
+  EXPECT_EQ(a.verdicts[0].diverged_ranks, RankSet::range(2, kHugeWorld - 1));
+  EXPECT_EQ(a.verdicts[0].waiting_ranks, (std::vector<int>{0, 1}));
+  EXPECT_NE(a.verdicts[0].summary.find("ranks 0,1 wait for ranks 2-2147483646, whose state is "
+                                       "unknown"),
+            std::string::npos)
+      << a.verdicts[0].summary;
+}
+
+// Ranks in init_process_group of a world of 2^31 - 1: the ranks that never arrived are a range,
+// in the verdict and in its evidence.
+TEST(Scale, AnInitHangInAWorldOfIntMaxRanks) {
+  JobBuilder job(kHugeWorld);
+  for (int r : {0, 1}) {
+    job.rank(r, {native("__GI___clock_nanosleep"), py("_store_based_barrier", kC10d, 340),
+                 py("init_process_group", kC10d, 761), py("main", kUser, 30)});
+  }
+  const auto bundle = job.bundle();
+  const auto a = diagnosis::diagnose(bundle);
+  ASSERT_FALSE(a.verdicts.empty());
+  const auto& v = a.verdicts[0];
+  EXPECT_EQ(v.id, "rank-not-arrived");
+  EXPECT_EQ(v.diverged_ranks, RankSet::range(2, kHugeWorld - 1));
+  EXPECT_EQ(v.waiting_ranks, (std::vector<int>{0, 1}));
+  EXPECT_NE(v.summary.find("Ranks 2-2147483646 never arrived in init_process_group"),
+            std::string::npos)
+      << v.summary;
+  bool said = false;
+  for (const auto& e : v.evidence) {
+    said |= e == "ranks 2-2147483646: no process on any answering node";
+  }
+  EXPECT_TRUE(said);
 }
 
 }  // namespace

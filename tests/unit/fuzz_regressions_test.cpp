@@ -272,7 +272,9 @@ TEST(FuzzRegressions, RankNumbersBeyondIntInLocalsNameNoRank) {
     ASSERT_NO_THROW(result = analyse_file(name, bundle)) << name;
     for (const auto& job : result.jobs) {
       for (const auto& r : job.ranks) {
-        for (int peer : r.waits_for) EXPECT_LT(peer, 100) << name;
+        if (!r.waits_for.empty()) {
+          EXPECT_LT(r.waits_for.intervals().back().last, 100) << name;
+        }
       }
     }
   }
@@ -322,15 +324,25 @@ TEST(FuzzRegressions, AFlightRecordNumberBeyondInt64MakesTheRecordUnreadable) {
 }
 
 // A snapshot whose rank says its world has 2,000,000,000 ranks: diagnose made an entry for each
-// missing rank (3 GB for the vector alone, then out of memory). World sizes beyond 131,072
-// are not taken.
-TEST(FuzzRegressions, AWorldSizeOfTwoBillionIsNotTaken) {
+// missing rank (3 GB for the vector alone, then out of memory). World sizes beyond 131,072 were
+// then not taken; now the missing ranks are one range (issue 21) and the claim is taken: the
+// reports say the range, and report.json gives it as ranges, not a list of two billion.
+TEST(FuzzRegressions, AWorldSizeOfTwoBillionIsOneRangeOfMissingRanks) {
   analysis::Bundle bundle;
   analysis::Analysis result;
   ASSERT_NO_THROW(result = analyse_file("snapshot_json/world_size_two_billion.json", bundle));
   ASSERT_EQ(result.jobs.size(), 1u);
-  EXPECT_EQ(result.jobs[0].world_size, std::nullopt);
+  EXPECT_EQ(result.jobs[0].world_size, 2000000000);
   EXPECT_EQ(result.jobs[0].ranks.size(), 1u);
+  EXPECT_EQ(result.jobs[0].missing.text(), "1-1999999999");
+  std::ostringstream json;
+  report::write_report_json(json, bundle, result);
+  const auto report = nlohmann::json::parse(json.str());
+  EXPECT_EQ(report["ranks"].size(), 1u);
+  EXPECT_EQ(report["jobs"][0]["missing_ranges"], nlohmann::json::parse("[[1, 1999999999]]"));
+  EXPECT_EQ(report["jobs"][0]["missing_listed"], false);
+  EXPECT_NE(report::report_markdown(bundle, result).find("| 1-1999999999 | - |"),
+            std::string::npos);
 }
 
 // Ranks beyond int in a FlashInfer cache key or vLLM's "assigned as" log line: std::stoi threw

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "analysis_builders.h"
@@ -109,6 +110,80 @@ TEST(ReportJson, HasTheDesignKeys) {
   EXPECT_EQ(j["classes"].size(), 2u);
   EXPECT_EQ(j["classes"][0]["rank_set"], "0-4,6,7");
   EXPECT_EQ(j["nodes"].size(), 4u);
+}
+
+// A world of 2^31 - 1 ranks with four present (issue 21): every rendering gives the missing ranks
+// as one range, and report.json stays small and valid.
+TEST(ReportJson, MissingRanksOfAHugeWorldAreRangesInEveryRendering) {
+  using nlohmann::json;
+  constexpr int kWorld = std::numeric_limits<int>::max();
+  JobBuilder job(kWorld);
+  for (int r = 0; r < 4; ++r) job.rank(r, barrier_stack());
+  const auto bundle = job.bundle();
+  const auto a = diagnosis::diagnose(bundle);
+  std::ostringstream out;
+  write_report_json(out, bundle, a);
+  EXPECT_LT(out.str().size(), 100000u);
+  const auto j = json::parse(out.str());
+  EXPECT_EQ(j, report_json(bundle, a));
+  EXPECT_EQ(j["ranks"].size(), 4u);
+  const auto& job0 = j["jobs"].at(0);
+  EXPECT_EQ(job0["world_size"], kWorld);
+  EXPECT_EQ(job0["ranks"], 4);
+  EXPECT_EQ(job0["present"], 4);
+  EXPECT_EQ(job0["missing_count"], 2147483643u);
+  EXPECT_EQ(job0["missing_ranges"], json::parse("[[4, 2147483646]]"));
+  EXPECT_EQ(job0["missing_state"], "missing");
+  EXPECT_EQ(job0["missing_listed"], false);
+  const auto& v = j["verdicts"].at(0);
+  EXPECT_TRUE(v["diverged_ranks"].is_null());
+  EXPECT_EQ(v["diverged_ranges"], json::parse("[[4, 2147483646]]"));
+  EXPECT_EQ(v["waiting_ranks"], json::parse("[0, 1, 2, 3]"));
+  EXPECT_EQ(v["waiting_ranges"], json::parse("[[0, 3]]"));
+  EXPECT_TRUE(j["ranks"][0]["waits_for"].is_null());
+  EXPECT_EQ(j["ranks"][0]["waits_for_ranges"], json::parse("[[4, 2147483646]]"));
+
+  const auto md = report_markdown(bundle, a);
+  EXPECT_EQ(md.rfind("# hangscope: Ranks 4-2147483646 are missing", 0), 0u) << md.substr(0, 300);
+  EXPECT_NE(md.find("| 4-2147483646 | - | - | - | missing | ? | - | - | - |"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("- ranks 0-3 → ranks 4-2147483646 (group assumed to be the whole job)"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("- ranks 4-2147483646 wait for no rank: missing"), std::string::npos) << md;
+  const auto terminal = terminal_summary(a, false);
+  EXPECT_NE(terminal.find("\n4-2147483646 -"), std::string::npos) << terminal;
+}
+
+// Few missing ranks keep their entries in report.json's `ranks`, in rank order, and their
+// lists in the verdicts, beside the ranges.
+TEST(ReportJson, AFewMissingRanksAreStillListedInRankOrder) {
+  using nlohmann::json;
+  JobBuilder job(6);
+  for (int r : {0, 1, 4}) job.rank(r, barrier_stack());
+  const auto bundle = job.bundle();
+  const auto a = diagnosis::diagnose(bundle);
+  const auto j = report_json(bundle, a);
+  ASSERT_EQ(j["ranks"].size(), 6u);
+  for (int r = 0; r < 6; ++r) EXPECT_EQ(j["ranks"][r]["rank"], r);
+  EXPECT_EQ(j["ranks"][2]["state"], "missing");
+  EXPECT_TRUE(j["ranks"][2]["node"].is_null());
+  EXPECT_EQ(j["ranks"][4]["node"], "node2");
+  EXPECT_EQ(j["ranks"][5]["state"], "missing");
+  const auto& job0 = j["jobs"].at(0);
+  EXPECT_EQ(job0["ranks"], 6);
+  EXPECT_EQ(job0["present"], 3);
+  EXPECT_EQ(job0["missing_ranges"], json::parse("[[2, 3], [5, 5]]"));
+  EXPECT_EQ(job0["missing_listed"], true);
+  const auto& v = j["verdicts"].at(0);
+  EXPECT_EQ(v["id"], "rank-dead");
+  EXPECT_EQ(v["diverged_ranks"], json::parse("[2, 3, 5]"));
+  EXPECT_EQ(v["diverged_ranges"], json::parse("[[2, 3], [5, 5]]"));
+  const auto md = report_markdown(bundle, a);
+  EXPECT_NE(md.find("| 1 | node0 |"), std::string::npos);
+  EXPECT_LT(md.find("| 1 | node0 |"), md.find("| 2,3 | - |"));
+  EXPECT_LT(md.find("| 2,3 | - |"), md.find("| 4 | node2 |"));
+  EXPECT_LT(md.find("| 4 | node2 |"), md.find("| 5 | - |"));
 }
 
 TEST(ReportTree, RankSetsPerBranchAndTheDivergedBranchMarked) {

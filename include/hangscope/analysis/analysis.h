@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hangscope/analysis/bundle.h"
+#include "hangscope/analysis/rank_set.h"
 #include "hangscope/analysis/wait_point.h"
 
 namespace hangscope::analysis {
@@ -45,8 +46,10 @@ struct RankEntry {
   std::optional<std::int64_t> stuck_since_ns;  // coordinator clock
   std::string stuck_since_source;              // "log" | "samples"
   int class_id = 0;                            // 0: in no class (missing, unknown)
-  std::vector<int> waits_for;                  // ranks this one waits for
-  std::string waits_for_reason;                // how the edges were derived
+  // Ranks this one waits for: present, missing or outside the job (a whole group of a size
+  // read from memory is one range).
+  RankSet waits_for;
+  std::string waits_for_reason;  // how the edges were derived
   // Where the members of the awaited group came from: "memory" (torch's registry in the rank's
   // memory), "locals" (the waiting frame's arguments), "assumed" (the whole job), "" (no group).
   std::string membership;
@@ -70,16 +73,36 @@ struct RankClass {
   std::size_t representative = 0;  // index into Job::ranks of a member
 };
 
+// A job's ranks: an entry per rank present (captured, or known from evidence such as a process
+// taken for an absent rank), and the ranks of its world size that no entry holds as ranges.
+// Everything built from a job costs its entries plus its ranges, never its world size: a
+// snapshot may claim 2^31 - 1 ranks.
 struct Job {
   std::string key;  // MASTER_ADDR:MASTER_PORT, … ("" when unknown)
   std::optional<int> world_size;
-  std::vector<RankEntry> ranks;                  // by rank; missing and unknown ranks included
+  std::vector<RankEntry> ranks;  // the ranks present, by rank (entries without a rank last)
+  // Ranks 0..world_size-1 that no entry holds; their state is `missing_state`: kMissing when
+  // every node answered, kUnknown when one did not.
+  RankSet missing;
+  RankState missing_state = RankState::kMissing;
   std::vector<RankClass> classes;                // largest first
   std::unordered_map<int, std::size_t> by_rank;  // rank -> index into ranks (see index())
+  RankSet present;                               // the ranks of `ranks` (see index())
   bool tcp_meshed = false;  // the job uses gloo (a full mesh): a missing pair is evidence
 
   const RankEntry* find(int rank) const;
-  void index();  // rebuilds by_rank after ranks changed
+  // The state of a rank of the job: its entry's, `missing_state` for a missing one, nullopt for
+  // a rank the job does not know.
+  std::optional<RankState> state_of(int rank) const;
+  // The entries whose rank is in `ranks`, by rank (the first of duplicates), at the cost of the
+  // set's intervals and the entries found.
+  std::vector<const RankEntry*> entries_in(const RankSet& ranks) const;
+  // The missing ranks as an entry each would have been (the report lists them when few).
+  RankEntry absent_entry(int rank) const;
+  void index();  // rebuilds by_rank and present after ranks changed
+
+ private:
+  std::vector<std::pair<int, std::size_t>> sorted_;  // (rank, index), by rank (see index())
 };
 
 // Where a verdict comes from: the generic correlation, or a signature rule that recognised a
@@ -94,8 +117,10 @@ struct Verdict {
   std::string title;
   double confidence = 0;
   std::string job;
-  std::vector<int> diverged_ranks;
-  std::vector<int> waiting_ranks;
+  // Ranges: a verdict about missing ranks may name 2^31 of them (report.json lists them only
+  // when few, docs/report.md).
+  RankSet diverged_ranks;
+  RankSet waiting_ranks;
   std::string summary;  // one sentence: which rank, where, why
   std::vector<std::string> evidence;
   std::vector<std::string> remedies;

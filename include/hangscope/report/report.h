@@ -29,7 +29,7 @@ std::string report_markdown(const Bundle& bundle, const analysis::Analysis& anal
 std::string tree_dot(const analysis::Analysis& analysis);
 
 // The merged call tree as indented text with rank sets (the Markdown report and the terminal).
-std::string tree_text(const analysis::Job& job, const std::set<int>& diverged = {});
+std::string tree_text(const analysis::Job& job, const analysis::RankSet& diverged = {});
 
 // Folded stacks (flame-graph input): "job;rank N;outer;…;inner COUNT", one line per distinct
 // stack of a rank, counted over samples.
