@@ -1,4 +1,5 @@
 #include "hangscope/report/dump_format.h"
+#include "json_values.h"
 
 namespace hangscope::report {
 namespace {
@@ -35,11 +36,6 @@ nlohmann::json frames_json(const std::vector<capture::Frame>& frames) {
   return out;
 }
 
-template <typename T>
-nlohmann::json optional_json(const std::optional<T>& value) {
-  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
-}
-
 std::int64_t micros(std::chrono::nanoseconds d) {
   return std::chrono::duration_cast<std::chrono::microseconds>(d).count();
 }
@@ -53,8 +49,8 @@ nlohmann::json dump_to_json(const capture::ProcessDump& dump) {
                        {"name", t.name},
                        {"state", std::string(1, t.state)},
                        {"wchan", nullable(t.wchan)},
-                       {"py_thread_id", optional_json(t.py_thread_id)},
-                       {"py_thread_name", optional_json(t.py_thread_name)},
+                       {"py_thread_id", json_or_null(t.py_thread_id)},
+                       {"py_thread_name", json_or_null(t.py_thread_name)},
                        {"holds_gil", t.holds_gil},
                        {"merge", t.merge},
                        {"paused_us", micros(t.paused)},
@@ -66,7 +62,7 @@ nlohmann::json dump_to_json(const capture::ProcessDump& dump) {
   }
   return {{"pid", dump.pid},
           {"command", dump.command},
-          {"python", optional_json(dump.python)},
+          {"python", json_or_null(dump.python)},
           {"notes", dump.notes},
           {"capture_us", micros(dump.capture_time)},
           {"max_paused_us", micros(dump.max_paused)},
@@ -82,13 +78,13 @@ nlohmann::json distributed_to_json(const capture::DistributedState& state) {
                       {"backend", g.backend},
                       {"ranks", group_ranks_text(g)},
                       {"size", g.size},
-                      {"group_rank", optional_json(g.group_rank)},
-                      {"sequence", optional_json(g.sequence)},
+                      {"group_rank", json_or_null(g.group_rank)},
+                      {"sequence", json_or_null(g.sequence)},
                       {"default", g.is_default},
                       {"labels", g.labels}});
   }
-  return {{"rank", optional_json(state.rank)},
-          {"world_size", optional_json(state.world_size)},
+  return {{"rank", json_or_null(state.rank)},
+          {"world_size", json_or_null(state.world_size)},
           {"init_method", state.init_method},
           {"registry", state.registry},
           {"coordinates", state.coordinates},

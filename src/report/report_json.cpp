@@ -4,6 +4,7 @@
 #include "hangscope/report/dump_format.h"
 #include "hangscope/report/report.h"
 #include "hangscope/version.h"
+#include "json_values.h"
 
 namespace hangscope::report {
 namespace {
@@ -43,11 +44,6 @@ void for_each_listed(const analysis::Job& job, Fn&& fn) {
     fn(r);
   }
   for (; m != missing.end(); ++m) fn(job.absent_entry(*m));
-}
-
-template <typename T>
-json json_or_null(const std::optional<T>& value) {
-  return value ? json(*value) : json(nullptr);
 }
 
 json call_site_json(const std::optional<analysis::CallSite>& site) {
