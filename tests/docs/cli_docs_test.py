@@ -33,6 +33,10 @@ docs -> help  Every option the docs give to hangscope is one that command accept
                 subcommands: of one of them), of the global options in the global section, of
                 some command in sections of no command (the introduction, "Exit codes").
               The examples in each command's --help footer are read like the docs.
+help <-> man  The man page (docs/hangscope.1) the same way: every option of a command's --help in
+              its `.SS hangscope SUB` section (nested commands: their parent's), the global ones
+              under `.SH GLOBAL OPTIONS`; every long option a section names is its command's,
+              and after `hangscope SUB` on a line, SUB's.
 The reader runs its own cases first (SELF_TEST below), so a change that makes it blind fails.
 """
 
@@ -533,7 +537,87 @@ def check(tree, root):
         for number, line in enumerate(help_sections(command.help_text).get("Examples", []), 1):
             for words in shell_commands([Fragment(number, line)]):
                 reader.hangscope_command(f"`{command.name} --help` example", words)
-    return reader, all_problems(tree, reader, str(cli_md.relative_to(root)))
+    problems = all_problems(tree, reader, str(cli_md.relative_to(root)))
+    man = root / "docs" / "hangscope.1"
+    text = man.read_bytes().decode("utf-8", errors="replace")
+    return reader, problems + man_problems(tree, str(man.relative_to(root)), text)
+
+
+
+# ---------------------------------------------------------------------------------------------
+# The man page (docs/hangscope.1): each command's options in its `.SS hangscope SUB` section
+# (nested commands in their parent's), the global ones under `.SH GLOBAL OPTIONS`; an option
+# named anywhere else (synopsis, examples, environment) must be one that some command has.
+
+MAN_FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*|-[A-Za-z])(?![\w-])")
+
+
+def man_text(line):
+    """A roff line as it reads: `\\-` as '-', font changes and named characters dropped."""
+    line = line.replace("\\-", "-")
+    line = re.sub(r"\\f[BIRP]|\\f\(..|\\\(..|\\&|\\e", "", line)
+    return re.sub(r"^\.(B|I|BR|BI|IR|RB|RI|IB)\s", "", line)
+
+
+def man_sections(text):
+    """[(line, section, text)]: section is GLOBAL, a command path, or None (any other)."""
+    out, section = [], None
+    for number, raw in enumerate(text.splitlines(), 1):
+        if raw.startswith(".SH "):
+            section = GLOBAL if raw[4:].strip().strip('"') == "GLOBAL OPTIONS" else None
+            continue
+        match = re.match(r'^\.SS "?hangscope ([a-z][a-z0-9 -]*)"?\s*$', raw)
+        if match:
+            section = tuple(match.group(1).split())
+        elif not raw.startswith(".\\\""):  # not a roff comment
+            out.append((number, section, man_text(raw)))
+    return out
+
+
+def man_uses(tree, section, text):
+    """[(flag, paths, documents)]: the options a man line names and whose they must be. After
+    `hangscope SUB` on the line they are SUB's (a use, not its documentation); on other lines of
+    a command's or the global section they document it; lines of other sections (synopsis,
+    examples) are checked only when they are hangscope commands."""
+    command = re.search(r"(?<![\w/-])hangscope ([a-z][a-z0-9-]*)", text)
+    if command and (command.group(1),) in tree:
+        after = text[command.end():]
+        paths = [p for p in tree if p[:1] == (command.group(1),)]
+        before = MAN_FLAG.findall(text[:command.start()])
+        return [(f, paths, False) for f in MAN_FLAG.findall(after)] + \
+            ([(f, None, True) for f in before] if section else [])
+    if section is None:
+        return []
+    return [(f, None, True) for f in MAN_FLAG.findall(text)]
+
+
+def man_problems(tree, name, text):
+    problems, documented, starts = [], {}, {}
+    for number, section, line in man_sections(text):
+        starts.setdefault(section, number)
+        for flag, paths, documents in man_uses(tree, section, line):
+            if documents:
+                documented.setdefault(section, set()).add(flag)
+                paths = [()] if section == GLOBAL else [p for p in tree if p[:len(section)] == section]
+            if not flag.startswith("--"):
+                continue  # short options are checked from --help only: prose has dashes
+            if not any(flag in tree[p].flags for p in paths):
+                where = ("GLOBAL OPTIONS" if section == GLOBAL else
+                         f"section 'hangscope {' '.join(section)}'" if section else "the page")
+                problems.append(Problem(name, number, flag, f"man -> help: {where} gives {flag} "
+                                        f"to `{describe(paths[:1])}`, whose --help does not list "
+                                        f"it"))
+    for path, command in tree.items():
+        home = GLOBAL if not path else path[:1]
+        if home not in starts:
+            problems.append(Problem(name, 1, command.name, f"help -> man: no section for "
+                                    f"`{command.name}`"))
+            continue
+        flags = command.flags if not path else command.flags - tree[()].flags
+        for flag in sorted(flags - documented.get(home, set())):
+            problems.append(Problem(name, starts[home], flag, f"help -> man: `{command.name} "
+                                    f"--help` lists {flag}; its man page section does not"))
+    return problems
 
 
 # ---------------------------------------------------------------------------------------------
@@ -591,6 +675,16 @@ For agents, `--ticket`.
 """
 
 
+SELF_TEST_MAN = r""".SH GLOBAL OPTIONS
+.BR \-h ", " \-\-help
+.SS hangscope dump
+.BR \-p ", " \-\-pid " \fIPID\fR"
+.B \-\-bogus\-dump
+.SH EXAMPLES
+tools/deploy/slurm/hangscope\-slurm.sh JOBID \-\-out /shared/hang
+"""
+
+
 def self_test(tree):
     failures = []
     for markdown, expected in SELF_TEST:
@@ -608,6 +702,10 @@ def self_test(tree):
     dump = "hangscope dump --help"
     if (dump, "--json") not in missing or {(dump, "--pid"), (dump, "--locals")} & missing:
         failures.append(f"cli.md case: help -> docs reports {sorted(missing)}")
+    man = {(p.message.split(":")[0], p.token) for p in man_problems(tree, "man", SELF_TEST_MAN)}
+    if ("man -> help", "--bogus-dump") not in man or ("help -> man", "--json") not in man or \
+            {("help -> man", "--pid"), ("man -> help", "--out")} & man:
+        failures.append(f"man page case: reports {sorted(man)}")
     return failures
 
 
