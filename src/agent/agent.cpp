@@ -159,7 +159,7 @@ class AgentService final : public v1::Agent::Service {
       }
       options.trigger_flight_dumps = options_.trigger_flight_dumps && i == samples - 1;
       options.query_store = options_.query_store && i == samples - 1;
-      capture::NodeSnapshot node = capture::capture_node(options);
+      snapshot::NodeSnapshot node = capture::capture_node(options);
       node.sample_index = i;
       snapshot::encode(node, *reply->add_snapshots());
     }

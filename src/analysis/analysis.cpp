@@ -15,7 +15,7 @@ std::vector<OtherProcess> other_processes(const Bundle& bundle) {
     for (const auto& p : node->processes) {
       if (p.identity.role == "rank") continue;
       OtherProcess other{name, &p, {}};
-      if (p.dump) other.wait = process_wait_point(*p.dump);
+      if (p.dump) other.wait = waits::process_wait_point(*p.dump);
       out.push_back(std::move(other));
     }
   }
@@ -167,8 +167,8 @@ std::string no_divergence(const std::vector<Job>& jobs, int samples) {
   return out;
 }
 
-std::map<std::string, const capture::NodeSnapshot*> latest_samples(const Bundle& bundle) {
-  std::map<std::string, const capture::NodeSnapshot*> latest;
+std::map<std::string, const snapshot::NodeSnapshot*> latest_samples(const Bundle& bundle) {
+  std::map<std::string, const snapshot::NodeSnapshot*> latest;
   for (const auto& s : bundle.snapshots) {
     auto& slot = latest[s.node_name];
     if (slot == nullptr || s.sample_index >= slot->sample_index) slot = &s;

@@ -5,7 +5,7 @@
 namespace hangscope::analysis {
 namespace {
 
-using capture::Frame;
+using model::Frame;
 
 CallTreeNode& child(CallTreeNode& parent, const std::string& label, const std::string& kind) {
   for (auto& c : parent.children) {
@@ -60,7 +60,7 @@ std::vector<std::pair<std::string, std::string>> path_of(const RankEntry& rank) 
 std::string frame_label(const Frame& frame) {
   if (frame.kind == Frame::Kind::kPython) {
     return (frame.qualname.empty() ? frame.function : frame.qualname) + " (" +
-           short_path(frame.file) + ":" + std::to_string(frame.line) + ")";
+           waits::short_path(frame.file) + ":" + std::to_string(frame.line) + ")";
   }
   if (!frame.function.empty()) {
     // Drop argument lists of C++ symbols: "f(int, long)" → "f".
@@ -71,7 +71,7 @@ std::string frame_label(const Frame& frame) {
   char offset[32];
   std::snprintf(offset, sizeof offset, "+0x%llx",
                 static_cast<unsigned long long>(frame.module_offset));
-  return (frame.module.empty() ? "?" : short_path(frame.module)) + offset;
+  return (frame.module.empty() ? "?" : waits::short_path(frame.module)) + offset;
 }
 
 const std::vector<Frame>* rank_stack(const RankEntry& rank) {

@@ -15,7 +15,7 @@ namespace {
 
 // The torch.distributed call a thread of the process is inside, "" when none: the ranks that
 // arrived at the same rendezvous.
-std::string init_call(const capture::ProcessRecord& process) {
+std::string init_call(const snapshot::ProcessRecord& process) {
   if (!process.dump) return "";
   for (const auto& thread : process.dump->threads) {
     for (const auto& frame : thread.python_frames) {
@@ -28,7 +28,7 @@ std::string init_call(const capture::ProcessRecord& process) {
   return "";
 }
 
-std::string place(const WaitPoint& wait) {
+std::string place(const waits::WaitPoint& wait) {
   if (wait.caller) return wait.caller->text();
   if (wait.python) return wait.python->text();
   return wait.primitive.empty() ? "an unknown place" : wait.primitive;

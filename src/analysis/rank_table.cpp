@@ -42,7 +42,7 @@ RankState state_from_letter(char letter) {
   }
 }
 
-const capture::ThreadDump* find_thread(const capture::ProcessRecord& process, pid_t tid) {
+const model::ThreadDump* find_thread(const snapshot::ProcessRecord& process, pid_t tid) {
   if (!process.dump) return nullptr;
   for (const auto& t : process.dump->threads) {
     if (t.tid == tid) return &t;
@@ -55,16 +55,16 @@ const capture::ThreadDump* find_thread(const capture::ProcessRecord& process, pi
 // progress; only leaving the loop (other functions on the stack) is.
 // The same holds for the waits that poll: store waits and rendezvous (the store-based barrier's
 // loop of store.add and sleep, the TCPStore server waiting for workers).
-bool spins(const WaitPoint& wait) {
-  return wait.kind == WaitKind::kRing || wait.kind == WaitKind::kStore ||
-         wait.kind == WaitKind::kRendezvous;
+bool spins(const waits::WaitPoint& wait) {
+  return wait.kind == waits::WaitKind::kRing || wait.kind == waits::WaitKind::kStore ||
+         wait.kind == waits::WaitKind::kRendezvous;
 }
 
 // What identifies "the same place" for the progress check: Python frames with lines and
 // locals (a loop counter or a fresh Work object is progress), else native function names.
 // For a spin wait (`spin_primitive`): the function names from the spinning function outward,
 // since inside the loop the thread is anywhere (a yield, a timer, the flag check).
-std::string stack_signature(const capture::ThreadDump* thread, const std::string& spin_primitive) {
+std::string stack_signature(const model::ThreadDump* thread, const std::string& spin_primitive) {
   if (thread == nullptr) return "<gone>";
   std::string out;
   if (!thread->python_frames.empty()) {
@@ -86,7 +86,7 @@ std::string stack_signature(const capture::ThreadDump* thread, const std::string
   return out;
 }
 
-std::uint64_t cpu_ticks(const capture::ProcessRecord& p) {
+std::uint64_t cpu_ticks(const snapshot::ProcessRecord& p) {
   return p.utime_ticks + p.stime_ticks;
 }
 
@@ -213,7 +213,7 @@ void settle_state(RankEntry& entry) {
 }
 
 struct NodeSamples {
-  std::vector<const capture::NodeSnapshot*> samples;  // by sample index
+  std::vector<const snapshot::NodeSnapshot*> samples;  // by sample index
   std::int64_t offset_ns = 0;
 };
 
@@ -330,7 +330,7 @@ std::vector<Job> build_jobs(const Bundle& bundle) {
     for (auto [key, entry_pointer] : mine) {
       auto& entry = *entry_pointer;
       const auto* latest = entry.latest();
-      if (latest->dump) entry.wait = process_wait_point(*latest->dump);
+      if (latest->dump) entry.wait = waits::process_wait_point(*latest->dump);
       entry.progress = measure_progress(entry);
       if (entry.state != RankState::kDead) settle_state(entry);
       estimate_stuck_since(entry, node.offset_ns);

@@ -158,7 +158,8 @@ RootKind classify_root(const Job& job, const RankEntry& root, const RankSet& wai
   // Waiting, for nobody the graph knows: in another collective, or somewhere else entirely.
   const auto waiters = job.entries_in(waiting);
   const bool other_collective =
-      (root.wait.kind == WaitKind::kCollective || root.wait.kind == WaitKind::kRendezvous) &&
+      (root.wait.kind == waits::WaitKind::kCollective ||
+       root.wait.kind == waits::WaitKind::kRendezvous) &&
       std::any_of(waiters.begin(), waiters.end(), [&](const RankEntry* r) {
         return r->wait.operation_key() != root.wait.operation_key() || r->group != root.group;
       });
@@ -210,8 +211,8 @@ Verdict root_verdict(const Job& job, const RootKind& kind, const RankSet& roots,
 }
 
 // The Python frames of the thread a rank waits in, outermost first.
-std::vector<const capture::Frame*> outer_frames(const RankEntry& r) {
-  std::vector<const capture::Frame*> out;
+std::vector<const model::Frame*> outer_frames(const RankEntry& r) {
+  std::vector<const model::Frame*> out;
   const auto* p = r.latest();
   if (p == nullptr || !p->dump) return out;
   for (const auto& t : p->dump->threads) {
@@ -238,8 +239,8 @@ Order program_order(const RankEntry& a, const RankEntry& b) {
     if (x.line == y.line) continue;
     Order order;
     order.sign = x.line > y.line ? 1 : -1;
-    order.detail =
-        "in " + (x.qualname.empty() ? x.function : x.qualname) + " (" + short_path(x.file) + ")";
+    order.detail = "in " + (x.qualname.empty() ? x.function : x.qualname) + " (" +
+                   waits::short_path(x.file) + ")";
     return order;
   }
   return {};

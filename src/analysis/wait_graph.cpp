@@ -12,7 +12,6 @@
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/collectives/c10d_store.h"
 #include "hangscope/common/numbers.h"
-#include "hangscope/python/process_groups.h"
 
 namespace hangscope::analysis {
 namespace {
@@ -71,7 +70,7 @@ std::optional<std::set<int>> ranks_in_keys(const std::optional<std::string>& tex
 
 // The process group the waiting call was given (its `group` local: a known group, or None for
 // the default group), as the rank's own memory holds it; nullptr when that is not known.
-const capture::ProcessGroupState* awaited_group(const RankEntry& self) {
+const model::ProcessGroupState* awaited_group(const RankEntry& self) {
   const auto* process = self.latest();
   if (process == nullptr || !process->dump || !process->dump->distributed) return nullptr;
   const auto& state = *process->dump->distributed;
@@ -83,7 +82,7 @@ const capture::ProcessGroupState* awaited_group(const RankEntry& self) {
     // `group` local at all (a wrapper's own wait) is not taken for the default group.
     return group ? state.default_group() : nullptr;
   }
-  const auto name = python::group_in_label(*group);
+  const auto name = model::group_in_label(*group);
   return name ? state.find(*name) : nullptr;
 }
 
@@ -93,7 +92,7 @@ class Operations {
   explicit Operations(const Job& job) {
     std::unordered_map<std::string, int> ids;
     for (const auto& r : job.ranks) {
-      const bool waiting = r.state == RankState::kWaiting && waits_on_peers(r.wait.kind);
+      const bool waiting = r.state == RankState::kWaiting && waits::waits_on_peers(r.wait.kind);
       // The same call on two groups is two operations: a TP all_reduce and a DP all_reduce
       // at one line of torch wait for different peers.
       std::string key;
@@ -275,15 +274,15 @@ void link_wait_graph(Job& job) {
     self.waits_for = RankSet();
     self.membership.clear();
     self.group.clear();
-    if (self.state != RankState::kWaiting || !waits_on_peers(self.wait.kind)) continue;
+    if (self.state != RankState::kWaiting || !waits::waits_on_peers(self.wait.kind)) continue;
     switch (self.wait.kind) {
-      case WaitKind::kChannel:
+      case waits::WaitKind::kChannel:
         link_channel_wait(self);
         break;
-      case WaitKind::kStore:
+      case waits::WaitKind::kStore:
         link_store_wait(job, ops, self);
         break;
-      case WaitKind::kRing:
+      case waits::WaitKind::kRing:
         if (!link_ring_wait(self)) link_group_wait(job, ops, self);
         break;
       default:

@@ -10,7 +10,6 @@
 #include <set>
 #include <thread>
 
-#include "hangscope/analysis/wait_point.h"
 #include "hangscope/collectives/c10d_store.h"
 #include "hangscope/collectives/nccl_ras.h"
 #include "hangscope/collectives/shm_ring.h"
@@ -28,6 +27,7 @@
 #include "hangscope/identity/environment.h"
 #include "hangscope/memory/process_memory.h"
 #include "hangscope/proc/process_fs.h"
+#include "hangscope/waits/wait_point.h"
 
 namespace hangscope::capture {
 namespace {
@@ -82,7 +82,7 @@ std::int64_t unix_now_ns() {
 }
 
 // vLLM's "world_size=… rank=…" line in the process's own logs, when nothing else said.
-void identify_from_logs(ProcessRecord& record) {
+void identify_from_logs(snapshot::ProcessRecord& record) {
   std::vector<std::string> lines;
   for (const auto& log : record.logs) lines.insert(lines.end(), log.lines.begin(), log.lines.end());
   identity::identify_from_log(lines, record.identity);
@@ -116,9 +116,9 @@ struct NodeFacts {
 };
 
 // Identity, environment and fact sources of one process (no stopping involved).
-ProcessRecord describe_process(pid_t pid, FactSources& sources,
-                               const std::shared_ptr<elf::ModuleCache>& modules) {
-  ProcessRecord record;
+snapshot::ProcessRecord describe_process(pid_t pid, FactSources& sources,
+                                         const std::shared_ptr<elf::ModuleCache>& modules) {
+  snapshot::ProcessRecord record;
   record.pid = pid;
   proc::ProcessFs fs(pid);
   if (const auto stat = fs.task_stat(pid)) {
@@ -171,8 +171,8 @@ std::string namespace_id(const std::string& proc_dir, const char* kind) {
 
 // Cache facts: vLLM's and torch's cache roots, the FlashInfer autotune files, the rank's
 // torch.compile directory, and the GPU P2P access cache.
-void collect_cache_facts(ProcessRecord& record, const std::map<std::string, std::string>& env,
-                         NodeFacts& memo) {
+void collect_cache_facts(snapshot::ProcessRecord& record,
+                         const std::map<std::string, std::string>& env, NodeFacts& memo) {
   const std::string proc_dir = "/proc/" + std::to_string(record.pid);
   const std::string root = proc_dir + "/root";
   const std::string ns = namespace_id(proc_dir, "mnt");
@@ -218,7 +218,7 @@ void collect_cache_facts(ProcessRecord& record, const std::map<std::string, std:
 // Facts read from the process's own files (after its capture, nothing stopped): package
 // versions beside the Python code it runs and the libraries it mapped, NCCL from libnccl's name,
 // the interpreter version, /dev/shm, its network, its caches, and the node's GPUs.
-void collect_facts(ProcessRecord& record, FactSources sources, NodeFacts& memo) {
+void collect_facts(snapshot::ProcessRecord& record, FactSources sources, NodeFacts& memo) {
   auto& paths = sources.package_paths;
   if (record.dump) {
     for (const auto& t : record.dump->threads) {
@@ -262,7 +262,7 @@ std::string job_from_init_method(std::string_view method) {
 // A rank inside init_process_group (or its rendezvous) holds no group yet: its rank, world size
 // and store address are the arguments of the waiting frames (init_process_group's rank,
 // world_size and init_method; _create_c10d_store's hostname and port).
-void identify_from_init_frames(ProcessRecord& record) {
+void identify_from_init_frames(snapshot::ProcessRecord& record) {
   const auto unquote = [](const std::string& v) {
     return v.size() >= 2 && v.front() == '\'' ? v.substr(1, v.size() - 2) : v;
   };
@@ -304,7 +304,7 @@ void identify_from_init_frames(ProcessRecord& record) {
 
 // torch.distributed's own state outranks the environment, titles and logs: a process that holds
 // a process group is a rank, the rank its C++ ProcessGroup says (docs/analysis.md).
-void identify_from_memory(ProcessRecord& record) {
+void identify_from_memory(snapshot::ProcessRecord& record) {
   if (!record.dump) return;
   const auto& state = record.dump->distributed;
   if (!state || !state->rank) {
@@ -336,7 +336,7 @@ void identify_from_memory(ProcessRecord& record) {
 // A parent of ranks that holds no group itself (torchrun's agent, a torch.multiprocessing.spawn
 // parent, an API server) is their launcher, never a rank, whatever its logs say: the ranks'
 // lines land in the parent's stdout too.
-void mark_launchers(std::vector<ProcessRecord>& records) {
+void mark_launchers(std::vector<snapshot::ProcessRecord>& records) {
   std::set<pid_t> parents_of_ranks;
   for (const auto& r : records) {
     if (r.identity.role == "rank") parents_of_ranks.insert(r.ppid);
@@ -355,8 +355,8 @@ void mark_launchers(std::vector<ProcessRecord>& records) {
 }
 
 // Children that inherited a rank's identity (worker pools, subprocesses) are its helpers.
-void mark_helpers(std::vector<ProcessRecord>& records) {
-  std::map<pid_t, const ProcessRecord*> by_pid;
+void mark_helpers(std::vector<snapshot::ProcessRecord>& records) {
+  std::map<pid_t, const snapshot::ProcessRecord*> by_pid;
   for (const auto& r : records) by_pid[r.pid] = &r;
   for (auto& r : records) {
     const auto parent = by_pid.find(r.ppid);
@@ -372,7 +372,7 @@ void mark_helpers(std::vector<ProcessRecord>& records) {
 
 // Each rank's newest flight-recorder dump, fresh ones first asked for when the options say so:
 // every rank is asked, then all are waited for together (one timeout for the node).
-void collect_flight_records(NodeSnapshot& node,
+void collect_flight_records(snapshot::NodeSnapshot& node,
                             const std::vector<std::map<std::string, std::string>>& env,
                             const NodeCaptureOptions& options) {
   const auto now_ns = [] {
@@ -380,7 +380,7 @@ void collect_flight_records(NodeSnapshot& node,
                std::chrono::system_clock::now().time_since_epoch())
         .count();
   };
-  const auto root = [](const ProcessRecord& r) {
+  const auto root = [](const snapshot::ProcessRecord& r) {
     return "/proc/" + std::to_string(r.pid) + "/root";
   };
   std::vector<std::size_t> asked;
@@ -415,7 +415,7 @@ void collect_flight_records(NodeSnapshot& node,
 
 // NCCL's RAS service, once per network namespace whose ranks map NCCL >= 2.24 (RAS exists from
 // 2.24): the findings on each of those ranks, the report itself on the first one.
-void collect_nccl_ras(NodeSnapshot& node,
+void collect_nccl_ras(snapshot::NodeSnapshot& node,
                       const std::vector<std::map<std::string, std::string>>& env) {
   std::map<std::string, std::vector<std::size_t>> by_netns;
   for (std::size_t i = 0; i < node.processes.size(); ++i) {
@@ -457,11 +457,11 @@ struct AwaitedKeys {
   std::vector<std::string> keys;
   std::vector<std::string> counters;
 };
-AwaitedKeys awaited_store_keys(const ProcessDump& dump) {
+AwaitedKeys awaited_store_keys(const model::ProcessDump& dump) {
   AwaitedKeys out;
   for (const auto& thread : dump.threads) {
-    const auto point = analysis::classify_thread(thread);
-    if (point.kind != analysis::WaitKind::kStore) continue;
+    const auto point = waits::classify_thread(thread);
+    if (point.kind != waits::WaitKind::kStore) continue;
     for (const char* name : {"keys", "key", "keys_to_wait"}) {
       if (const auto repr = point.local(name)) {
         out.keys = collectives::keys_in_repr(*repr);
@@ -478,7 +478,7 @@ AwaitedKeys awaited_store_keys(const ProcessDump& dump) {
 
 // With --query-store: each rank that waits on store keys asks its store (MASTER_ADDR:PORT),
 // read-only, which of them exist; one query per store, namespace and key set.
-void collect_store_queries(NodeSnapshot& node,
+void collect_store_queries(snapshot::NodeSnapshot& node,
                            const std::vector<std::map<std::string, std::string>>& env) {
   // endpoint + netns + keys → the answer (its description, the missing keys as JSON)
   std::map<std::string, std::pair<std::string, std::string>> asked;
@@ -525,11 +525,12 @@ void collect_store_queries(NodeSnapshot& node,
 // read once, its state told to every process that maps it, with the readers in rank order
 // after the writer (the process waiting in acquire_write, else the lowest rank), as vLLM
 // numbers its local readers.
-bool waits_to_write(const ProcessRecord& r) {
+bool waits_to_write(const snapshot::ProcessRecord& r) {
   if (!r.dump) return false;
   for (const auto& thread : r.dump->threads) {
     for (const auto& f : thread.frames) {
-      if (f.kind == Frame::Kind::kPython && f.file.find("shm_broadcast.py") != std::string::npos &&
+      if (f.kind == model::Frame::Kind::kPython &&
+          f.file.find("shm_broadcast.py") != std::string::npos &&
           (f.function == "acquire_write" || f.function == "enqueue")) {
         return true;
       }
@@ -538,12 +539,12 @@ bool waits_to_write(const ProcessRecord& r) {
   return false;
 }
 
-std::string ring_member(const ProcessRecord& r) {
+std::string ring_member(const snapshot::ProcessRecord& r) {
   return r.identity.rank ? "rank " + std::to_string(*r.identity.rank)
                          : "pid " + std::to_string(r.pid);
 }
 
-void describe_ring(NodeSnapshot& node, std::vector<std::size_t> members,
+void describe_ring(snapshot::NodeSnapshot& node, std::vector<std::size_t> members,
                    const collectives::RingState& ring) {
   auto by_rank = [&](std::size_t a, std::size_t b) {
     const auto& x = node.processes[a].identity.rank;
@@ -589,7 +590,7 @@ void describe_ring(NodeSnapshot& node, std::vector<std::size_t> members,
   }
 }
 
-void collect_shm_rings(NodeSnapshot& node,
+void collect_shm_rings(snapshot::NodeSnapshot& node,
                        const std::map<std::size_t, std::vector<proc::Mapping>>& shm_maps) {
   struct Segment {
     std::vector<std::size_t> members;
@@ -641,9 +642,9 @@ std::vector<pid_t> discover_processes() {
   return found;
 }
 
-NodeSnapshot capture_node(const NodeCaptureOptions& options) {
+snapshot::NodeSnapshot capture_node(const NodeCaptureOptions& options) {
   const auto begin = std::chrono::steady_clock::now();
-  NodeSnapshot node;
+  snapshot::NodeSnapshot node;
   node.hostname = hostname();
   node.node_name = options.node_name.empty() ? node.hostname : options.node_name;
   node.capture_unix_ns = unix_now_ns();
@@ -669,7 +670,7 @@ NodeSnapshot capture_node(const NodeCaptureOptions& options) {
   std::map<std::size_t, std::vector<proc::Mapping>> shm_maps;  // per process: its psm_* segments
   // Processes are described and captured in parallel (each one wholly on one worker thread,
   // which is its tracer), then their facts are gathered in pid order.
-  std::vector<ProcessRecord> records(pids.size());
+  std::vector<snapshot::ProcessRecord> records(pids.size());
   std::vector<FactSources> sources(pids.size());
   std::atomic<std::size_t> next{0};
   const auto work = [&] {

@@ -3,7 +3,6 @@
 #include <cerrno>
 #include <map>
 
-#include "capture/python_session.h"
 #include "hangscope/common/diagnostic.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/phase_timer.h"
@@ -15,6 +14,7 @@
 #include "hangscope/native/unwinder.h"
 #include "hangscope/proc/process_fs.h"
 #include "hangscope/python/merge.h"
+#include "python_session.h"
 
 namespace hangscope::capture {
 namespace {
@@ -43,8 +43,8 @@ proc::TaskStat check_capturable(const proc::ProcessFs& fs) {
   return *stat;
 }
 
-ThreadDump describe_thread(const native::ThreadCopy& copy, const proc::ProcessFs& fs) {
-  ThreadDump thread;
+model::ThreadDump describe_thread(const native::ThreadCopy& copy, const proc::ProcessFs& fs) {
+  model::ThreadDump thread;
   thread.tid = copy.tid;
   thread.name = copy.stat.comm;
   thread.state = copy.stat.state;
@@ -149,14 +149,14 @@ std::chrono::nanoseconds reread_torn_threads(std::vector<python::PyThread>& thre
   return longest;
 }
 
-void mask_locals(std::vector<Frame>& frames) {
+void mask_locals(std::vector<model::Frame>& frames) {
   for (auto& frame : frames) {
     for (auto& [name, value] : frame.locals) value = mask_if_secret(name, value);
   }
 }
 
 // Gives one thread its Python frames and, unless Python-only, the merged view.
-void fill_python(ThreadDump& thread, const python::PyThread& py,
+void fill_python(model::ThreadDump& thread, const python::PyThread& py,
                  const std::string& interpreter_module, StackKinds stacks) {
   thread.py_thread_id = py.thread_id;
   thread.py_thread_name = py.name;
@@ -176,10 +176,10 @@ void fill_python(ThreadDump& thread, const python::PyThread& py,
 
 // Attaches Python threads to the native ones; a Python thread whose native thread is not
 // found is kept as a thread of its own (tid 0) with a note.
-void attach_python(ProcessDump& dump, const std::vector<python::PyThread>& py_threads,
+void attach_python(model::ProcessDump& dump, const std::vector<python::PyThread>& py_threads,
                    ThreadMatcher& matcher, const std::string& interpreter_module,
                    StackKinds stacks) {
-  std::map<pid_t, ThreadDump*> by_tid;
+  std::map<pid_t, model::ThreadDump*> by_tid;
   for (auto& t : dump.threads) by_tid[t.tid] = &t;
   std::vector<const python::PyThread*> unmatched;
   for (const auto& py : py_threads) {
@@ -193,7 +193,7 @@ void attach_python(ProcessDump& dump, const std::vector<python::PyThread>& py_th
   for (const auto* py : unmatched) {
     dump.notes.push_back("Python thread " + std::to_string(py->thread_id) +
                          " matches no thread of the process (it may have exited)");
-    ThreadDump thread;
+    model::ThreadDump thread;
     fill_python(thread, *py, interpreter_module, StackKinds::kPythonOnly);
     dump.threads.push_back(std::move(thread));
   }
@@ -201,8 +201,8 @@ void attach_python(ProcessDump& dump, const std::vector<python::PyThread>& py_th
 
 }  // namespace
 
-ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
-                            std::optional<proc::MemoryMap> maps) {
+model::ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
+                                   std::optional<proc::MemoryMap> maps) {
   const auto begin = std::chrono::steady_clock::now();
   PhaseTimer phases("capture " + std::to_string(pid) + ", ");
   proc::ProcessFs fs(pid);
@@ -212,7 +212,7 @@ ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
   if (!maps) maps = proc::read_memory_map(pid, &error);
   if (!maps) throw_errno("cannot read the memory map of " + pid_label(pid, leader.comm), error);
 
-  ProcessDump dump;
+  model::ProcessDump dump;
   dump.pid = pid;
   dump.command = leader.comm;
   if (leader.state == 'Z') dump.notes.push_back("the main thread has exited (zombie leader)");
@@ -280,7 +280,7 @@ ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
   auto symbolized = native::Symbolizer(image).symbolize_stacks(stacks);
   phases.lap("symbols");
   for (std::size_t i = 0; i < copies.size(); ++i) {
-    ThreadDump thread = describe_thread(copies[i], fs);
+    model::ThreadDump thread = describe_thread(copies[i], fs);
     if (copies[i].copied) {
       thread.native_frames = std::move(symbolized[i]);
       thread.frames = thread.native_frames;

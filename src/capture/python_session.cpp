@@ -1,4 +1,4 @@
-#include "capture/python_session.h"
+#include "python_session.h"
 
 #include <algorithm>
 
@@ -91,7 +91,7 @@ std::vector<python::PyThread> PythonSession::read_threads(bool locals, int attem
   return threads;
 }
 
-std::optional<DistributedState> PythonSession::read_process_groups() {
+std::optional<model::DistributedState> PythonSession::read_process_groups() {
   memory::PageCache pages(memory_);
   python::ObjectReader objects(pages, maps_, layout_);
   auto state = python::ProcessGroupReader(objects, interpreter_.runtime_address).read();

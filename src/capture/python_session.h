@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "hangscope/capture/process_dump.h"
 #include "hangscope/common/diagnostic.h"
 #include "hangscope/elf/process_image.h"
 #include "hangscope/memory/memory_reader.h"
+#include "hangscope/model/process_dump.h"
 #include "hangscope/python/interpreter.h"
 #include "hangscope/python/layout.h"
 #include "hangscope/python/objects.h"
@@ -33,7 +33,7 @@ class PythonSession {
 
   // torch.distributed's groups in the process (nullopt: never imported). Read once, before the
   // threads: their frames' locals then show the groups they name ("<process group 3>").
-  std::optional<DistributedState> read_process_groups();
+  std::optional<model::DistributedState> read_process_groups();
 
  private:
   PythonSession(python::Interpreter interpreter, python::Layout layout,

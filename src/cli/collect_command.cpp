@@ -70,7 +70,7 @@ int collect_once(const CollectArguments& args) {
   options.process.modules = std::make_shared<elf::ModuleCache>();  // shared by the samples
   options.log_globs = args.log_globs;
   options.select = args.select;
-  std::vector<capture::NodeSnapshot> samples;
+  std::vector<snapshot::NodeSnapshot> samples;
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < args.samples; ++i) {
     std::this_thread::sleep_until(start + i * interval);

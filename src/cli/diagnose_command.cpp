@@ -80,7 +80,7 @@ class Progress {
 analysis::Bundle from_files(const DiagnoseArguments& args, const Progress& progress) {
   // Files are parsed in parallel, then taken in the order given.
   struct Read {
-    std::vector<capture::NodeSnapshot> nodes;
+    std::vector<snapshot::NodeSnapshot> nodes;
     std::string error;
   };
   std::vector<Read> reads(args.files.size());

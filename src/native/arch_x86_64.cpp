@@ -7,8 +7,8 @@
 
 #include <cerrno>
 
+#include "arch_unwind.h"
 #include "hangscope/native/registers.h"
-#include "native/arch_unwind.h"
 
 // Exported by libunwind-x86_64 but not declared in its headers.
 extern "C" int _Ux86_64_dwarf_search_unwind_table(unw_addr_space_t as, unw_word_t ip,

@@ -9,15 +9,15 @@ namespace {
 
 // The frame of one pc before its function is named, and where to put the name.
 struct Pending {
-  capture::Frame* frame;
+  model::Frame* frame;
   std::uint64_t vaddr;
 };
 
 }  // namespace
 
-std::vector<std::vector<capture::Frame>> Symbolizer::symbolize_stacks(
+std::vector<std::vector<model::Frame>> Symbolizer::symbolize_stacks(
     const std::vector<const std::vector<RawFrame>*>& stacks) {
-  std::vector<std::vector<capture::Frame>> out(stacks.size());
+  std::vector<std::vector<model::Frame>> out(stacks.size());
   std::map<const elf::Module*, std::vector<Pending>> by_module;
   for (std::size_t s = 0; s < stacks.size(); ++s) {
     const auto& frames = *stacks[s];
@@ -26,8 +26,8 @@ std::vector<std::vector<capture::Frame>> Symbolizer::symbolize_stacks(
       // The innermost pc, and the pc interrupted by a signal, are exact.
       const bool exact = i == 0 || frames[i - 1].signal_frame;
       const std::uint64_t pc = frames[i].pc;
-      capture::Frame& frame = out[s][i];
-      frame.kind = capture::Frame::Kind::kNative;
+      model::Frame& frame = out[s][i];
+      frame.kind = model::Frame::Kind::kNative;
       frame.address = pc;
       const auto location = image_.locate(exact || pc == 0 ? pc : pc - 1);
       if (!location) continue;
@@ -59,7 +59,7 @@ std::vector<std::vector<capture::Frame>> Symbolizer::symbolize_stacks(
   return out;
 }
 
-std::vector<capture::Frame> Symbolizer::symbolize(const std::vector<RawFrame>& frames) {
+std::vector<model::Frame> Symbolizer::symbolize(const std::vector<RawFrame>& frames) {
   return std::move(symbolize_stacks({&frames}).front());
 }
 

@@ -5,9 +5,9 @@
 
 #include <cstring>
 
+#include "arch_unwind.h"
 #include "hangscope/common/error.h"
 #include "hangscope/elf/eh_frame_hdr.h"
-#include "native/arch_unwind.h"
 
 namespace hangscope::native {
 

@@ -10,7 +10,7 @@ bool starts_with(std::string_view s, std::string_view prefix) {
 }
 
 // Interpreter internals between Python frames: calls, vectorcalls, eval entry points.
-bool is_plumbing(const capture::Frame& frame, const std::string& interpreter_module) {
+bool is_plumbing(const model::Frame& frame, const std::string& interpreter_module) {
   if (frame.module != interpreter_module) return false;
   const std::string_view f = frame.function;
   if (f.empty()) return true;
@@ -25,13 +25,13 @@ bool is_plumbing(const capture::Frame& frame, const std::string& interpreter_mod
 
 }  // namespace
 
-bool is_eval_frame(const capture::Frame& frame) {
+bool is_eval_frame(const model::Frame& frame) {
   return frame.function.find("_PyEval_EvalFrameDefault") != std::string::npos;
 }
 
-capture::Frame to_frame(const PyFrame& py) {
-  capture::Frame frame;
-  frame.kind = capture::Frame::Kind::kPython;
+model::Frame to_frame(const PyFrame& py) {
+  model::Frame frame;
+  frame.kind = model::Frame::Kind::kPython;
   frame.function = py.function;
   frame.qualname = py.qualname;
   frame.file = py.file;
@@ -40,7 +40,7 @@ capture::Frame to_frame(const PyFrame& py) {
   return frame;
 }
 
-MergedStack merge_stacks(const std::vector<capture::Frame>& native,
+MergedStack merge_stacks(const std::vector<model::Frame>& native,
                          const std::vector<PyFrame>& python,
                          const std::string& interpreter_module) {
   MergedStack result;
@@ -72,7 +72,7 @@ MergedStack merge_stacks(const std::vector<capture::Frame>& native,
       result.frames.push_back(frame);
     }
   }
-  result.merge = capture::kMergeOk;
+  result.merge = model::kMergeOk;
   return result;
 }
 

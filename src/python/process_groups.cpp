@@ -7,7 +7,6 @@
 namespace hangscope::python {
 namespace {
 
-constexpr std::string_view kLabelPrefix = "<process group ";
 constexpr std::size_t kMaxGroups = 4096;
 
 // c10d::ProcessGroup in torch 1.13 (torch/csrc/distributed/c10d/ProcessGroup.hpp): after
@@ -49,25 +48,13 @@ std::int32_t int_at(const std::array<std::byte, kNativeBytes>& bytes, std::size_
   return value;
 }
 
-void add_label(capture::ProcessGroupState& group, const std::string& label) {
+void add_label(model::ProcessGroupState& group, const std::string& label) {
   if (std::find(group.labels.begin(), group.labels.end(), label) == group.labels.end()) {
     group.labels.push_back(label);
   }
 }
 
 }  // namespace
-
-std::string group_label(std::string_view name) {
-  return std::string(kLabelPrefix) + std::string(name) + ">";
-}
-
-std::optional<std::string> group_in_label(std::string_view text) {
-  if (text.size() <= kLabelPrefix.size() + 1 ||
-      text.substr(0, kLabelPrefix.size()) != kLabelPrefix || text.back() != '>') {
-    return std::nullopt;
-  }
-  return std::string(text.substr(kLabelPrefix.size(), text.size() - kLabelPrefix.size() - 1));
-}
 
 std::optional<std::string> ProcessGroupReader::text(std::uint64_t object, std::size_t max) {
   return objects_.string(object, max);
@@ -121,15 +108,15 @@ std::optional<std::uint64_t> ProcessGroupReader::default_group(std::uint64_t glo
   return std::nullopt;
 }
 
-capture::ProcessGroupState* ProcessGroupReader::group_at(capture::DistributedState& state,
-                                                         std::uint64_t object) {
+model::ProcessGroupState* ProcessGroupReader::group_at(model::DistributedState& state,
+                                                       std::uint64_t object) {
   for (auto& g : state.groups) {
     if (g.address == object) return &g;
   }
   return nullptr;
 }
 
-void ProcessGroupReader::read_registry(std::uint64_t globals, capture::DistributedState& state) {
+void ProcessGroupReader::read_registry(std::uint64_t globals, model::DistributedState& state) {
   const auto default_pg = default_group(globals, state.registry);
   const auto ranks_dict = objects_.dict_get(globals, "_pg_group_ranks");
   if (!ranks_dict) {
@@ -146,7 +133,7 @@ void ProcessGroupReader::read_registry(std::uint64_t globals, capture::Distribut
       if (g && l && *g >= 0 && *l >= 0) by_group_rank.emplace_back(*l, *g);
     }
     std::sort(by_group_rank.begin(), by_group_rank.end());
-    capture::ProcessGroupState group;
+    model::ProcessGroupState group;
     group.address = pg;
     group.is_default = default_pg && *default_pg == pg;
     for (const auto& [local, global] : by_group_rank) group.ranks.push_back(global);
@@ -180,9 +167,9 @@ void ProcessGroupReader::read_registry(std::uint64_t globals, capture::Distribut
 // The process's own rank from the C++ ProcessGroup of each group: the offset of (rank, size)
 // must hold for every group at once, each size must be the registry's, and every group must
 // map its rank back to the same global rank. torch 1.13's offset is tried first.
-void ProcessGroupReader::read_native_groups(capture::DistributedState& state) {
+void ProcessGroupReader::read_native_groups(model::DistributedState& state) {
   struct Native {
-    capture::ProcessGroupState* group;
+    model::ProcessGroupState* group;
     std::array<std::byte, kNativeBytes> bytes;
   };
   std::vector<Native> natives;
@@ -252,7 +239,7 @@ void ProcessGroupReader::read_native_groups(capture::DistributedState& state) {
 // vLLM's and SGLang's GroupCoordinator: the parallel dimension of its torch groups, the rank in
 // it, and the groups torch's registry does not hold (stateless groups).
 void ProcessGroupReader::read_coordinators(std::string_view framework, std::uint64_t globals,
-                                           capture::DistributedState& state) {
+                                           model::DistributedState& state) {
   for (const auto& [global_name, dimension] : kCoordinatorGlobals) {
     const auto coordinator = objects_.dict_get(globals, global_name);
     if (!coordinator || objects_.type_name(*coordinator) == "NoneType") continue;
@@ -278,7 +265,7 @@ void ProcessGroupReader::read_coordinators(std::string_view framework, std::uint
     const auto ranks = objects_.attribute(*coordinator, "ranks");
     const auto items = ranks ? objects_.sequence_items(*ranks, 1 << 17) : std::nullopt;
     if (!items) continue;
-    capture::ProcessGroupState group;
+    model::ProcessGroupState group;
     for (auto item : *items) {
       if (const auto r = objects_.small_int(item)) group.ranks.push_back(*r);
     }
@@ -292,7 +279,7 @@ void ProcessGroupReader::read_coordinators(std::string_view framework, std::uint
   }
 }
 
-void ProcessGroupReader::read_megatron(std::uint64_t globals, capture::DistributedState& state) {
+void ProcessGroupReader::read_megatron(std::uint64_t globals, model::DistributedState& state) {
   for (const auto& [global_name, dimension] : kMegatronGlobals) {
     const auto pg = objects_.dict_get(globals, global_name);
     if (!pg) continue;
@@ -303,10 +290,10 @@ void ProcessGroupReader::read_megatron(std::uint64_t globals, capture::Distribut
   }
 }
 
-std::optional<capture::DistributedState> ProcessGroupReader::read() {
+std::optional<model::DistributedState> ProcessGroupReader::read() {
   const auto c10d = module_globals("torch.distributed.distributed_c10d");
   if (!c10d) return std::nullopt;
-  capture::DistributedState state;
+  model::DistributedState state;
   read_registry(*c10d, state);
   read_native_groups(state);
   if (const auto vllm = module_globals("vllm.distributed.parallel_state")) {
@@ -332,10 +319,10 @@ std::optional<capture::DistributedState> ProcessGroupReader::read() {
 }
 
 std::map<std::uint64_t, std::string> ProcessGroupReader::labels(
-    const capture::DistributedState& state) {
+    const model::DistributedState& state) {
   std::map<std::uint64_t, std::string> out;
   for (const auto& g : state.groups) {
-    if (g.address != 0) out.emplace(g.address, group_label(g.name));
+    if (g.address != 0) out.emplace(g.address, model::group_label(g.name));
   }
   return out;
 }

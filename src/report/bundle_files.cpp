@@ -66,12 +66,13 @@ void make_bundle_dirs(const std::string& dir) {
 
 void write_bundle_data(const std::string& dir, const analysis::Bundle& bundle) {
   make_bundle_dirs(dir);
-  std::map<std::string, std::vector<const capture::NodeSnapshot*>> per_node;
+  std::map<std::string, std::vector<const snapshot::NodeSnapshot*>> per_node;
   for (const auto& s : bundle.snapshots) per_node[s.node_name].push_back(&s);
   // Readable JSON for the usual few nodes; binary protobuf (a fraction of the size and time)
   // for large jobs. `hangscope report` reads either.
   const std::string extension = per_node.size() > kJsonSnapshotNodes ? ".pb" : ".json";
-  std::vector<const std::pair<const std::string, std::vector<const capture::NodeSnapshot*>>*> files;
+  std::vector<const std::pair<const std::string, std::vector<const snapshot::NodeSnapshot*>>*>
+      files;
   for (const auto& entry : per_node) files.push_back(&entry);
   std::atomic<std::size_t> next{0};
   std::mutex failure_mutex;

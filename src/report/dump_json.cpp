@@ -8,8 +8,8 @@ nlohmann::json nullable(const std::string& text) {
   return text.empty() ? nlohmann::json(nullptr) : nlohmann::json(text);
 }
 
-nlohmann::json frame_to_json(const capture::Frame& frame) {
-  if (frame.kind == capture::Frame::Kind::kPython) {
+nlohmann::json frame_to_json(const model::Frame& frame) {
+  if (frame.kind == model::Frame::Kind::kPython) {
     nlohmann::json json{{"kind", "python"},
                         {"function", frame.function},
                         {"qualname", frame.qualname},
@@ -30,7 +30,7 @@ nlohmann::json frame_to_json(const capture::Frame& frame) {
           {"address", frame.address}};
 }
 
-nlohmann::json frames_json(const std::vector<capture::Frame>& frames) {
+nlohmann::json frames_json(const std::vector<model::Frame>& frames) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& f : frames) out.push_back(frame_to_json(f));
   return out;
@@ -42,7 +42,7 @@ std::int64_t micros(std::chrono::nanoseconds d) {
 
 }  // namespace
 
-nlohmann::json dump_to_json(const capture::ProcessDump& dump) {
+nlohmann::json dump_to_json(const model::ProcessDump& dump) {
   nlohmann::json threads = nlohmann::json::array();
   for (const auto& t : dump.threads) {
     threads.push_back({{"tid", t.tid},
@@ -71,7 +71,7 @@ nlohmann::json dump_to_json(const capture::ProcessDump& dump) {
           {"threads", std::move(threads)}};
 }
 
-nlohmann::json distributed_to_json(const capture::DistributedState& state) {
+nlohmann::json distributed_to_json(const model::DistributedState& state) {
   nlohmann::json groups = nlohmann::json::array();
   for (const auto& g : state.groups) {
     groups.push_back({{"name", g.name},

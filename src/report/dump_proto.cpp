@@ -5,8 +5,8 @@ namespace hangscope::report {
 
 namespace {
 
-void fill_frame(v1::Frame& frame, const capture::Frame& f) {
-  const bool python = f.kind == capture::Frame::Kind::kPython;
+void fill_frame(v1::Frame& frame, const model::Frame& f) {
+  const bool python = f.kind == model::Frame::Kind::kPython;
   frame.set_kind(python ? v1::Frame::KIND_PYTHON : v1::Frame::KIND_NATIVE);
   frame.set_function(f.function);
   frame.set_module(f.module);
@@ -25,7 +25,7 @@ void fill_frame(v1::Frame& frame, const capture::Frame& f) {
 
 }  // namespace
 
-void dump_to_proto(const capture::ProcessDump& dump, v1::ProcessDump& out) {
+void dump_to_proto(const model::ProcessDump& dump, v1::ProcessDump& out) {
   out.Clear();
   out.set_pid(dump.pid);
   out.set_command(dump.command);

@@ -15,10 +15,10 @@ std::string hex(std::uint64_t value) {
   return buffer;
 }
 
-std::string frame_line(std::size_t index, const capture::Frame& frame) {
+std::string frame_line(std::size_t index, const model::Frame& frame) {
   std::ostringstream line;
   line << "  #" << index << (index < 10 ? "  " : " ");
-  if (frame.kind == capture::Frame::Kind::kPython) {
+  if (frame.kind == model::Frame::Kind::kPython) {
     line << "[py] " << (frame.qualname.empty() ? frame.function : frame.qualname) << " ("
          << frame.file << ":" << frame.line << ")";
     for (const auto& [name, value] : frame.locals) line << "\n        " << name << " = " << value;
@@ -42,12 +42,12 @@ std::string frame_line(std::size_t index, const capture::Frame& frame) {
 
 }  // namespace
 
-std::string group_ranks_text(const capture::ProcessGroupState& group) {
+std::string group_ranks_text(const model::ProcessGroupState& group) {
   if (group.ranks.empty() && group.size > 0) return "0-" + std::to_string(group.size - 1);
   return analysis::compress_ranks(group.ranks);
 }
 
-std::string distributed_to_text(const capture::DistributedState& state) {
+std::string distributed_to_text(const model::DistributedState& state) {
   std::ostringstream out;
   out << "torch.distributed: ";
   if (!state.initialized()) {
@@ -70,7 +70,7 @@ std::string distributed_to_text(const capture::DistributedState& state) {
   return out.str();
 }
 
-std::string dump_to_text(const capture::ProcessDump& dump) {
+std::string dump_to_text(const model::ProcessDump& dump) {
   std::ostringstream out;
   out << "Process " << dump.pid << " (" << dump.command << "), " << dump.threads.size() << " thread"
       << (dump.threads.size() == 1 ? "" : "s");
@@ -83,7 +83,7 @@ std::string dump_to_text(const capture::ProcessDump& dump) {
         << proc::describe_state(thread.state) << ")";
     if (!thread.wchan.empty()) out << " in " << thread.wchan;
     if (thread.py_thread_name) out << " [Python " << *thread.py_thread_name << "]";
-    if (thread.merge != capture::kMergeOk) out << "\n  merge " << thread.merge;
+    if (thread.merge != model::kMergeOk) out << "\n  merge " << thread.merge;
     if (thread.holds_gil) out << " [holds GIL]";
     out << "\n";
     for (const auto& note : thread.notes) out << "  note: " << note << "\n";

@@ -46,7 +46,7 @@ void for_each_listed(const analysis::Job& job, Fn&& fn) {
   for (; m != missing.end(); ++m) fn(job.absent_entry(*m));
 }
 
-json call_site_json(const std::optional<analysis::CallSite>& site) {
+json call_site_json(const std::optional<waits::CallSite>& site) {
   if (!site) return nullptr;
   return {{"function", site->function},
           {"qualname", site->qualname},
@@ -54,7 +54,7 @@ json call_site_json(const std::optional<analysis::CallSite>& site) {
           {"line", site->line}};
 }
 
-json wait_point_json(const analysis::WaitPoint& w, bool captured) {
+json wait_point_json(const waits::WaitPoint& w, bool captured) {
   if (!captured) return nullptr;
   json out = call_site_json(w.python);
   if (out.is_null()) out = {{"function", w.primitive}, {"qualname", ""}, {"file", ""}, {"line", 0}};
@@ -73,7 +73,7 @@ json wait_point_json(const analysis::WaitPoint& w, bool captured) {
   return out;
 }
 
-json log_lines(const capture::ProcessRecord* process) {
+json log_lines(const snapshot::ProcessRecord* process) {
   json lines = json::array();
   if (process == nullptr) return lines;
   for (const auto& log : process->logs) {

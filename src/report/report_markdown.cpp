@@ -96,7 +96,7 @@ std::string verdict_section(const analysis::Analysis& a) {
 }
 
 // "barrier in … <- main (x.py:9); group: the default group (world)".
-std::string wait_with_arguments(const analysis::WaitPoint& w) {
+std::string wait_with_arguments(const waits::WaitPoint& w) {
   const std::string arguments = w.arguments();
   return w.describe() + (arguments.empty() ? "" : "; " + arguments);
 }
@@ -240,10 +240,10 @@ std::string tree_section(const analysis::Analysis& a) {
   return md.str();
 }
 
-std::string stack_text(const std::vector<capture::Frame>& frames) {
+std::string stack_text(const std::vector<model::Frame>& frames) {
   std::string out;
   for (const auto& f : frames) {
-    out += (f.kind == capture::Frame::Kind::kPython ? "  py  " : "  c   ") +
+    out += (f.kind == model::Frame::Kind::kPython ? "  py  " : "  c   ") +
            analysis::frame_label(f) + "\n";
   }
   return out;

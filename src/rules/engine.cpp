@@ -15,7 +15,7 @@ namespace {
 
 using analysis::Job;
 using analysis::RankEntry;
-using capture::Frame;
+using model::Frame;
 
 bool ends_with(const std::string& text, const std::string& suffix) {
   return text.size() >= suffix.size() &&
@@ -43,9 +43,9 @@ bool frame_matches(const FramePattern& p, const Frame& f) {
 
 // What a group condition looks at in a rank or another process.
 struct Member {
-  const capture::ProcessRecord* process = nullptr;  // latest sample
-  std::string state;                                // rank state name ("waiting", …)
-  const analysis::WaitPoint* wait = nullptr;
+  const snapshot::ProcessRecord* process = nullptr;  // latest sample
+  std::string state;                                 // rank state name ("waiting", …)
+  const waits::WaitPoint* wait = nullptr;
 };
 
 std::string state_of(char process_state) {
@@ -66,7 +66,7 @@ std::string state_of(char process_state) {
 }
 
 // The frames a rule looks at: every thread running Python (every thread without Python).
-std::vector<const Frame*> frames_of(const capture::ProcessRecord* p) {
+std::vector<const Frame*> frames_of(const snapshot::ProcessRecord* p) {
   std::vector<const Frame*> out;
   if (p == nullptr || !p->dump) return out;
   const auto& threads = p->dump->threads;
@@ -80,7 +80,7 @@ std::vector<const Frame*> frames_of(const capture::ProcessRecord* p) {
   return out;
 }
 
-std::vector<std::string> matching_log_lines(const capture::ProcessRecord* p,
+std::vector<std::string> matching_log_lines(const snapshot::ProcessRecord* p,
                                             const std::string& needle) {
   std::vector<std::string> out;
   if (p == nullptr) return out;
@@ -100,7 +100,7 @@ bool in_group(const GroupSpec& g, const Member& m) {
   if (!g.wait_kinds.empty() &&
       (m.wait == nullptr ||
        std::find(g.wait_kinds.begin(), g.wait_kinds.end(),
-                 std::string(analysis::to_string(m.wait->kind))) == g.wait_kinds.end())) {
+                 std::string(waits::to_string(m.wait->kind))) == g.wait_kinds.end())) {
     return false;
   }
   const auto frames = frames_of(m.process);
@@ -145,12 +145,12 @@ struct GroupMatch {
   std::set<std::string> nodes;
   std::string where;                 // the first member's wait point
   std::vector<std::string> members;  // for people, in rank order
-  const capture::ProcessRecord* first = nullptr;
+  const snapshot::ProcessRecord* first = nullptr;
   bool empty() const { return members.empty(); }
 };
 
-void add_member(GroupMatch& g, const std::string& node, const analysis::WaitPoint& wait,
-                const capture::ProcessRecord* p, std::string description) {
+void add_member(GroupMatch& g, const std::string& node, const waits::WaitPoint& wait,
+                const snapshot::ProcessRecord* p, std::string description) {
   g.nodes.insert(node);
   if (g.where.empty()) g.where = wait.describe();
   if (g.first == nullptr) g.first = p;

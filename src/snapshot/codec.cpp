@@ -43,8 +43,8 @@ class StringTable {
   std::unordered_map<std::string, std::uint32_t> index_;
 };
 
-void encode_frame(const capture::Frame& f, v1::InternedFrame& out, StringTable& strings) {
-  out.set_python(f.kind == capture::Frame::Kind::kPython);
+void encode_frame(const model::Frame& f, v1::InternedFrame& out, StringTable& strings) {
+  out.set_python(f.kind == model::Frame::Kind::kPython);
   out.set_function(strings.intern(f.function));
   out.set_module(strings.intern(f.module));
   if (f.module.empty()) out.set_address(f.address);
@@ -64,7 +64,7 @@ void encode_frame(const capture::Frame& f, v1::InternedFrame& out, StringTable& 
 class StackTable {
  public:
   StackTable(v1::NodeSnapshot& out, StringTable& strings) : out_(out), strings_(strings) {}
-  std::uint32_t intern(const std::vector<capture::Frame>& frames) {
+  std::uint32_t intern(const std::vector<model::Frame>& frames) {
     v1::Stack stack;
     for (const auto& f : frames) encode_frame(f, *stack.add_frames(), strings_);
     std::string key;
@@ -81,7 +81,7 @@ class StackTable {
   std::unordered_map<std::string, std::uint32_t> index_;
 };
 
-void encode_thread(const capture::ThreadDump& t, v1::ThreadSnapshot& out, StackTable& stacks) {
+void encode_thread(const model::ThreadDump& t, v1::ThreadSnapshot& out, StackTable& stacks) {
   out.set_tid(t.tid);
   out.set_name(valid_utf8(t.name));
   out.set_state(std::string(1, t.state));
@@ -107,7 +107,7 @@ void encode_thread(const capture::ThreadDump& t, v1::ThreadSnapshot& out, StackT
   out.set_context_switches(t.context_switches);
 }
 
-void encode_identity(const capture::ProcessRecord& r, v1::RankIdentity& out) {
+void encode_identity(const snapshot::ProcessRecord& r, v1::RankIdentity& out) {
   const auto& id = r.identity;
   out.set_role(id.role);
   if (id.rank) out.set_rank(*id.rank);
@@ -141,9 +141,9 @@ class StringLookup {
   const v1::NodeSnapshot& in_;
 };
 
-capture::Frame decode_frame(const v1::InternedFrame& f, const StringLookup& s) {
-  capture::Frame out;
-  out.kind = f.python() ? capture::Frame::Kind::kPython : capture::Frame::Kind::kNative;
+model::Frame decode_frame(const v1::InternedFrame& f, const StringLookup& s) {
+  model::Frame out;
+  out.kind = f.python() ? model::Frame::Kind::kPython : model::Frame::Kind::kNative;
   out.function = s(f.function());
   out.module = s(f.module());
   out.address = f.address();
@@ -157,8 +157,8 @@ capture::Frame decode_frame(const v1::InternedFrame& f, const StringLookup& s) {
 }
 
 template <typename Repeated>
-std::vector<capture::Frame> decode_frames(const Repeated& frames, const StringLookup& s) {
-  std::vector<capture::Frame> out;
+std::vector<model::Frame> decode_frames(const Repeated& frames, const StringLookup& s) {
+  std::vector<model::Frame> out;
   for (const auto& f : frames) out.push_back(decode_frame(f, s));
   return out;
 }
@@ -167,7 +167,7 @@ char state_letter(const std::string& state) {
   return state.empty() ? '?' : state[0];
 }
 
-void encode_distributed(const capture::DistributedState& d, v1::DistributedState& out) {
+void encode_distributed(const model::DistributedState& d, v1::DistributedState& out) {
   if (d.rank) out.set_rank(*d.rank);
   if (d.world_size) out.set_world_size(*d.world_size);
   out.set_init_method(valid_utf8(d.init_method));
@@ -193,15 +193,15 @@ void encode_distributed(const capture::DistributedState& d, v1::DistributedState
   for (const auto& n : d.notes) out.add_notes(valid_utf8(n));
 }
 
-capture::DistributedState decode_distributed(const v1::DistributedState& in) {
-  capture::DistributedState d;
+model::DistributedState decode_distributed(const v1::DistributedState& in) {
+  model::DistributedState d;
   if (in.has_rank()) d.rank = in.rank();
   if (in.has_world_size()) d.world_size = in.world_size();
   d.init_method = in.init_method();
   d.registry = in.registry();
   d.coordinates.insert(in.coordinates().begin(), in.coordinates().end());
   for (const auto& g : in.groups()) {
-    capture::ProcessGroupState group;
+    model::ProcessGroupState group;
     group.name = g.name();
     group.backend = g.backend();
     group.ranks.assign(g.ranks().begin(), g.ranks().end());
@@ -218,7 +218,7 @@ capture::DistributedState decode_distributed(const v1::DistributedState& in) {
 
 }  // namespace
 
-void encode(const capture::NodeSnapshot& node, v1::NodeSnapshot& out) {
+void encode(const snapshot::NodeSnapshot& node, v1::NodeSnapshot& out) {
   out.Clear();
   out.set_schema_major(kSchemaMajor);
   out.set_schema_minor(kSchemaMinor);
@@ -281,7 +281,7 @@ void encode(const capture::NodeSnapshot& node, v1::NodeSnapshot& out) {
   }
 }
 
-capture::NodeSnapshot decode(const v1::NodeSnapshot& in) {
+snapshot::NodeSnapshot decode(const v1::NodeSnapshot& in) {
   if (in.schema_major() > kSchemaMajor) {
     throw Error("snapshot schema " + std::to_string(in.schema_major()) + "." +
                 std::to_string(in.schema_minor()) + " is newer than this hangscope reads (" +
@@ -291,7 +291,7 @@ capture::NodeSnapshot decode(const v1::NodeSnapshot& in) {
   const StringLookup s(in);
   // A stack by its index + 1, shared by every thread that stands in it; an index past the
   // table is an error of the file.
-  std::vector<capture::FrameList> stacks;
+  std::vector<model::FrameList> stacks;
   for (const auto& st : in.stacks()) stacks.push_back(decode_frames(st.frames(), s));
   const auto stack = [&](std::uint32_t id) {
     if (id == 0 || id > stacks.size()) {
@@ -300,7 +300,7 @@ capture::NodeSnapshot decode(const v1::NodeSnapshot& in) {
     }
     return stacks[id - 1];  // a copy shares the frames
   };
-  capture::NodeSnapshot node;
+  snapshot::NodeSnapshot node;
   node.node_name = in.node_name();
   node.hostname = in.hostname();
   node.capture_unix_ns = in.capture_unix_ns();
@@ -308,7 +308,7 @@ capture::NodeSnapshot decode(const v1::NodeSnapshot& in) {
   node.capture_time = std::chrono::nanoseconds(in.capture_ns());
   node.notes.assign(in.notes().begin(), in.notes().end());
   for (const auto& p : in.processes()) {
-    capture::ProcessRecord r;
+    snapshot::ProcessRecord r;
     r.pid = p.pid();
     r.ppid = p.ppid();
     r.comm = p.comm();
@@ -357,14 +357,14 @@ capture::NodeSnapshot decode(const v1::NodeSnapshot& in) {
       r.logs.push_back({log.path(), std::move(lines)});
     }
     if (r.error.empty() || p.threads_size() > 0) {
-      capture::ProcessDump dump;
+      model::ProcessDump dump;
       dump.pid = p.pid();
       dump.command = p.comm();
       if (!p.python().empty()) dump.python = p.python();
       dump.notes.assign(p.notes().begin(), p.notes().end());
       dump.max_paused = std::chrono::nanoseconds(p.max_paused_ns());
       for (const auto& t : p.threads()) {
-        capture::ThreadDump thread;
+        model::ThreadDump thread;
         thread.tid = t.tid();
         thread.name = t.name();
         thread.state = state_letter(t.state());
@@ -375,10 +375,10 @@ capture::NodeSnapshot decode(const v1::NodeSnapshot& in) {
         thread.merge = t.merge();
         thread.native_frames = t.native_stack()
                                    ? stack(t.native_stack())
-                                   : capture::FrameList(decode_frames(t.native_frames(), s));
+                                   : model::FrameList(decode_frames(t.native_frames(), s));
         thread.python_frames = t.python_stack()
                                    ? stack(t.python_stack())
-                                   : capture::FrameList(decode_frames(t.python_frames(), s));
+                                   : model::FrameList(decode_frames(t.python_frames(), s));
         switch (t.merged_from()) {
           case v1::ThreadSnapshot::MERGED_NATIVE:
             thread.frames = thread.native_frames;
@@ -388,7 +388,7 @@ capture::NodeSnapshot decode(const v1::NodeSnapshot& in) {
             break;
           default:
             thread.frames = t.merged_stack() ? stack(t.merged_stack())
-                                             : capture::FrameList(decode_frames(t.frames(), s));
+                                             : model::FrameList(decode_frames(t.frames(), s));
         }
         thread.notes.assign(t.notes().begin(), t.notes().end());
         thread.kernel_stack.assign(t.kernel_stack().begin(), t.kernel_stack().end());
@@ -406,7 +406,7 @@ capture::NodeSnapshot decode(const v1::NodeSnapshot& in) {
   return node;
 }
 
-capture::NodeSnapshot as_transmitted(const capture::NodeSnapshot& node) {
+snapshot::NodeSnapshot as_transmitted(const snapshot::NodeSnapshot& node) {
   v1::NodeSnapshot message;
   encode(node, message);
   return decode(message);
@@ -420,13 +420,13 @@ bool is_binary(const std::string& path) {
 
 }  // namespace
 
-void write_file(const std::string& path, const std::vector<capture::NodeSnapshot>& nodes) {
-  std::vector<const capture::NodeSnapshot*> pointers;
+void write_file(const std::string& path, const std::vector<snapshot::NodeSnapshot>& nodes) {
+  std::vector<const snapshot::NodeSnapshot*> pointers;
   for (const auto& node : nodes) pointers.push_back(&node);
   write_file(path, pointers);
 }
 
-void write_file(const std::string& path, const std::vector<const capture::NodeSnapshot*>& nodes) {
+void write_file(const std::string& path, const std::vector<const snapshot::NodeSnapshot*>& nodes) {
   // The binary form first, the message freed before the file is written: a snapshot of many
   // processes is held as a message, then as bytes, never as both and its JSON text at once.
   std::string binary;
@@ -490,12 +490,12 @@ void parse_message(const std::string& bytes, bool binary, const std::string& pat
   }
 }
 
-std::vector<capture::NodeSnapshot> decode_file(const v1::SnapshotFile& file,
-                                               const std::string& path) {
+std::vector<snapshot::NodeSnapshot> decode_file(const v1::SnapshotFile& file,
+                                                const std::string& path) {
   if (file.snapshots_size() == 0) {
     throw Error("snapshot file " + printable(path) + ": holds no snapshot");
   }
-  std::vector<capture::NodeSnapshot> nodes;
+  std::vector<snapshot::NodeSnapshot> nodes;
   for (const auto& snapshot : file.snapshots()) {
     try {
       nodes.push_back(decode(snapshot));
@@ -508,7 +508,7 @@ std::vector<capture::NodeSnapshot> decode_file(const v1::SnapshotFile& file,
 
 }  // namespace
 
-std::vector<capture::NodeSnapshot> read_file(const std::string& path, std::size_t max_bytes) {
+std::vector<snapshot::NodeSnapshot> read_file(const std::string& path, std::size_t max_bytes) {
   v1::SnapshotFile file;
   {
     const std::string bytes = read_input_file(path, "snapshot file", max_bytes);
@@ -517,8 +517,8 @@ std::vector<capture::NodeSnapshot> read_file(const std::string& path, std::size_
   return decode_file(file, path);
 }
 
-std::vector<capture::NodeSnapshot> parse_file(const std::string& bytes, bool binary,
-                                              const std::string& path) {
+std::vector<snapshot::NodeSnapshot> parse_file(const std::string& bytes, bool binary,
+                                               const std::string& path) {
   v1::SnapshotFile file;
   parse_message(bytes, binary, path, file);
   return decode_file(file, path);

@@ -80,7 +80,7 @@ void snapshots(const std::string& corpus, const std::string& source_dir) {
     constexpr int kWorld = std::numeric_limits<int>::max();
     JobBuilder job(kWorld, "127.0.0.1:29500", 2);
     for (int r = 0; r < 4; ++r) {
-      capture::DistributedState state;
+      model::DistributedState state;
       state.rank = r;
       state.world_size = kWorld;
       state.groups = {pg("0", {}, r)};

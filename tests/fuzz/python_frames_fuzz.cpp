@@ -39,8 +39,8 @@ std::optional<python::Layout> layout_of(int minor, memory::MemoryReader& memory)
   }
 }
 
-capture::Frame native_frame(const std::string& function) {
-  capture::Frame f;
+model::Frame native_frame(const std::string& function) {
+  model::Frame f;
   f.function = function;
   f.module = "/usr/lib/x86_64-linux-gnu/libpython3.so";
   return f;
@@ -75,7 +75,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   for (const auto& thread : threads) {
-    std::vector<capture::Frame> native_stack = {native_frame("__futex_abstimed_wait_common")};
+    std::vector<model::Frame> native_stack = {native_frame("__futex_abstimed_wait_common")};
     for (const auto& f : thread.frames) {
       if (f.eval_entry) native_stack.push_back(native_frame("_PyEval_EvalFrameDefault"));
     }

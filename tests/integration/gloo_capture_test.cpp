@@ -26,7 +26,7 @@ pid_t pid_from_line(const std::string& line) {  // "rank <r> pid <pid> <what>"
   return pid;
 }
 
-const capture::ThreadDump* thread_with(const capture::ProcessDump& dump, const std::string& fn) {
+const model::ThreadDump* thread_with(const model::ProcessDump& dump, const std::string& fn) {
   for (const auto& t : dump.threads) {
     if (testing::frame_index(t, fn) >= 0) return &t;
   }
@@ -43,8 +43,8 @@ TEST(GlooCapture, WaitingRankShowsGlooBarrierAndDivergedRankDoesNot) {
   ASSERT_GT(diverged, 0);
 
   // The rank prints before it calls barrier(): capture until the barrier is reached.
-  capture::ProcessDump dump;
-  const capture::ThreadDump* worker = nullptr;
+  model::ProcessDump dump;
+  const model::ThreadDump* worker = nullptr;
   ASSERT_TRUE(testing::eventually(
       [&] {
         dump = capture::capture_process(waiting, {});
@@ -80,14 +80,14 @@ int script_line(const std::string& statement) {
   return -1;
 }
 
-const capture::Frame* python_frame(const capture::ThreadDump& thread, const std::string& function) {
+const model::Frame* python_frame(const model::ThreadDump& thread, const std::string& function) {
   for (const auto& f : thread.frames) {
-    if (f.kind == capture::Frame::Kind::kPython && f.function == function) return &f;
+    if (f.kind == model::Frame::Kind::kPython && f.function == function) return &f;
   }
   return nullptr;
 }
 
-std::string local(const capture::Frame& frame, const std::string& name) {
+std::string local(const model::Frame& frame, const std::string& name) {
   for (const auto& [key, value] : frame.locals) {
     if (key == name) return value;
   }
@@ -101,7 +101,7 @@ TEST(GlooCapture, MergedStacksShowThePythonCallSitesAndTheirLocals) {
   const pid_t diverged = pid_from_line(job.wait_for_line("rank 1 pid", std::chrono::seconds(120)));
   capture::CaptureOptions options;
   options.locals = true;
-  capture::ProcessDump dump;
+  model::ProcessDump dump;
   ASSERT_TRUE(testing::eventually(
       [&] {
         dump = capture::capture_process(waiting, options);

@@ -81,7 +81,7 @@ capture::CaptureOptions options_for(native::StopMode mode) {
   return options;
 }
 
-void expect_known_stacks(const capture::ProcessDump& dump) {
+void expect_known_stacks(const model::ProcessDump& dump) {
   const auto* cv = find_thread(dump, "cv_waiter");
   ASSERT_NE(cv, nullptr);
   EXPECT_EQ(cv->state, 'S');

@@ -34,15 +34,15 @@ Ready parse_ready(const std::string& line) {  // "rank R pid P ready seq S"
   return ready;
 }
 
-const capture::ProcessGroupState* group_with(const capture::DistributedState& state,
-                                             const std::vector<int>& ranks) {
+const model::ProcessGroupState* group_with(const model::DistributedState& state,
+                                           const std::vector<int>& ranks) {
   for (const auto& g : state.groups) {
     if (g.ranks == ranks) return &g;
   }
   return nullptr;
 }
 
-std::optional<std::string> local_of(const capture::ProcessDump& dump, const std::string& function,
+std::optional<std::string> local_of(const model::ProcessDump& dump, const std::string& function,
                                     const std::string& name) {
   for (const auto& t : dump.threads) {
     for (const auto& f : t.python_frames) {
@@ -58,10 +58,11 @@ std::optional<std::string> local_of(const capture::ProcessDump& dump, const std:
 class ProcessGroups : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ProcessGroups, RankGroupsAndSequencesComeFromMemory) {
-  if (::access(kGroupsPython, X_OK) != 0) GTEST_SKIP() << kGroupsPython << " missing (tools/install-deps.sh)";
+  if (::access(kGroupsPython, X_OK) != 0)
+    GTEST_SKIP() << kGroupsPython << " missing (tools/install-deps.sh)";
   const int port = GetParam() == "torch-2" ? 29533 : 29532;
-  testing::TargetProcess job({kGroupsPython, kGroupsScript, "--world-size", std::to_string(kWorld), "--port",
-                              std::to_string(port), "--layout", GetParam()});
+  testing::TargetProcess job({kGroupsPython, kGroupsScript, "--world-size", std::to_string(kWorld),
+                              "--port", std::to_string(port), "--layout", GetParam()});
   std::map<int, Ready> ready;
   for (int r = 0; r < kWorld; ++r) {
     ready[r] = parse_ready(

@@ -51,7 +51,7 @@ std::string describe(const nlohmann::json& frames) {
   return out.str();
 }
 
-std::string describe(const std::vector<capture::Frame>& frames) {
+std::string describe(const std::vector<model::Frame>& frames) {
   std::ostringstream out;
   for (const auto& f : frames) out << "  " << f.qualname << " " << f.file << ":" << f.line << "\n";
   return out.str();
@@ -59,7 +59,7 @@ std::string describe(const std::vector<capture::Frame>& frames) {
 
 // Every frame must match: function, qualified name (3.11+), file, line.
 ::testing::AssertionResult same_frames(const nlohmann::json& truth,
-                                       const std::vector<capture::Frame>& got, bool qualnames) {
+                                       const std::vector<model::Frame>& got, bool qualnames) {
   const auto fail = [&](const std::string& why) {
     return ::testing::AssertionFailure() << why << "\nexpected:\n"
                                          << describe(truth) << "got:\n"
@@ -69,7 +69,7 @@ std::string describe(const std::vector<capture::Frame>& frames) {
   for (std::size_t i = 0; i < got.size(); ++i) {
     const auto& want = truth[i];
     const auto& have = got[i];
-    if (have.kind != capture::Frame::Kind::kPython)
+    if (have.kind != model::Frame::Kind::kPython)
       return fail("frame " + std::to_string(i) + " is not Python");
     if (want["function"] != have.function || want["file"] != have.file ||
         want["line"] != have.line || (qualnames && want["qualname"] != have.qualname)) {
@@ -79,10 +79,10 @@ std::string describe(const std::vector<capture::Frame>& frames) {
   return ::testing::AssertionSuccess();
 }
 
-std::vector<capture::Frame> python_only(const std::vector<capture::Frame>& frames) {
-  std::vector<capture::Frame> out;
+std::vector<model::Frame> python_only(const std::vector<model::Frame>& frames) {
+  std::vector<model::Frame> out;
   for (const auto& f : frames) {
-    if (f.kind == capture::Frame::Kind::kPython) out.push_back(f);
+    if (f.kind == model::Frame::Kind::kPython) out.push_back(f);
   }
   return out;
 }
@@ -96,14 +96,14 @@ pid_t namespace_tid(pid_t pid, pid_t tid) {
   return status.ns_pids.empty() ? 0 : status.ns_pids.back();
 }
 
-void expect_matches_truth(const capture::ProcessDump& dump, const nlohmann::json& truth,
+void expect_matches_truth(const model::ProcessDump& dump, const nlohmann::json& truth,
                           bool merged) {
   const bool qualnames = truth["python"].get<std::string>().rfind("3.10", 0) != 0;
   ASSERT_TRUE(dump.python.has_value());
   EXPECT_EQ(truth["python"].get<std::string>().substr(0, 4), dump.python->substr(0, 4));
   for (const auto& want : truth["threads"]) {
     const pid_t native_id = want["native_id"].get<pid_t>();
-    const capture::ThreadDump* thread = nullptr;
+    const model::ThreadDump* thread = nullptr;
     for (const auto& t : dump.threads) {
       if (t.tid == native_id || (t.tid != 0 && namespace_tid(dump.pid, t.tid) == native_id))
         thread = &t;
@@ -119,7 +119,7 @@ void expect_matches_truth(const capture::ProcessDump& dump, const nlohmann::json
       EXPECT_TRUE(same_frames(want["frames"], python_only(thread->frames), qualnames));
       // The merged view keeps the native leaf under the innermost Python frame.
       ASSERT_FALSE(thread->frames.empty());
-      EXPECT_EQ(thread->frames.front().kind, capture::Frame::Kind::kNative);
+      EXPECT_EQ(thread->frames.front().kind, model::Frame::Kind::kNative);
     }
   }
 }
@@ -156,7 +156,7 @@ TEST_P(PythonCapture, LocalsAreSimpleValuesAndSecretsAreMasked) {
   capture::CaptureOptions options;
   options.locals = true;
   const auto dump = capture::capture_process(target.process.pid(), options);
-  const capture::Frame* method = nullptr;
+  const model::Frame* method = nullptr;
   for (const auto& t : dump.threads) {
     for (const auto& f : t.python_frames) {
       if (f.function == "method") method = &f;
@@ -213,11 +213,11 @@ TEST_P(PythonCapture, DamagedInterpreterStateGivesNotesAndTheRestOfTheProcess) {
     }
   }
   ASSERT_GT(healthy_line, 0);
-  const auto by_name = [](const capture::ProcessDump& dump, const std::string& name) {
+  const auto by_name = [](const model::ProcessDump& dump, const std::string& name) {
     for (const auto& t : dump.threads) {
       if (t.py_thread_name == name) return &t;
     }
-    return static_cast<const capture::ThreadDump*>(nullptr);
+    return static_cast<const model::ThreadDump*>(nullptr);
   };
   for (int i = 0; i < 20; ++i) {
     SCOPED_TRACE("capture " + std::to_string(i));

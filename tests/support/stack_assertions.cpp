@@ -2,14 +2,14 @@
 
 namespace hangscope::testing {
 
-const capture::ThreadDump* find_thread(const capture::ProcessDump& dump, const std::string& name) {
+const model::ThreadDump* find_thread(const model::ProcessDump& dump, const std::string& name) {
   for (const auto& t : dump.threads) {
     if (t.name == name) return &t;
   }
   return nullptr;
 }
 
-int frame_index(const capture::ThreadDump& thread, const std::string& needle, int from) {
+int frame_index(const model::ThreadDump& thread, const std::string& needle, int from) {
   for (int i = from; i < static_cast<int>(thread.frames.size()); ++i) {
     if (thread.frames[static_cast<std::size_t>(i)].function.find(needle) != std::string::npos) {
       return i;
@@ -18,7 +18,7 @@ int frame_index(const capture::ThreadDump& thread, const std::string& needle, in
   return -1;
 }
 
-std::string describe_stack(const capture::ThreadDump& thread) {
+std::string describe_stack(const model::ThreadDump& thread) {
   std::string text = "thread " + std::to_string(thread.tid) + " " + thread.name + ":\n";
   for (const auto& f : thread.frames) {
     text += "  " + (f.function.empty() ? std::string("??") : f.function) + " (" + f.module + ")\n";
@@ -27,7 +27,7 @@ std::string describe_stack(const capture::ThreadDump& thread) {
   return text;
 }
 
-::testing::AssertionResult has_frames_in_order(const capture::ThreadDump& thread,
+::testing::AssertionResult has_frames_in_order(const model::ThreadDump& thread,
                                                const std::vector<std::string>& needles) {
   int from = 0;
   for (const auto& needle : needles) {

@@ -6,19 +6,19 @@
 #include <string>
 #include <vector>
 
-#include "hangscope/capture/process_dump.h"
+#include "hangscope/model/process_dump.h"
 
 namespace hangscope::testing {
 
-const capture::ThreadDump* find_thread(const capture::ProcessDump& dump, const std::string& name);
+const model::ThreadDump* find_thread(const model::ProcessDump& dump, const std::string& name);
 
 // Index of the first frame at or after `from` whose function contains `needle`, or -1.
-int frame_index(const capture::ThreadDump& thread, const std::string& needle, int from = 0);
+int frame_index(const model::ThreadDump& thread, const std::string& needle, int from = 0);
 
 // Passes when every needle is found, innermost first, each further out than the previous.
-::testing::AssertionResult has_frames_in_order(const capture::ThreadDump& thread,
+::testing::AssertionResult has_frames_in_order(const model::ThreadDump& thread,
                                                const std::vector<std::string>& needles);
 
-std::string describe_stack(const capture::ThreadDump& thread);
+std::string describe_stack(const model::ThreadDump& thread);
 
 }  // namespace hangscope::testing

@@ -16,10 +16,10 @@ inline const std::string kC10d =
     "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py";
 inline const std::string kUser = "/srv/app/tools/repro/gloo_barrier_hang.py";
 
-inline capture::Frame py(const std::string& function, const std::string& file, int line,
-                         std::vector<std::pair<std::string, std::string>> locals = {}) {
-  capture::Frame f;
-  f.kind = capture::Frame::Kind::kPython;
+inline model::Frame py(const std::string& function, const std::string& file, int line,
+                       std::vector<std::pair<std::string, std::string>> locals = {}) {
+  model::Frame f;
+  f.kind = model::Frame::Kind::kPython;
   f.function = function;
   f.qualname = function;
   f.file = file;
@@ -28,24 +28,24 @@ inline capture::Frame py(const std::string& function, const std::string& file, i
   return f;
 }
 
-inline capture::Frame native(const std::string& function) {
-  capture::Frame f;
+inline model::Frame native(const std::string& function) {
+  model::Frame f;
   f.function = function;
   f.module = "/usr/lib/x86_64-linux-gnu/libtorch_cpu.so";
   return f;
 }
 
-inline std::vector<capture::Frame> barrier_stack() {
+inline std::vector<model::Frame> barrier_stack() {
   return {native("__futex_abstimed_wait_common"), native("c10d::ProcessGroupGloo::AsyncWork::wait"),
           py("barrier", kC10d, 3152), py("run_rank", kUser, 70), py("<module>", kUser, 120)};
 }
 
-inline std::vector<capture::Frame> all_reduce_stack() {
+inline std::vector<model::Frame> all_reduce_stack() {
   return {native("__futex_abstimed_wait_common"), native("c10d::ProcessGroupGloo::AsyncWork::wait"),
           py("all_reduce", kC10d, 1536), py("decode_step", kUser, 90), py("<module>", kUser, 120)};
 }
 
-inline std::vector<capture::Frame> store_wait_stack(int rank) {
+inline std::vector<model::Frame> store_wait_stack(int rank) {
   return {native("__GI___poll"),
           native("c10d::TCPStore::doWait(c10::ArrayRef<std::string>, std::chrono::duration<long, "
                  "std::ratio<1l, 1000l> >)"),
@@ -57,13 +57,13 @@ inline std::vector<capture::Frame> store_wait_stack(int rank) {
           py("<module>", kUser, 120)};
 }
 
-inline capture::ThreadDump thread(pid_t tid, char state, std::vector<capture::Frame> frames) {
-  capture::ThreadDump t;
+inline model::ThreadDump thread(pid_t tid, char state, std::vector<model::Frame> frames) {
+  model::ThreadDump t;
   t.tid = tid;
   t.name = "python3";
   t.state = state;
   for (const auto& f : frames) {
-    (f.kind == capture::Frame::Kind::kPython ? t.python_frames : t.native_frames).push_back(f);
+    (f.kind == model::Frame::Kind::kPython ? t.python_frames : t.native_frames).push_back(f);
   }
   t.frames = std::move(frames);
   return t;
@@ -75,7 +75,7 @@ class JobBuilder {
       : world_size_(world_size), job_(std::move(job)), samples_(samples) {}
 
   // Rank `rank` on node "node<rank / ranks_per_node>", the same stack in every sample.
-  JobBuilder& rank(int rank, std::vector<capture::Frame> frames, char state = 'S',
+  JobBuilder& rank(int rank, std::vector<model::Frame> frames, char state = 'S',
                    std::uint64_t cpu_per_sample = 0, int ranks_per_node = 2) {
     ranks_.push_back({rank, std::move(frames), state, cpu_per_sample,
                       "node" + std::to_string(rank / ranks_per_node)});
@@ -95,7 +95,7 @@ class JobBuilder {
   }
 
   // torch.distributed's state read from the rank's memory, in every sample.
-  JobBuilder& distributed(int rank, capture::DistributedState state) {
+  JobBuilder& distributed(int rank, model::DistributedState state) {
     distributed_[rank] = std::move(state);
     return *this;
   }
@@ -114,9 +114,9 @@ class JobBuilder {
 
   Bundle bundle() const {
     Bundle bundle;
-    std::map<std::string, std::vector<capture::NodeSnapshot>> nodes;
+    std::map<std::string, std::vector<snapshot::NodeSnapshot>> nodes;
     for (int s = 0; s < samples_; ++s) {
-      std::map<std::string, capture::NodeSnapshot> per_node;
+      std::map<std::string, snapshot::NodeSnapshot> per_node;
       for (const auto& r : ranks_) {
         auto& node = per_node[r.node];
         node.node_name = r.node;
@@ -138,14 +138,14 @@ class JobBuilder {
  private:
   struct Rank {
     int rank;
-    std::vector<capture::Frame> frames;
+    std::vector<model::Frame> frames;
     char state;
     std::uint64_t cpu_per_sample;
     std::string node;
   };
 
-  capture::ProcessRecord process(const Rank& r, int sample) const {
-    capture::ProcessRecord p;
+  snapshot::ProcessRecord process(const Rank& r, int sample) const {
+    snapshot::ProcessRecord p;
     p.pid = 1000 + r.rank;
     p.comm = "python3";
     p.state = r.state;
@@ -162,7 +162,7 @@ class JobBuilder {
       p.environment = it->second;
       p.environment_source = "proc";
     }
-    capture::ProcessDump dump;
+    model::ProcessDump dump;
     dump.pid = p.pid;
     dump.python = "3.11.2";
     dump.threads.push_back(thread(p.pid, r.state, r.frames));
@@ -182,15 +182,15 @@ class JobBuilder {
   std::vector<Rank> ranks_;
   std::map<int, std::map<std::string, std::string>> facts_, env_;
   std::map<int, collectives::FlightRecord> flights_;
-  std::map<int, capture::DistributedState> distributed_;
+  std::map<int, model::DistributedState> distributed_;
   std::map<int, std::uint64_t> wakeups_;
 };
 
 // A process group as a rank holds it.
-inline capture::ProcessGroupState pg(const std::string& name, std::vector<int> ranks,
-                                     std::optional<int> group_rank = std::nullopt,
-                                     std::optional<std::uint64_t> sequence = std::nullopt) {
-  capture::ProcessGroupState g;
+inline model::ProcessGroupState pg(const std::string& name, std::vector<int> ranks,
+                                   std::optional<int> group_rank = std::nullopt,
+                                   std::optional<std::uint64_t> sequence = std::nullopt) {
+  model::ProcessGroupState g;
   g.name = name;
   g.backend = "gloo";
   g.size = static_cast<int>(ranks.size());

@@ -73,8 +73,8 @@ TEST(RankSet, TheWholeRangeOfIntIsOneInterval) {
 
 TEST(WaitPoint, BarrierIsACollectiveCalledFromUserCode) {
   const auto t = thread(100, 'S', barrier_stack());
-  const auto w = classify_thread(t);
-  EXPECT_EQ(w.kind, WaitKind::kCollective);
+  const auto w = waits::classify_thread(t);
+  EXPECT_EQ(w.kind, waits::WaitKind::kCollective);
   EXPECT_EQ(w.operation, "barrier");
   ASSERT_TRUE(w.python);
   EXPECT_EQ(w.python->function, "barrier");
@@ -84,8 +84,8 @@ TEST(WaitPoint, BarrierIsACollectiveCalledFromUserCode) {
 }
 
 TEST(WaitPoint, StoreWaitIsFoundInNativeFramesUnderTheUsersFunction) {
-  const auto w = classify_thread(thread(100, 'S', store_wait_stack(5)));
-  EXPECT_EQ(w.kind, WaitKind::kStore);
+  const auto w = waits::classify_thread(thread(100, 'S', store_wait_stack(5)));
+  EXPECT_EQ(w.kind, waits::WaitKind::kStore);
   EXPECT_EQ(w.operation, "store.wait");
   ASSERT_TRUE(w.python);
   EXPECT_EQ(w.python->function, "load_weights");
@@ -93,34 +93,34 @@ TEST(WaitPoint, StoreWaitIsFoundInNativeFramesUnderTheUsersFunction) {
 }
 
 TEST(WaitPoint, GenericWaitsAndRunningThreads) {
-  EXPECT_EQ(classify_thread(
+  EXPECT_EQ(waits::classify_thread(
                 thread(1, 'S', {native("__GI___clock_nanosleep"), py("main", "/app/x.py", 3)}))
                 .kind,
-            WaitKind::kSleep);
-  EXPECT_EQ(classify_thread(thread(1, 'S',
-                                   {native("__futex_abstimed_wait_common"),
-                                    py("wait", "/usr/lib/python3.11/threading.py", 320),
-                                    py("main", "/app/x.py", 3)}))
+            waits::WaitKind::kSleep);
+  EXPECT_EQ(waits::classify_thread(thread(1, 'S',
+                                          {native("__futex_abstimed_wait_common"),
+                                           py("wait", "/usr/lib/python3.11/threading.py", 320),
+                                           py("main", "/app/x.py", 3)}))
                 .operation,
             "wait");
   // A process: the thread running Python matters, not the runtime's idle worker thread.
-  capture::ProcessDump dump;
+  model::ProcessDump dump;
   dump.pid = 10;
   dump.threads.push_back(thread(10, 'R', {py("compute_slow_path", "/app/x.py", 9)}));
   dump.threads.push_back(
       thread(11, 'S', {native("gloo::transport::tcp::UnboundBuffer::waitRecv")}));
-  const auto w = process_wait_point(dump);
-  EXPECT_EQ(w.kind, WaitKind::kCpu);
+  const auto w = waits::process_wait_point(dump);
+  EXPECT_EQ(w.kind, waits::WaitKind::kCpu);
   EXPECT_EQ(w.tid, 10);
 }
 
 TEST(WaitPoint, WaitingOnPeersBeatsAnIdleMainThread) {
-  capture::ProcessDump dump;
+  model::ProcessDump dump;
   dump.pid = 10;
   dump.threads.push_back(thread(10, 'S', {native("epoll_wait"), py("run", "/app/loop.py", 5)}));
   dump.threads.push_back(thread(12, 'S', barrier_stack()));
-  const auto w = process_wait_point(dump);
-  EXPECT_EQ(w.kind, WaitKind::kCollective);
+  const auto w = waits::process_wait_point(dump);
+  EXPECT_EQ(w.kind, waits::WaitKind::kCollective);
   EXPECT_EQ(w.tid, 12);
 }
 
@@ -167,7 +167,7 @@ TEST(Verdicts, StoppedDeadAndUninterruptibleRanks) {
     JobBuilder job(4);
     for (int r = 0; r < 4; ++r) {
       job.rank(r,
-               r == 1 ? std::vector<capture::Frame>{py("spawn_compiler", "/app/w.py", 3)}
+               r == 1 ? std::vector<model::Frame>{py("spawn_compiler", "/app/w.py", 3)}
                       : barrier_stack(),
                r == 1 ? state : 'S');
     }
@@ -251,9 +251,9 @@ TEST(Verdicts, EveryRankWaitingAtOnePlaceIsNoDivergenceAmongRanks) {
 
 TEST(Verdicts, RanksWithoutPython) {
   JobBuilder job(3);
-  const std::vector<capture::Frame> gloo = {native("__futex_abstimed_wait_common"),
-                                            native("gloo::transport::tcp::UnboundBuffer::waitRecv"),
-                                            native("gloo::barrier"), native("main")};
+  const std::vector<model::Frame> gloo = {native("__futex_abstimed_wait_common"),
+                                          native("gloo::transport::tcp::UnboundBuffer::waitRecv"),
+                                          native("gloo::barrier"), native("main")};
   job.rank(0, gloo);
   job.rank(1, gloo);
   job.rank(2, {native("__GI___clock_nanosleep"), native("main")});
@@ -465,8 +465,8 @@ TEST(Network, WithoutGlooAMissingPairIsNoEvidence) {
 // the world barrier with ranks 2 and 3; rank 0, its TP peer, waits in the all_reduce. The
 // groups come from memory, program order (a later line of `step`) and the sequence numbers name
 // rank 1, not the peer it left waiting (the smaller side).
-capture::DistributedState tp_state(int rank, std::uint64_t tp_sequence) {
-  capture::DistributedState state;
+model::DistributedState tp_state(int rank, std::uint64_t tp_sequence) {
+  model::DistributedState state;
   state.rank = rank;
   state.world_size = 4;
   state.groups = {
@@ -480,8 +480,8 @@ capture::DistributedState tp_state(int rank, std::uint64_t tp_sequence) {
   return state;
 }
 
-std::vector<capture::Frame> step_stack(const std::string& collective, int line,
-                                       const std::string& group) {
+std::vector<model::Frame> step_stack(const std::string& collective, int line,
+                                     const std::string& group) {
   return {native("c10d::ProcessGroupGloo::AsyncWork::wait"),
           py(collective, kC10d, collective == "barrier" ? 3152 : 1536, {{"group", group}}),
           py("step", kUser, line), py("<module>", kUser, 120)};
@@ -511,7 +511,7 @@ TEST(Membership, ASkippedSubgroupCollectiveNamesTheRankThatSkippedIt) {
 TEST(Membership, ACollectiveOnlyOneRankIssuesNamesThatRank) {
   JobBuilder job(4);
   for (int r = 0; r < 4; ++r) {
-    capture::DistributedState state;
+    model::DistributedState state;
     state.rank = r;
     state.world_size = 4;
     state.groups = {pg("0", {}, r), pg("1", {}, r, r == 3 ? 8 : 7)};
@@ -570,8 +570,8 @@ TEST(InitHang, TheRankThatNeverArrivedIsNamedNotTheStoreHost) {
 // entries (out of memory); this finishes in the time the four ranks take.
 constexpr int kHugeWorld = std::numeric_limits<int>::max();
 
-capture::DistributedState huge_world_state(int rank) {
-  capture::DistributedState state;
+model::DistributedState huge_world_state(int rank) {
+  model::DistributedState state;
   state.rank = rank;
   state.world_size = kHugeWorld;
   state.groups = {pg("0", {}, rank)};

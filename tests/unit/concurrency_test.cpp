@@ -7,11 +7,11 @@
 #include <thread>
 #include <vector>
 
-#include "hangscope/capture/process_dump.h"
 #include "hangscope/elf/elf_file.h"
 #include "hangscope/elf/mapped_file.h"
 #include "hangscope/elf/module_cache.h"
 #include "hangscope/elf/symbol_table.h"
+#include "hangscope/model/process_dump.h"
 
 namespace hangscope {
 namespace {
@@ -77,15 +77,15 @@ TEST(Concurrency, ParallelCapturesOpeningOneModuleShareTheFirstStored) {
 }
 
 TEST(Concurrency, FrameListsSharedAcrossThreadsAreCopiedBeforeAChange) {
-  capture::Frame frame;
+  model::Frame frame;
   frame.function = "barrier";
-  const capture::FrameList original(std::vector<capture::Frame>(64, frame));
+  const model::FrameList original(std::vector<model::Frame>(64, frame));
   std::vector<std::thread> workers;
   std::atomic<int> wrong{0};
   for (int t = 0; t < kThreads; ++t) {
     workers.emplace_back([&, t] {
       for (int i = 0; i < 100; ++i) {
-        capture::FrameList mine = original;  // shares
+        model::FrameList mine = original;  // shares
         mine.edit()[0].function = "worker " + std::to_string(t);
         if (original[0].function != "barrier" || mine[0].function == "barrier") ++wrong;
       }

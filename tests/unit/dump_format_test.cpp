@@ -7,28 +7,28 @@
 namespace hangscope::report {
 namespace {
 
-capture::ProcessDump sample_dump() {
-  capture::ProcessDump dump;
+model::ProcessDump sample_dump() {
+  model::ProcessDump dump;
   dump.pid = 123;
   dump.command = "python3";
   dump.notes = {"cannot read /gone.so (deleted)"};
-  capture::ThreadDump thread;
+  model::ThreadDump thread;
   thread.tid = 124;
   thread.name = "pt_main_thread";
   thread.state = 'S';
   thread.wchan = "futex_wait_queue";
-  capture::Frame named;
+  model::Frame named;
   named.function = "gloo::barrier(gloo::BarrierOptions&)";
   named.module = "/usr/lib/libgloo.so.0.5.0";
   named.address = 0x7f0000001234;
   named.offset = 0xaa;
   named.module_offset = 0x37000;
-  capture::Frame unnamed;
+  model::Frame unnamed;
   unnamed.module = "/usr/lib/libx.so";
   unnamed.address = 0x7f0000009999;
   unnamed.offset = unnamed.module_offset = 0x9999;
-  capture::Frame py;
-  py.kind = capture::Frame::Kind::kPython;
+  model::Frame py;
+  py.kind = model::Frame::Kind::kPython;
   py.function = "barrier";
   py.qualname = "GroupCoordinator.barrier";
   py.file = "/srv/vllm/distributed/parallel_state.py";

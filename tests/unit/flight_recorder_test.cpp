@@ -97,9 +97,9 @@ TEST(TorchPickle, AnythingElseIsRefusedWithTheReason) {
 
 TEST(FlightRecorder, TheRecordSurvivesASnapshotFile) {
   // What an agent sends and a bundle keeps: written, read back, the same record.
-  capture::NodeSnapshot node;
+  snapshot::NodeSnapshot node;
   node.node_name = "node0";
-  capture::ProcessRecord p;
+  snapshot::ProcessRecord p;
   p.pid = 42;
   p.identity.role = "rank";
   p.identity.rank = 2;

@@ -11,7 +11,6 @@
 #include <sstream>
 
 #include "hangscope/analysis/analysis.h"
-#include "hangscope/analysis/wait_point.h"
 #include "hangscope/collectives/c10d_store.h"
 #include "hangscope/collectives/flight_recorder.h"
 #include "hangscope/collectives/nccl_ras.h"
@@ -32,6 +31,7 @@
 #include "hangscope/report/report.h"
 #include "hangscope/rules/rule.h"
 #include "hangscope/snapshot/codec.h"
+#include "hangscope/waits/wait_point.h"
 
 namespace hangscope {
 namespace {
@@ -62,8 +62,8 @@ TEST(FuzzRegressions, PythonFramesAreMatchedAgainstTheWaitPointRules) {
       snapshot::read_file(regression_path("snapshot_json/python_wait_point_rules.json"));
   ASSERT_EQ(nodes.size(), 1u);
   ASSERT_TRUE(nodes[0].processes.at(0).dump);
-  const auto wait = analysis::process_wait_point(*nodes[0].processes[0].dump);
-  EXPECT_EQ(wait.kind, analysis::WaitKind::kCollective);
+  const auto wait = waits::process_wait_point(*nodes[0].processes[0].dump);
+  EXPECT_EQ(wait.kind, waits::WaitKind::kCollective);
   EXPECT_EQ(wait.operation, "barrier");
 }
 

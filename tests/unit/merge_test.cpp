@@ -7,8 +7,8 @@ namespace {
 
 const std::string kPython = "/usr/bin/python3.11";
 
-capture::Frame native(const std::string& function, const std::string& module = kPython) {
-  capture::Frame f;
+model::Frame native(const std::string& function, const std::string& module = kPython) {
+  model::Frame f;
   f.function = function;
   f.module = module;
   return f;
@@ -23,16 +23,16 @@ PyFrame py(const std::string& function, bool entry) {
   return f;
 }
 
-std::vector<std::string> names(const std::vector<capture::Frame>& frames) {
+std::vector<std::string> names(const std::vector<model::Frame>& frames) {
   std::vector<std::string> out;
   for (const auto& f : frames) {
-    out.push_back((f.kind == capture::Frame::Kind::kPython ? "py:" : "") + f.function);
+    out.push_back((f.kind == model::Frame::Kind::kPython ? "py:" : "") + f.function);
   }
   return out;
 }
 
 TEST(Merge, EvalFramesBecomeTheirPythonGroupsAndPlumbingIsHidden) {
-  const std::vector<capture::Frame> stack = {
+  const std::vector<model::Frame> stack = {
       native("pthread_cond_wait", "/lib/libc.so.6"),
       native("c10d::Work::wait", "/lib/libtorch_cpu.so"),
       native("cfunction_call"),
@@ -52,8 +52,8 @@ TEST(Merge, EvalFramesBecomeTheirPythonGroupsAndPlumbingIsHidden) {
 }
 
 TEST(Merge, MismatchShowsBothStacksAndSaysWhy) {
-  const std::vector<capture::Frame> stack = {native("poll", "/lib/libc.so.6"),
-                                             native("_PyEval_EvalFrameDefault")};
+  const std::vector<model::Frame> stack = {native("poll", "/lib/libc.so.6"),
+                                           native("_PyEval_EvalFrameDefault")};
   const std::vector<PyFrame> python = {py("a", true), py("b", true)};
   const auto merged = merge_stacks(stack, python, kPython);
   EXPECT_EQ(
@@ -64,8 +64,8 @@ TEST(Merge, MismatchShowsBothStacksAndSaysWhy) {
 }
 
 TEST(Merge, ThreadWithoutPythonKeepsEveryNativeFrame) {
-  const std::vector<capture::Frame> stack = {native("epoll_wait", "/lib/libc.so.6"),
-                                             native("PyThread_start", kPython)};
+  const std::vector<model::Frame> stack = {native("epoll_wait", "/lib/libc.so.6"),
+                                           native("PyThread_start", kPython)};
   const auto merged = merge_stacks(stack, {}, kPython);
   EXPECT_EQ(merged.merge, "ok");
   EXPECT_EQ(merged.frames.size(), 2u);

@@ -18,7 +18,7 @@ namespace hangscope::rules {
 namespace {
 
 using namespace analysis::testing_builders;
-using capture::Frame;
+using model::Frame;
 
 const std::string kSite = "/usr/lib/python3/dist-packages/";
 
@@ -363,13 +363,13 @@ TEST(Rules, CompiledDagStallNamesTheStalledWorker) {
 TEST(Rules, CompiledDagStallNamesTheDriverWhenItWasCaptured) {
   auto bundle = scenarios()["compiled-dag-stall"]();
   // The EngineCore driver, no rank, on node0: waiting for the graph's output.
-  capture::ProcessRecord driver;
+  snapshot::ProcessRecord driver;
   driver.pid = 900;
   driver.comm = "python3";
   driver.state = 'S';
   driver.identity.role = "engine";
   driver.identity.title = "VLLM::EngineCore";
-  capture::ProcessDump dump;
+  model::ProcessDump dump;
   dump.pid = 900;
   dump.threads.push_back(thread(
       900, 'S',

@@ -10,24 +10,24 @@
 namespace hangscope {
 namespace {
 
-capture::NodeSnapshot sample_node(int ranks) {
-  capture::NodeSnapshot node;
+snapshot::NodeSnapshot sample_node(int ranks) {
+  snapshot::NodeSnapshot node;
   node.node_name = "node-0";
   node.hostname = "host0";
   node.capture_unix_ns = 1'700'000'000'000'000'000;
   for (int r = 0; r < ranks; ++r) {
-    capture::ProcessRecord p;
+    snapshot::ProcessRecord p;
     p.pid = 100 + r;
     p.identity.role = "rank";
     p.identity.rank = r;
     p.identity.job = "10.0.0.1:29500";
     p.identity.source = "env";
-    capture::ProcessDump dump;
-    capture::ThreadDump thread;
+    model::ProcessDump dump;
+    model::ThreadDump thread;
     thread.tid = p.pid;
     for (int depth = 0; depth < 40; ++depth) {
-      capture::Frame f;
-      f.kind = depth % 2 ? capture::Frame::Kind::kPython : capture::Frame::Kind::kNative;
+      model::Frame f;
+      f.kind = depth % 2 ? model::Frame::Kind::kPython : model::Frame::Kind::kNative;
       f.function = "function_" + std::to_string(depth);
       f.module = "/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.1.13.0";
       f.file = "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py";

@@ -61,7 +61,7 @@ struct AgentAnswer {
   std::string error;
   std::string node_name;
   std::int64_t clock_offset_ns = 0;  // agent clock minus coordinator clock, from Info
-  std::vector<capture::NodeSnapshot> snapshots;
+  std::vector<snapshot::NodeSnapshot> snapshots;
 };
 
 struct CollectRequest {

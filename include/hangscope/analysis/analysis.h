@@ -12,7 +12,7 @@
 
 #include "hangscope/analysis/bundle.h"
 #include "hangscope/analysis/rank_set.h"
-#include "hangscope/analysis/wait_point.h"
+#include "hangscope/waits/wait_point.h"
 
 namespace hangscope::analysis {
 
@@ -38,10 +38,10 @@ struct RankEntry {
   std::string node;
   pid_t pid = 0;
   // Every sample of the process, oldest first; empty for a missing or unknown rank.
-  std::vector<const capture::ProcessRecord*> history;
+  std::vector<const snapshot::ProcessRecord*> history;
   std::vector<std::int64_t> sample_times_ns;  // coordinator clock
   RankState state = RankState::kUnknown;
-  WaitPoint wait;
+  waits::WaitPoint wait;
   Progress progress;
   std::optional<std::int64_t> stuck_since_ns;  // coordinator clock
   std::string stuck_since_source;              // "log" | "samples"
@@ -59,7 +59,7 @@ struct RankEntry {
   std::vector<int> missing_tcp_peers;    // ranks it should be connected to and is not
   std::vector<std::string> collectives;  // per process group, from its flight recorder
 
-  const capture::ProcessRecord* latest() const {
+  const snapshot::ProcessRecord* latest() const {
     return history.empty() ? nullptr : history.back();
   }
 };
@@ -134,8 +134,8 @@ struct Verdict {
 // A process of interest that is no rank (engine, API server, helper, unidentified).
 struct OtherProcess {
   std::string node;
-  const capture::ProcessRecord* process = nullptr;
-  WaitPoint wait;
+  const snapshot::ProcessRecord* process = nullptr;
+  waits::WaitPoint wait;
 };
 
 struct Analysis {

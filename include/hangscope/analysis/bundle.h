@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "hangscope/capture/node_capture.h"
+#include "hangscope/snapshot/node_snapshot.h"
 
 namespace hangscope::analysis {
 
@@ -20,11 +20,11 @@ struct NodeStatus {
 };
 
 struct Bundle {
-  std::vector<capture::NodeSnapshot> snapshots;  // every sample of every node
+  std::vector<snapshot::NodeSnapshot> snapshots;  // every sample of every node
   std::vector<NodeStatus> nodes;
 };
 
 // The newest sample of each node, by node name.
-std::map<std::string, const capture::NodeSnapshot*> latest_samples(const Bundle& bundle);
+std::map<std::string, const snapshot::NodeSnapshot*> latest_samples(const Bundle& bundle);
 
 }  // namespace hangscope::analysis

@@ -23,9 +23,9 @@ struct CallTreeNode {
 CallTreeNode build_call_tree(const Job& job);
 
 // One frame for people: "qualname (short/file.py:42)" or the native symbol (or module+offset).
-std::string frame_label(const capture::Frame& frame);
+std::string frame_label(const model::Frame& frame);
 
 // The stack of the thread a rank's wait point was read from, innermost first (latest sample).
-const std::vector<capture::Frame>* rank_stack(const RankEntry& rank);
+const std::vector<model::Frame>* rank_stack(const RankEntry& rank);
 
 }  // namespace hangscope::analysis

@@ -7,8 +7,8 @@
 #include <memory>
 #include <optional>
 
-#include "hangscope/capture/process_dump.h"
 #include "hangscope/elf/module_cache.h"
+#include "hangscope/model/process_dump.h"
 #include "hangscope/native/freezer.h"
 #include "hangscope/proc/maps.h"
 
@@ -34,7 +34,7 @@ struct CaptureOptions {
 // Problems with single threads, files or the interpreter become notes in the dump instead.
 // `maps`: the process's memory map when the caller has just read it (it is read otherwise;
 // /proc/PID/maps of a torch process takes milliseconds to read).
-ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
-                            std::optional<proc::MemoryMap> maps = std::nullopt);
+model::ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
+                                   std::optional<proc::MemoryMap> maps = std::nullopt);
 
 }  // namespace hangscope::capture

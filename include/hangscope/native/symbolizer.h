@@ -3,8 +3,8 @@
 
 #include <vector>
 
-#include "hangscope/capture/process_dump.h"
 #include "hangscope/elf/process_image.h"
+#include "hangscope/model/process_dump.h"
 #include "hangscope/native/unwinder.h"
 
 namespace hangscope::native {
@@ -17,9 +17,9 @@ class Symbolizer {
   // searched once for all the addresses that fall in it. A return address is looked up one
   // byte earlier so that a call at the very end of a function is named after its caller, not
   // the next function.
-  std::vector<std::vector<capture::Frame>> symbolize_stacks(
+  std::vector<std::vector<model::Frame>> symbolize_stacks(
       const std::vector<const std::vector<RawFrame>*>& stacks);
-  std::vector<capture::Frame> symbolize(const std::vector<RawFrame>& frames);
+  std::vector<model::Frame> symbolize(const std::vector<RawFrame>& frames);
 
  private:
   elf::ProcessImage& image_;

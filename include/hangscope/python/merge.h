@@ -5,25 +5,25 @@
 #include <string>
 #include <vector>
 
-#include "hangscope/capture/process_dump.h"
+#include "hangscope/model/process_dump.h"
 #include "hangscope/python/stack_reader.h"
 
 namespace hangscope::python {
 
 struct MergedStack {
-  std::vector<capture::Frame> frames;  // innermost first
-  std::string merge;                   // capture::kMergeOk or "failed: <why>"
+  std::vector<model::Frame> frames;  // innermost first
+  std::string merge;                 // model::kMergeOk or "failed: <why>"
 };
 
-capture::Frame to_frame(const PyFrame& frame);
+model::Frame to_frame(const PyFrame& frame);
 
 // `interpreter_module` is the file that holds the interpreter (its frames are the plumbing).
 // When the native eval frames and the Python frame groups do not pair up, the result holds
 // the Python frames followed by the native frames, and `merge` says why.
-MergedStack merge_stacks(const std::vector<capture::Frame>& native,
+MergedStack merge_stacks(const std::vector<model::Frame>& native,
                          const std::vector<PyFrame>& python, const std::string& interpreter_module);
 
 // True for a native frame that runs Python code (_PyEval_EvalFrameDefault, incl. .cold parts).
-bool is_eval_frame(const capture::Frame& frame);
+bool is_eval_frame(const model::Frame& frame);
 
 }  // namespace hangscope::python

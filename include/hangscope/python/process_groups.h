@@ -12,15 +12,10 @@
 #include <string>
 #include <string_view>
 
-#include "hangscope/capture/process_dump.h"
+#include "hangscope/model/process_dump.h"
 #include "hangscope/python/objects.h"
 
 namespace hangscope::python {
-
-// How a local that is a known group shows in a frame's locals: "<process group NAME>".
-std::string group_label(std::string_view name);
-// The group name in such a label; nullopt for any other text.
-std::optional<std::string> group_in_label(std::string_view text);
 
 class ProcessGroupReader {
  public:
@@ -29,21 +24,21 @@ class ProcessGroupReader {
 
   // nullopt when torch.distributed was never imported; a state with no groups when it was but
   // no default group exists yet (before or inside init_process_group).
-  std::optional<capture::DistributedState> read();
+  std::optional<model::DistributedState> read();
 
   // Object address → label, for the locals of frames (ObjectReader::set_labels).
-  static std::map<std::uint64_t, std::string> labels(const capture::DistributedState& state);
+  static std::map<std::uint64_t, std::string> labels(const model::DistributedState& state);
 
  private:
   std::optional<std::uint64_t> module_globals(std::string_view module);
   std::optional<std::string> text(std::uint64_t object, std::size_t max = 256);
-  void read_registry(std::uint64_t globals, capture::DistributedState& state);
+  void read_registry(std::uint64_t globals, model::DistributedState& state);
   std::optional<std::uint64_t> default_group(std::uint64_t globals, std::string& registry);
-  void read_native_groups(capture::DistributedState& state);
+  void read_native_groups(model::DistributedState& state);
   void read_coordinators(std::string_view framework, std::uint64_t globals,
-                         capture::DistributedState& state);
-  void read_megatron(std::uint64_t globals, capture::DistributedState& state);
-  capture::ProcessGroupState* group_at(capture::DistributedState& state, std::uint64_t object);
+                         model::DistributedState& state);
+  void read_megatron(std::uint64_t globals, model::DistributedState& state);
+  model::ProcessGroupState* group_at(model::DistributedState& state, std::uint64_t object);
 
   ObjectReader& objects_;
   const Layout& layout_;

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "hangscope/capture/process_dump.h"
+#include "hangscope/model/process_dump.h"
 
 namespace hangscope::v1 {
 class ProcessDump;
@@ -12,17 +12,17 @@ class ProcessDump;
 
 namespace hangscope::report {
 
-std::string dump_to_text(const capture::ProcessDump& dump);
-nlohmann::json dump_to_json(const capture::ProcessDump& dump);
+std::string dump_to_text(const model::ProcessDump& dump);
+nlohmann::json dump_to_json(const model::ProcessDump& dump);
 // torch.distributed's state as read from memory: {"rank", "world_size", "init_method",
 // "registry", "coordinates", "groups": [{"name", "backend", "ranks", "group_rank", "sequence",
 // "default", "labels"}], "notes"}.
-nlohmann::json distributed_to_json(const capture::DistributedState& state);
+nlohmann::json distributed_to_json(const model::DistributedState& state);
 // One line per group for people: "process group 3 (gloo, vllm:tp): ranks 0,1; this rank 1; 12
 // collectives issued".
-std::string distributed_to_text(const capture::DistributedState& state);
+std::string distributed_to_text(const model::DistributedState& state);
 // A group's global ranks, compressed: "0-7", "0,2,4,6".
-std::string group_ranks_text(const capture::ProcessGroupState& group);
-void dump_to_proto(const capture::ProcessDump& dump, v1::ProcessDump& out);
+std::string group_ranks_text(const model::ProcessGroupState& group);
+void dump_to_proto(const model::ProcessDump& dump, v1::ProcessDump& out);
 
 }  // namespace hangscope::report

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "hangscope/capture/node_capture.h"
 #include "hangscope/common/files.h"
+#include "hangscope/snapshot/node_snapshot.h"
 
 namespace hangscope::v1 {
 class NodeSnapshot;
@@ -17,31 +17,31 @@ namespace hangscope::snapshot {
 inline constexpr unsigned kSchemaMajor = 2;  // 2: shared stacks, facts and log lines
 inline constexpr unsigned kSchemaMinor = 0;
 
-void encode(const capture::NodeSnapshot& node, v1::NodeSnapshot& out);
+void encode(const snapshot::NodeSnapshot& node, v1::NodeSnapshot& out);
 
 // Throws hangscope::Error when the snapshot comes from an unknown newer major schema or holds
 // string indices outside its table.
-capture::NodeSnapshot decode(const v1::NodeSnapshot& in);
+snapshot::NodeSnapshot decode(const v1::NodeSnapshot& in);
 
 // The snapshot as an agent would send it (encode, then decode): every string from the
 // targets made valid UTF-8, like every snapshot that arrives from a file or a peer. The local
 // capture of diagnose goes through it, so all sources reach the analysis alike.
-capture::NodeSnapshot as_transmitted(const capture::NodeSnapshot& node);
+snapshot::NodeSnapshot as_transmitted(const snapshot::NodeSnapshot& node);
 
 // Writes every snapshot to path; throws hangscope::Error naming the path and the reason.
-void write_file(const std::string& path, const std::vector<capture::NodeSnapshot>& nodes);
+void write_file(const std::string& path, const std::vector<snapshot::NodeSnapshot>& nodes);
 // The same, for snapshots held elsewhere (no copies).
-void write_file(const std::string& path, const std::vector<const capture::NodeSnapshot*>& nodes);
+void write_file(const std::string& path, const std::vector<const snapshot::NodeSnapshot*>& nodes);
 
 // Reads a snapshot file of at most max_bytes (a regular file: read_input_file); throws
 // hangscope::Error naming the path and the reason. Costs the file's bytes and the parsed
 // message at once, then the message and the decoded snapshots (docs/reliability.md).
-std::vector<capture::NodeSnapshot> read_file(const std::string& path,
-                                             std::size_t max_bytes = kDefaultMaxInputBytes);
+std::vector<snapshot::NodeSnapshot> read_file(const std::string& path,
+                                              std::size_t max_bytes = kDefaultMaxInputBytes);
 
 // What read_file does with the file's bytes: binary protobuf when `binary` (a .pb file), else
 // protobuf's JSON mapping; `path` names the file in errors. Throws hangscope::Error.
-std::vector<capture::NodeSnapshot> parse_file(const std::string& bytes, bool binary,
-                                              const std::string& path);
+std::vector<snapshot::NodeSnapshot> parse_file(const std::string& bytes, bool binary,
+                                               const std::string& path);
 
 }  // namespace hangscope::snapshot

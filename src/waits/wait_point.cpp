@@ -1,14 +1,14 @@
-#include "hangscope/analysis/wait_point.h"
+#include "hangscope/waits/wait_point.h"
 
 #include <algorithm>
 #include <array>
 #include <regex>
 #include <vector>
 
-namespace hangscope::analysis {
+namespace hangscope::waits {
 namespace {
 
-using capture::Frame;
+using model::Frame;
 
 // How much a match says: a peer-facing primitive beats a generic lock or sleep under it.
 enum class Tier { kNone = 0, kGeneric = 1, kSpecific = 2 };
@@ -231,7 +231,7 @@ CallSite call_site(const Frame& frame) {
 }
 
 // The thread's stack, innermost first: the merged view, else Python then native frames.
-const std::vector<Frame>& stack_of(const capture::ThreadDump& thread) {
+const std::vector<Frame>& stack_of(const model::ThreadDump& thread) {
   if (!thread.frames.empty()) return thread.frames;
   return thread.python_frames.empty() ? thread.native_frames : thread.python_frames;
 }
@@ -356,7 +356,7 @@ std::optional<std::string> WaitPoint::local(std::string_view name) const {
   return std::nullopt;
 }
 
-WaitPoint classify_thread(const capture::ThreadDump& thread) {
+WaitPoint classify_thread(const model::ThreadDump& thread) {
   const auto& frames = stack_of(thread);
   WaitPoint point;
   point.tid = thread.tid;
@@ -391,11 +391,11 @@ WaitPoint classify_thread(const capture::ThreadDump& thread) {
   return point;
 }
 
-WaitPoint process_wait_point(const capture::ProcessDump& dump) {
-  const auto has_python = [](const capture::ThreadDump& t) { return !t.python_frames.empty(); };
+WaitPoint process_wait_point(const model::ProcessDump& dump) {
+  const auto has_python = [](const model::ThreadDump& t) { return !t.python_frames.empty(); };
   const bool any_python = std::any_of(dump.threads.begin(), dump.threads.end(), has_python);
   // Score: waiting on peers > on CPU > generic wait > nothing; then main thread, then GIL.
-  const auto score = [&](const capture::ThreadDump& thread, const WaitPoint& point) {
+  const auto score = [&](const model::ThreadDump& thread, const WaitPoint& point) {
     int s = 0;
     if (waits_on_peers(point.kind)) {
       s = 40;
@@ -432,4 +432,4 @@ WaitPoint process_wait_point(const capture::ProcessDump& dump) {
   return best.value_or(WaitPoint{});
 }
 
-}  // namespace hangscope::analysis
+}  // namespace hangscope::waits

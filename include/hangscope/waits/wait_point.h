@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "hangscope/capture/process_dump.h"
+#include "hangscope/model/process_dump.h"
 
-namespace hangscope::analysis {
+namespace hangscope::waits {
 
 enum class WaitKind {
   kCollective,  // torch.distributed collectives and barriers, gloo/NCCL waits
@@ -67,10 +67,10 @@ struct WaitPoint {
 
 // The wait point of one thread's merged stack; kOther with an empty primitive when nothing
 // known matched (a thread that works shows kOther too: the caller decides kCpu from state).
-WaitPoint classify_thread(const capture::ThreadDump& thread);
+WaitPoint classify_thread(const model::ThreadDump& thread);
 
 // The wait point of a process: from the thread that waits or works on the rank's behalf
 // (threads running Python first, the main thread among equals), not idle helper threads.
-WaitPoint process_wait_point(const capture::ProcessDump& dump);
+WaitPoint process_wait_point(const model::ProcessDump& dump);
 
-}  // namespace hangscope::analysis
+}  // namespace hangscope::waits

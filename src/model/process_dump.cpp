@@ -1,6 +1,6 @@
-#include "hangscope/capture/process_dump.h"
+#include "hangscope/model/process_dump.h"
 
-namespace hangscope::capture {
+namespace hangscope::model {
 
 const std::vector<Frame>& FrameList::vector() const {
   static const std::vector<Frame> kNoFrames;
@@ -16,9 +16,9 @@ std::vector<Frame>& FrameList::edit() {
   return *frames_;
 }
 
-}  // namespace hangscope::capture
+}  // namespace hangscope::model
 
-namespace hangscope::capture {
+namespace hangscope::model {
 
 const ProcessGroupState* DistributedState::find(std::string_view name) const {
   for (const auto& g : groups) {
@@ -34,4 +34,20 @@ const ProcessGroupState* DistributedState::default_group() const {
   return nullptr;
 }
 
-}  // namespace hangscope::capture
+namespace {
+constexpr std::string_view kLabelPrefix = "<process group ";
+}  // namespace
+
+std::string group_label(std::string_view name) {
+  return std::string(kLabelPrefix) + std::string(name) + ">";
+}
+
+std::optional<std::string> group_in_label(std::string_view text) {
+  if (text.size() <= kLabelPrefix.size() + 1 ||
+      text.substr(0, kLabelPrefix.size()) != kLabelPrefix || text.back() != '>') {
+    return std::nullopt;
+  }
+  return std::string(text.substr(kLabelPrefix.size(), text.size() - kLabelPrefix.size() - 1));
+}
+
+}  // namespace hangscope::model

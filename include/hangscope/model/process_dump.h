@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-namespace hangscope::capture {
+namespace hangscope::model {
 
 struct Frame {
   enum class Kind { kNative, kPython };
@@ -139,4 +139,9 @@ struct ProcessDump {
   std::optional<DistributedState> distributed;
 };
 
-}  // namespace hangscope::capture
+// How a local that is a known process group shows in a frame's locals: "<process group NAME>".
+std::string group_label(std::string_view name);
+// The group name in such a label; nullopt for any other text.
+std::optional<std::string> group_in_label(std::string_view text);
+
+}  // namespace hangscope::model
