@@ -6,6 +6,7 @@
 
 #include "hangscope/analysis/rank_set.h"
 #include "hangscope/collectives/nccl_ras.h"
+#include "hangscope/facts/fact_keys.h"
 
 namespace hangscope::analysis {
 
@@ -73,8 +74,8 @@ void add_state_evidence(const std::vector<Job>& jobs, Verdict& v) {
     const char* label;  // before "<ranks>: <value>"
   };
   static const Source sources[] = {
-      {"store.query", "c10d store, asked read-only for the keys these ranks wait for"},
-      {"shm_ring", "vLLM broadcast ring in /dev/shm, mapped by"},
+      {facts::keys::kStoreQuery, "c10d store, asked read-only for the keys these ranks wait for"},
+      {facts::keys::kShmRing, "vLLM broadcast ring in /dev/shm, mapped by"},
   };
   for (const auto& job : jobs) {
     if (job.key != v.job) continue;

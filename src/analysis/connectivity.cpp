@@ -1,5 +1,5 @@
-// Which ranks of a job hold TCP connections to each other, from each rank's "net.tcp" fact
-// (its own sockets): connections are matched end to end (my local = your remote). Connections
+// Which ranks of a job hold TCP connections to each other, from each rank's facts::keys::kNetTcp
+// fact (its own sockets): connections are matched end to end (my local = your remote). Connections
 // to the c10d store's port are left out, since every rank has one to the store's host. In a
 // job that uses gloo, a pair of ranks without a connection is evidence.
 #include <algorithm>
@@ -7,6 +7,7 @@
 #include <set>
 
 #include "hangscope/analysis/analysis.h"
+#include "hangscope/facts/fact_keys.h"
 #include "hangscope/facts/network.h"
 
 namespace hangscope::analysis {
@@ -34,8 +35,8 @@ std::vector<RankConnections> known_connections(const Job& job) {
   for (std::size_t i = 0; i < job.ranks.size(); ++i) {
     const auto* p = job.ranks[i].latest();
     if (p == nullptr || !job.ranks[i].rank) continue;
-    const auto tcp = p->facts.find("net.tcp");
-    if (tcp == p->facts.end() || p->facts.count("net.tcp.truncated")) continue;
+    const auto tcp = p->facts.find(facts::keys::kNetTcp);
+    if (tcp == p->facts.end() || p->facts.count(facts::keys::kNetTcpTruncated)) continue;
     const auto port_it = p->environment.find("MASTER_PORT");
     const std::string store_port = port_it == p->environment.end() ? "" : port_it->second;
     RankConnections rc{i, {}};

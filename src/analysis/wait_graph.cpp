@@ -12,6 +12,7 @@
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/collectives/c10d_store.h"
 #include "hangscope/common/numbers.h"
+#include "hangscope/facts/fact_keys.h"
 
 namespace hangscope::analysis {
 namespace {
@@ -196,7 +197,7 @@ void link_channel_wait(RankEntry& self) {
 std::optional<std::vector<std::string>> queried_missing_keys(const RankEntry& self) {
   const auto* process = self.latest();
   if (process == nullptr) return std::nullopt;
-  const auto it = process->facts.find("store.missing_keys");
+  const auto it = process->facts.find(facts::keys::kStoreMissingKeys);
   if (it == process->facts.end()) return std::nullopt;
   const auto keys = nlohmann::json::parse(it->second, nullptr, false);
   if (!keys.is_array()) return std::nullopt;
@@ -246,8 +247,8 @@ void link_store_wait(const Job& job, const Operations& ops, RankEntry& self) {
 bool link_ring_wait(RankEntry& self) {
   const auto* process = self.latest();
   if (process == nullptr || !self.rank) return false;
-  const auto writer = process->facts.find("shm_ring.writer_rank");
-  const auto lagging = process->facts.find("shm_ring.lagging_ranks");
+  const auto writer = process->facts.find(facts::keys::kShmRingWriterRank);
+  const auto lagging = process->facts.find(facts::keys::kShmRingLaggingRanks);
   if (writer == process->facts.end() || lagging == process->facts.end()) return false;
   const auto writer_rank = parse_int(writer->second);
   const auto behind = nlohmann::json::parse(lagging->second, nullptr, false);

@@ -20,6 +20,7 @@
 #include "hangscope/common/text.h"
 #include "hangscope/elf/process_image.h"
 #include "hangscope/facts/caches.h"
+#include "hangscope/facts/fact_keys.h"
 #include "hangscope/facts/gpu.h"
 #include "hangscope/facts/network.h"
 #include "hangscope/facts/shm.h"
@@ -177,15 +178,15 @@ void collect_cache_facts(snapshot::ProcessRecord& record,
   const std::string root = proc_dir + "/root";
   const std::string ns = namespace_id(proc_dir, "mnt");
   const std::string cache_root = facts::vllm_cache_root(env);
-  if (!cache_root.empty()) record.facts["cache.vllm_root"] = cache_root;
+  if (!cache_root.empty()) record.facts[facts::keys::kCacheVllmRoot] = cache_root;
   const auto get = [&](const char* name) {
     const auto it = env.find(name);
     return it == env.end() ? std::string() : it->second;
   };
   if (!get("TORCHINDUCTOR_CACHE_DIR").empty()) {
-    record.facts["cache.inductor_dir"] = get("TORCHINDUCTOR_CACHE_DIR");
+    record.facts[facts::keys::kCacheInductorDir] = get("TORCHINDUCTOR_CACHE_DIR");
   } else if (!get("USER").empty()) {
-    record.facts["cache.inductor_dir"] = "/tmp/torchinductor_" + get("USER");
+    record.facts[facts::keys::kCacheInductorDir] = "/tmp/torchinductor_" + get("USER");
   }
   if (const std::string dir = facts::flashinfer_autotune_dir(env); !dir.empty()) {
     auto it = memo.autotune.find(ns + dir);
@@ -193,7 +194,7 @@ void collect_cache_facts(snapshot::ProcessRecord& record,
       it = memo.autotune.emplace(ns + dir, facts::flashinfer_autotune_files(root, dir)).first;
     }
     for (std::size_t i = 0; i < it->second.size(); ++i) {
-      record.facts["cache.flashinfer_autotune[" + std::to_string(i) + "]"] =
+      record.facts[facts::keys::indexed(facts::keys::kCacheFlashinferAutotune, i)] =
           it->second[i].describe();
     }
   }
@@ -203,14 +204,14 @@ void collect_cache_facts(snapshot::ProcessRecord& record,
     p2p = memo.p2p.emplace(ns + cache_root, facts::gpu_p2p_cache_files(root, cache_root)).first;
   }
   for (std::size_t i = 0; i < p2p->second.size(); ++i) {
-    record.facts["cache.gpu_p2p[" + std::to_string(i) + "]"] = p2p->second[i].describe();
+    record.facts[facts::keys::indexed(facts::keys::kCacheGpuP2p, i)] = p2p->second[i].describe();
   }
   if (record.identity.rank) {
     const int dp_rank = std::atoi(get("VLLM_DP_RANK").c_str());
     const auto compile = facts::torch_compile_cache(root, env, *record.identity.rank, dp_rank);
     if (compile.state != "absent") {
-      record.facts["cache.torch_compile.state"] = compile.state;
-      record.facts["cache.torch_compile"] = compile.describe();
+      record.facts[facts::keys::kCacheTorchCompileState] = compile.state;
+      record.facts[facts::keys::kCacheTorchCompile] = compile.describe();
     }
   }
 }
@@ -224,18 +225,18 @@ void collect_facts(snapshot::ProcessRecord& record, FactSources sources, NodeFac
     for (const auto& t : record.dump->threads) {
       for (const auto& f : t.python_frames) paths.push_back(f.file);
     }
-    if (record.dump->python) record.facts["version.python"] = *record.dump->python;
+    if (record.dump->python) record.facts[facts::keys::kVersionPython] = *record.dump->python;
   }
   std::sort(paths.begin(), paths.end());
   paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
   const std::string proc_dir = "/proc/" + std::to_string(record.pid);
   for (const auto& [name, version] : facts::package_versions(proc_dir + "/root", paths)) {
-    record.facts["version." + name] = version;
+    record.facts[facts::keys::version(name)] = version;
   }
   if (const auto shm = facts::shm_usage(proc_dir + "/root")) {
-    record.facts["shm"] = shm->describe();
-    record.facts["shm.size_bytes"] = std::to_string(shm->size_bytes);
-    record.facts["shm.free_bytes"] = std::to_string(shm->free_bytes);
+    record.facts[facts::keys::kShm] = shm->describe();
+    record.facts[facts::keys::kShmSizeBytes] = std::to_string(shm->size_bytes);
+    record.facts[facts::keys::kShmFreeBytes] = std::to_string(shm->free_bytes);
   }
   const std::string netns_key = namespace_id(proc_dir, "net");
   auto tables = memo.networks.find(netns_key);
@@ -389,7 +390,8 @@ void collect_flight_records(snapshot::NodeSnapshot& node,
     auto& r = node.processes[i];
     if (r.identity.role != "rank" || !r.identity.rank) continue;
     const auto error = collectives::request_flight_dump(root(r), env[i], *r.identity.rank);
-    r.facts["flight_recorder.trigger"] = error.empty() ? "requested" : "not requested: " + error;
+    r.facts[facts::keys::kFlightRecorderTrigger] =
+        error.empty() ? "requested" : "not requested: " + error;
     if (error.empty()) asked.push_back(i);
   }
   const auto deadline = std::chrono::steady_clock::now() + options.flight_dump_timeout;
@@ -400,9 +402,9 @@ void collect_flight_records(snapshot::NodeSnapshot& node,
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     if (!collectives::flight_dump_written_since(root(r), env[i], *r.identity.rank, since)) {
-      r.facts["flight_recorder.trigger"] = "requested, no new dump within " +
-                                           std::to_string(options.flight_dump_timeout.count()) +
-                                           " ms";
+      r.facts[facts::keys::kFlightRecorderTrigger] =
+          "requested, no new dump within " + std::to_string(options.flight_dump_timeout.count()) +
+          " ms";
     }
   }
   for (std::size_t i = 0; i < node.processes.size(); ++i) {
@@ -420,7 +422,7 @@ void collect_nccl_ras(snapshot::NodeSnapshot& node,
   std::map<std::string, std::vector<std::size_t>> by_netns;
   for (std::size_t i = 0; i < node.processes.size(); ++i) {
     const auto& r = node.processes[i];
-    const auto nccl = r.facts.find("version.nccl");
+    const auto nccl = r.facts.find(facts::keys::kVersionNccl);
     if (r.identity.role != "rank" || nccl == r.facts.end() ||
         facts::compare_versions(nccl->second, "2.24") < 0) {
       continue;
@@ -487,7 +489,7 @@ void collect_store_queries(snapshot::NodeSnapshot& node,
     if (r.identity.role != "rank" || !r.dump) continue;
     const auto awaited = awaited_store_keys(*r.dump);
     if (awaited.keys.empty() && awaited.counters.empty()) continue;
-    auto& fact = r.facts["store.query"];
+    auto& fact = r.facts[facts::keys::kStoreQuery];
     collectives::StoreQueryRequest request;
     try {
       request.endpoint = collectives::store_endpoint(env[i]);
@@ -495,7 +497,7 @@ void collect_store_queries(snapshot::NodeSnapshot& node,
       fact = std::string("not queried: ") + e.what();
       continue;
     }
-    const auto torch = r.facts.find("version.torch");
+    const auto torch = r.facts.find(facts::keys::kVersionTorch);
     const auto protocol =
         torch == r.facts.end() ? std::nullopt : collectives::store_protocol_for(torch->second);
     if (!protocol) {
@@ -517,7 +519,7 @@ void collect_store_queries(snapshot::NodeSnapshot& node,
       if (result.error.empty()) it->second.second = nlohmann::json(result.missing()).dump();
     }
     fact = it->second.first;
-    if (!it->second.second.empty()) r.facts["store.missing_keys"] = it->second.second;
+    if (!it->second.second.empty()) r.facts[facts::keys::kStoreMissingKeys] = it->second.second;
   }
 }
 
@@ -582,10 +584,11 @@ void describe_ring(snapshot::NodeSnapshot& node, std::vector<std::size_t> member
                          : behind + " (the writer waits for it when the ring is full)";
   for (std::size_t m : members) {
     auto& facts = node.processes[m].facts;
-    facts["shm_ring"] = text;
-    facts["shm_ring.lagging_ranks"] = lagging.dump();
+    facts[facts::keys::kShmRing] = text;
+    facts[facts::keys::kShmRingLaggingRanks] = lagging.dump();
     if (node.processes[writer].identity.rank) {
-      facts["shm_ring.writer_rank"] = std::to_string(*node.processes[writer].identity.rank);
+      facts[facts::keys::kShmRingWriterRank] =
+          std::to_string(*node.processes[writer].identity.rank);
     }
   }
 }
@@ -616,7 +619,7 @@ void collect_shm_rings(snapshot::NodeSnapshot& node,
       describe_ring(node, segment.members, ring);
     } catch (const Error& e) {
       for (std::size_t m : segment.members) {
-        node.processes[m].facts["shm_ring"] = std::string("not recognised: ") + e.what();
+        node.processes[m].facts[facts::keys::kShmRing] = std::string("not recognised: ") + e.what();
       }
     }
   }

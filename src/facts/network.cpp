@@ -10,11 +10,12 @@
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
 #include "hangscope/common/text.h"
+#include "hangscope/facts/fact_keys.h"
 
 namespace hangscope::facts {
 namespace {
 
-// Connections kept in "net.tcp": a gloo rank of a 4,096-rank job has thousands.
+// Connections kept in keys::kNetTcp: a gloo rank of a 4,096-rank job has thousands.
 constexpr std::size_t kMaxRecordedConnections = 4096;
 constexpr std::size_t kMaxListed = 16;
 
@@ -382,7 +383,7 @@ std::map<std::string, std::string> NetworkFacts::facts(
     described.push_back(i.name +
                         (i.addresses.empty() ? "" : " " + join(i.addresses, " ", kMaxListed)));
   }
-  if (!described.empty()) out["net.interfaces"] = join(described, ", ", 64);
+  if (!described.empty()) out[keys::kNetInterfaces] = join(described, ", ", 64);
   std::vector<std::string> listening, peers, tcp;
   std::size_t established = 0, connecting = 0;
   std::set<std::string> peer_addresses;
@@ -395,17 +396,17 @@ std::map<std::string, std::string> NetworkFacts::facts(
       tcp.push_back(s.local() + (s.state == "established" ? ">" : "~") + s.remote());
     }
   }
-  if (!listening.empty()) out["net.listening"] = join(listening, ", ", kMaxListed);
-  out["net.connections"] =
+  if (!listening.empty()) out[keys::kNetListening] = join(listening, ", ", kMaxListed);
+  out[keys::kNetConnections] =
       std::to_string(established) + " established" +
       (connecting ? ", " + std::to_string(connecting) + " still connecting" : "") +
       (peer_addresses.empty()
            ? ""
            : " (peers " + join({peer_addresses.begin(), peer_addresses.end()}, ", ", kMaxListed) +
                  ")");
-  out["net.tcp"] = join(tcp, " ", kMaxRecordedConnections);
+  out[keys::kNetTcp] = join(tcp, " ", kMaxRecordedConnections);
   if (established + connecting > tcp.size()) {
-    out["net.tcp.truncated"] = std::to_string(established + connecting - tcp.size());
+    out[keys::kNetTcpTruncated] = std::to_string(established + connecting - tcp.size());
   }
   const auto get = [&](const char* key) {
     const auto it = env.find(key);
@@ -413,16 +414,16 @@ std::map<std::string, std::string> NetworkFacts::facts(
   };
   for (const char* var : {"GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}) {
     if (!get(var).empty() && !interfaces.empty()) {
-      out[std::string("net.") + var] = check_ifname(get(var), *this);
+      out[keys::net_variable(var)] = check_ifname(get(var), *this);
     }
   }
   if (!get("VLLM_HOST_IP").empty() && !interfaces.empty()) {
-    out["net.VLLM_HOST_IP"] = check_host_ip(get("VLLM_HOST_IP"), *this);
+    out[keys::net_variable("VLLM_HOST_IP")] = check_host_ip(get("VLLM_HOST_IP"), *this);
   }
   if (is_ip_literal(get("MASTER_ADDR")) && !get("MASTER_PORT").empty()) {
-    out["net.store"] = check_store(get("MASTER_ADDR"), get("MASTER_PORT"), *this);
+    out[keys::kNetStore] = check_store(get("MASTER_ADDR"), get("MASTER_PORT"), *this);
   }
-  if (!notes.empty()) out["net.notes"] = join(notes, "; ", kMaxListed);
+  if (!notes.empty()) out[keys::kNetNotes] = join(notes, "; ", kMaxListed);
   return out;
 }
 

@@ -8,6 +8,7 @@
 
 #include "hangscope/analysis/call_tree.h"
 #include "hangscope/analysis/rank_set.h"
+#include "hangscope/facts/fact_keys.h"
 #include "hangscope/report/report.h"
 #include "hangscope/version.h"
 
@@ -315,7 +316,7 @@ std::string facts_section(const analysis::Analysis& a) {
       const auto* p = r.latest();
       if (p == nullptr) continue;
       for (const auto& [k, v] : p->facts) {
-        if (k == "net.tcp") continue;
+        if (k == facts::keys::kNetTcp) continue;
         by_node[r.node][k][v].insert(r.rank.value_or(-1));
       }
     }

@@ -8,6 +8,7 @@
 
 #include "hangscope/analysis/call_tree.h"
 #include "hangscope/analysis/rank_set.h"
+#include "hangscope/facts/fact_keys.h"
 #include "hangscope/facts/versions.h"
 
 namespace hangscope::rules {
@@ -193,7 +194,8 @@ Truth evaluate_fact(const FactSpec& fact, const Job& job, const GroupMatch& dive
       const auto* r = job.find(rank);
       const auto* p = r ? r->latest() : nullptr;
       if (p == nullptr) continue;
-      const auto it = p->facts.find("version." + facts::normalize_package_name(fact.package));
+      const auto it =
+          p->facts.find(facts::keys::version(facts::normalize_package_name(fact.package)));
       if (it == p->facts.end()) continue;
       const bool in_range =
           (fact.at_least.empty() || facts::compare_versions(it->second, fact.at_least) >= 0) &&

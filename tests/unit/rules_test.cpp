@@ -10,6 +10,7 @@
 #include "analysis_builders.h"
 #include "hangscope/common/error.h"
 #include "hangscope/diagnosis/diagnose.h"
+#include "hangscope/facts/fact_keys.h"
 #include "hangscope/rules/engine.h"
 #include "hangscope/rules/rule.h"
 #include "target_process.h"
@@ -501,6 +502,15 @@ TEST(Rules, MalformedFilesNameTheLineAndTheReason) {
        " \"groups\": {\"a\": {\"states\": [\"waiting\"]}},\n"
        " \"facts\": [{\"name\": \"n\", \"fact\": \"shm.free_bytes\", \"matches\": \"[\"}]}",
        "f.json:3: bad regex `[`"},
+      // A fact no capture records would never be known: the rule could never fire.
+      {"{\"id\": \"x\", \"title\": \"t\", \"summary\": \"s\", \"diverged\": \"a\",\n"
+       " \"groups\": {\"a\": {\"states\": [\"waiting\"]}},\n"
+       " \"facts\": [{\"name\": \"n\", \"fact\": \"shm.free_byte\", \"below\": \"1\"}]}",
+       "f.json:3: fact `n` reads `shm.free_byte`, which no capture records"},
+      {"{\"id\": \"x\", \"title\": \"t\", \"summary\": \"s\", \"diverged\": \"a\",\n"
+       " \"groups\": {\"a\": {\"states\": [\"waiting\"]}},\n"
+       " \"show_facts\": [\"cache.flashinfer\", \"caches\"]}",
+       "f.json:3: `caches` names no fact hangscope records"},
   };
   for (const auto& [text, expected] : cases) {
     try {
@@ -509,6 +519,28 @@ TEST(Rules, MalformedFilesNameTheLineAndTheReason) {
     } catch (const Error& e) {
       EXPECT_EQ(std::string(e.what()).rfind(expected, 0), 0u) << e.what();
     }
+  }
+}
+
+// The catalog of fact keys (facts/fact_keys.h) that rules are checked against.
+TEST(FactKeys, KnownKeysListsAndPrefixes) {
+  using namespace facts::keys;
+  for (const std::string& key :
+       {std::string(kShmFreeBytes), version("vllm"), indexed(kCacheGpuP2p, 3),
+        std::string("cache.flashinfer_autotune[*]"), net_variable("NCCL_SOCKET_IFNAME"),
+        std::string(kNcclRasStatus)}) {
+    EXPECT_TRUE(is_known_fact_key(key)) << key;
+  }
+  for (const std::string_view key : {"shm.free", "version.", "cache.gpu_p2p", "cache.gpu_p2p[x]",
+                                     "cache.gpu_p2p[]", "net.MASTER_ADDR", "", "gpu"}) {
+    EXPECT_FALSE(is_known_fact_key(key)) << key;
+  }
+  for (const std::string_view prefix :
+       {"cache.gpu_p2p", "gpu", "gpu.", "version.torch", "shm", "net."}) {
+    EXPECT_TRUE(is_known_fact_prefix(prefix)) << prefix;
+  }
+  for (const std::string_view prefix : {"", "caches", "gpus", "env."}) {
+    EXPECT_FALSE(is_known_fact_prefix(prefix)) << prefix;
   }
 }
 

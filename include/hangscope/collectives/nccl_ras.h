@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "hangscope/facts/fact_keys.h"
+
 namespace hangscope::collectives {
 
 struct RasEndpoint {
@@ -42,9 +44,9 @@ std::optional<RasStatus> ras_status_from_string(std::string_view value);
 // The facts a rank's RAS result is kept under: kRasFact for people (describe(), or why RAS
 // could not be asked), kRasStatusFact for code (to_string(RasStatus)); the report itself under
 // kRasReportFact on the first rank of a network namespace.
-inline constexpr char kRasFact[] = "nccl_ras";
-inline constexpr char kRasStatusFact[] = "nccl_ras.status";
-inline constexpr char kRasReportFact[] = "nccl_ras.report";
+inline constexpr const char* kRasFact = facts::keys::kNcclRas;
+inline constexpr const char* kRasStatusFact = facts::keys::kNcclRasStatus;
+inline constexpr const char* kRasReportFact = facts::keys::kNcclRasReport;
 
 // What a STATUS report says, for people: one finding per problem (op counts that differ,
 // missing or dead ranks with their process and node), from the JSON or the text format.
