@@ -15,6 +15,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "flight_codec.h"
 #include "hangscope/collectives/flight_recorder.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
@@ -218,6 +219,190 @@ model::DistributedState decode_distributed(const v1::DistributedState& in) {
 
 }  // namespace
 
+namespace {
+
+// Facts every process of the node has with the same value (GPU, /dev/shm, versions,
+// interfaces): sent once, in NodeSnapshot.common_facts.
+std::map<std::string, std::string> common_facts(const snapshot::NodeSnapshot& node) {
+  std::map<std::string, std::string> common;
+  if (node.processes.size() < 2) return common;
+  common = node.processes.front().facts;
+  for (const auto& r : node.processes) {
+    std::erase_if(common, [&](const auto& kv) {
+      const auto it = r.facts.find(kv.first);
+      return it == r.facts.end() || it->second != kv.second;
+    });
+  }
+  return common;
+}
+
+void encode_dump(const model::ProcessDump& dump, v1::ProcessSnapshot& p, StackTable& stacks) {
+  if (dump.python) p.set_python(valid_utf8(*dump.python));
+  for (const auto& n : dump.notes) p.add_notes(valid_utf8(n));
+  p.set_max_paused_ns(static_cast<std::uint64_t>(dump.max_paused.count()));
+  for (const auto& t : dump.threads) encode_thread(t, *p.add_threads(), stacks);
+  if (dump.distributed) encode_distributed(*dump.distributed, *p.mutable_distributed());
+}
+
+void encode_process(const snapshot::ProcessRecord& r,
+                    const std::map<std::string, std::string>& common, v1::ProcessSnapshot& p,
+                    StringTable& strings, StackTable& stacks) {
+  p.set_pid(r.pid);
+  p.set_ppid(r.ppid);
+  p.set_comm(valid_utf8(r.comm));
+  p.set_cmdline(valid_utf8(r.cmdline));
+  p.set_exe(valid_utf8(r.exe));
+  p.set_state(std::string(1, r.state));
+  p.set_utime_ticks(r.utime_ticks);
+  p.set_stime_ticks(r.stime_ticks);
+  p.set_start_time_ticks(r.start_time_ticks);
+  encode_identity(r, *p.mutable_identity());
+  for (const auto& [k, v] : r.environment)
+    (*p.mutable_environment())[valid_utf8(k)] = valid_utf8(v);
+  for (const auto& [k, v] : r.facts) {
+    if (!common.count(k)) (*p.mutable_facts())[valid_utf8(k)] = valid_utf8(v);
+  }
+  if (r.flight_record) encode_flight(*r.flight_record, *p.mutable_flight());
+  p.set_environment_source(valid_utf8(r.environment_source));
+  p.set_error(valid_utf8(r.error));
+  for (const auto& log : r.logs) {
+    auto* out_log = p.add_logs();
+    out_log->set_path(valid_utf8(log.path));
+    for (const auto& line : log.lines) out_log->add_line_ids(strings.intern(line));
+  }
+  if (r.dump) encode_dump(*r.dump, p, stacks);
+}
+
+// The stacks a node's threads refer to by index + 1; an index past the table is an error of
+// the file.
+class StackLookup {
+ public:
+  StackLookup(const v1::NodeSnapshot& in, const StringLookup& s) : node_(in.node_name()) {
+    for (const auto& st : in.stacks()) stacks_.push_back(decode_frames(st.frames(), s));
+  }
+  model::FrameList operator()(std::uint32_t id) const {
+    if (id == 0 || id > stacks_.size()) {
+      throw Error("snapshot of " + node_ + ": stack " + std::to_string(id) +
+                  " is not in its stack table (" + std::to_string(stacks_.size()) + " stacks)");
+    }
+    return stacks_[id - 1];  // a copy shares the frames
+  }
+
+ private:
+  std::string node_;
+  std::vector<model::FrameList> stacks_;
+};
+
+// A stack sent inline (schema 1) or as an index into the node's table (schema 2).
+template <typename Repeated>
+model::FrameList stack_of(std::uint32_t id, const Repeated& inline_frames, const StringLookup& s,
+                          const StackLookup& stacks) {
+  return id ? stacks(id) : model::FrameList(decode_frames(inline_frames, s));
+}
+
+model::ThreadDump decode_thread(const v1::ThreadSnapshot& t, const StringLookup& s,
+                                const StackLookup& stacks) {
+  model::ThreadDump thread;
+  thread.tid = t.tid();
+  thread.name = t.name();
+  thread.state = state_letter(t.state());
+  thread.wchan = t.wchan();
+  if (t.has_py_thread_id()) thread.py_thread_id = t.py_thread_id();
+  if (t.has_py_thread_name()) thread.py_thread_name = t.py_thread_name();
+  thread.holds_gil = t.holds_gil();
+  thread.merge = t.merge();
+  thread.native_frames = stack_of(t.native_stack(), t.native_frames(), s, stacks);
+  thread.python_frames = stack_of(t.python_stack(), t.python_frames(), s, stacks);
+  switch (t.merged_from()) {
+    case v1::ThreadSnapshot::MERGED_NATIVE:
+      thread.frames = thread.native_frames;
+      break;
+    case v1::ThreadSnapshot::MERGED_PYTHON:
+      thread.frames = thread.python_frames;
+      break;
+    default:
+      thread.frames = stack_of(t.merged_stack(), t.frames(), s, stacks);
+  }
+  thread.notes.assign(t.notes().begin(), t.notes().end());
+  thread.kernel_stack.assign(t.kernel_stack().begin(), t.kernel_stack().end());
+  thread.paused = std::chrono::nanoseconds(t.paused_ns());
+  thread.utime_ticks = t.utime_ticks();
+  thread.stime_ticks = t.stime_ticks();
+  thread.context_switches = t.context_switches();
+  return thread;
+}
+
+void decode_identity(const v1::RankIdentity& id, snapshot::ProcessRecord& r) {
+  r.identity.role = id.role();
+  if (id.has_rank()) r.identity.rank = id.rank();
+  if (id.has_local_rank()) r.identity.local_rank = id.local_rank();
+  if (id.has_world_size()) r.identity.world_size = id.world_size();
+  if (id.has_tp()) r.identity.tp = id.tp();
+  if (id.has_pp()) r.identity.pp = id.pp();
+  if (id.has_dp()) r.identity.dp = id.dp();
+  r.identity.source = id.source();
+  r.identity.job = id.job();
+  r.identity.title = id.title();
+  r.helper_of = id.helper_of();
+  r.identity.sources.insert(id.sources().begin(), id.sources().end());
+}
+
+model::ProcessDump decode_dump(const v1::ProcessSnapshot& p, const StringLookup& s,
+                               const StackLookup& stacks) {
+  model::ProcessDump dump;
+  dump.pid = p.pid();
+  dump.command = p.comm();
+  if (!p.python().empty()) dump.python = p.python();
+  dump.notes.assign(p.notes().begin(), p.notes().end());
+  dump.max_paused = std::chrono::nanoseconds(p.max_paused_ns());
+  for (const auto& t : p.threads()) dump.threads.push_back(decode_thread(t, s, stacks));
+  if (p.has_distributed()) dump.distributed = decode_distributed(p.distributed());
+  return dump;
+}
+
+snapshot::ProcessRecord decode_process(const v1::ProcessSnapshot& p, const v1::NodeSnapshot& in,
+                                       const StringLookup& s, const StackLookup& stacks) {
+  snapshot::ProcessRecord r;
+  r.pid = p.pid();
+  r.ppid = p.ppid();
+  r.comm = p.comm();
+  r.cmdline = p.cmdline();
+  r.exe = p.exe();
+  r.state = state_letter(p.state());
+  r.utime_ticks = p.utime_ticks();
+  r.stime_ticks = p.stime_ticks();
+  r.start_time_ticks = p.start_time_ticks();
+  decode_identity(p.identity(), r);
+  r.environment.insert(p.environment().begin(), p.environment().end());
+  r.facts.insert(p.facts().begin(), p.facts().end());
+  r.facts.insert(in.common_facts().begin(), in.common_facts().end());
+  if (p.has_flight()) {
+    r.flight_record = decode_flight(p.flight());
+  } else if (!p.flight_record().empty()) {
+    r.flight_record = decode_flight_json(p.flight_record());  // schema 2.0
+  }
+  r.environment_source = p.environment_source();
+  r.error = p.error();
+  for (const auto& log : p.logs()) {
+    std::vector<std::string> lines(log.lines().begin(), log.lines().end());
+    for (const auto line_id : log.line_ids()) lines.push_back(s(line_id));
+    r.logs.push_back({log.path(), std::move(lines)});
+  }
+  if (r.error.empty() || p.threads_size() > 0) r.dump = decode_dump(p, s, stacks);
+  return r;
+}
+
+void check_schema(const v1::NodeSnapshot& in) {
+  if (in.schema_major() > kSchemaMajor) {
+    throw Error("snapshot schema " + std::to_string(in.schema_major()) + "." +
+                std::to_string(in.schema_minor()) + " is newer than this hangscope reads (" +
+                std::to_string(kSchemaMajor) + ".x): upgrade hangscope");
+  }
+  if (in.schema_major() == 0) throw Error("not a hangscope node snapshot (no schema version)");
+}
+
+}  // namespace
+
 void encode(const snapshot::NodeSnapshot& node, v1::NodeSnapshot& out) {
   out.Clear();
   out.set_schema_major(kSchemaMajor);
@@ -231,75 +416,17 @@ void encode(const snapshot::NodeSnapshot& node, v1::NodeSnapshot& out) {
   for (const auto& n : node.notes) out.add_notes(valid_utf8(n));
   StringTable strings(out);
   StackTable stacks(out, strings);
-  // Facts all processes share (node-wide ones: GPU, /dev/shm, versions, interfaces) go once.
-  std::map<std::string, std::string> common;
-  if (node.processes.size() > 1) {
-    common = node.processes.front().facts;
-    for (const auto& r : node.processes) {
-      std::erase_if(common, [&](const auto& kv) {
-        const auto it = r.facts.find(kv.first);
-        return it == r.facts.end() || it->second != kv.second;
-      });
-    }
-  }
+  const auto common = common_facts(node);
   for (const auto& [k, v] : common) (*out.mutable_common_facts())[valid_utf8(k)] = valid_utf8(v);
   for (const auto& r : node.processes) {
-    auto* p = out.add_processes();
-    p->set_pid(r.pid);
-    p->set_ppid(r.ppid);
-    p->set_comm(valid_utf8(r.comm));
-    p->set_cmdline(valid_utf8(r.cmdline));
-    p->set_exe(valid_utf8(r.exe));
-    p->set_state(std::string(1, r.state));
-    p->set_utime_ticks(r.utime_ticks);
-    p->set_stime_ticks(r.stime_ticks);
-    p->set_start_time_ticks(r.start_time_ticks);
-    encode_identity(r, *p->mutable_identity());
-    for (const auto& [k, v] : r.environment) {
-      (*p->mutable_environment())[valid_utf8(k)] = valid_utf8(v);
-    }
-    for (const auto& [k, v] : r.facts) {
-      if (!common.count(k)) (*p->mutable_facts())[valid_utf8(k)] = valid_utf8(v);
-    }
-    if (r.flight_record)
-      p->set_flight_record(collectives::to_json(*r.flight_record)
-                               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-    p->set_environment_source(valid_utf8(r.environment_source));
-    p->set_error(valid_utf8(r.error));
-    for (const auto& log : r.logs) {
-      auto* out_log = p->add_logs();
-      out_log->set_path(valid_utf8(log.path));
-      for (const auto& line : log.lines) out_log->add_line_ids(strings.intern(line));
-    }
-    if (r.dump) {
-      if (r.dump->python) p->set_python(valid_utf8(*r.dump->python));
-      for (const auto& n : r.dump->notes) p->add_notes(valid_utf8(n));
-      p->set_max_paused_ns(static_cast<std::uint64_t>(r.dump->max_paused.count()));
-      for (const auto& t : r.dump->threads) encode_thread(t, *p->add_threads(), stacks);
-      if (r.dump->distributed) encode_distributed(*r.dump->distributed, *p->mutable_distributed());
-    }
+    encode_process(r, common, *out.add_processes(), strings, stacks);
   }
 }
 
 snapshot::NodeSnapshot decode(const v1::NodeSnapshot& in) {
-  if (in.schema_major() > kSchemaMajor) {
-    throw Error("snapshot schema " + std::to_string(in.schema_major()) + "." +
-                std::to_string(in.schema_minor()) + " is newer than this hangscope reads (" +
-                std::to_string(kSchemaMajor) + ".x): upgrade hangscope");
-  }
-  if (in.schema_major() == 0) throw Error("not a hangscope node snapshot (no schema version)");
+  check_schema(in);
   const StringLookup s(in);
-  // A stack by its index + 1, shared by every thread that stands in it; an index past the
-  // table is an error of the file.
-  std::vector<model::FrameList> stacks;
-  for (const auto& st : in.stacks()) stacks.push_back(decode_frames(st.frames(), s));
-  const auto stack = [&](std::uint32_t id) {
-    if (id == 0 || id > stacks.size()) {
-      throw Error("snapshot of " + in.node_name() + ": stack " + std::to_string(id) +
-                  " is not in its stack table (" + std::to_string(stacks.size()) + " stacks)");
-    }
-    return stacks[id - 1];  // a copy shares the frames
-  };
+  const StackLookup stacks(in, s);
   snapshot::NodeSnapshot node;
   node.node_name = in.node_name();
   node.hostname = in.hostname();
@@ -307,102 +434,7 @@ snapshot::NodeSnapshot decode(const v1::NodeSnapshot& in) {
   node.sample_index = in.sample_index();
   node.capture_time = std::chrono::nanoseconds(in.capture_ns());
   node.notes.assign(in.notes().begin(), in.notes().end());
-  for (const auto& p : in.processes()) {
-    snapshot::ProcessRecord r;
-    r.pid = p.pid();
-    r.ppid = p.ppid();
-    r.comm = p.comm();
-    r.cmdline = p.cmdline();
-    r.exe = p.exe();
-    r.state = state_letter(p.state());
-    r.utime_ticks = p.utime_ticks();
-    r.stime_ticks = p.stime_ticks();
-    r.start_time_ticks = p.start_time_ticks();
-    const auto& id = p.identity();
-    r.identity.role = id.role();
-    if (id.has_rank()) r.identity.rank = id.rank();
-    if (id.has_local_rank()) r.identity.local_rank = id.local_rank();
-    if (id.has_world_size()) r.identity.world_size = id.world_size();
-    if (id.has_tp()) r.identity.tp = id.tp();
-    if (id.has_pp()) r.identity.pp = id.pp();
-    if (id.has_dp()) r.identity.dp = id.dp();
-    r.identity.source = id.source();
-    r.identity.job = id.job();
-    r.identity.title = id.title();
-    r.helper_of = id.helper_of();
-    r.identity.sources.insert(id.sources().begin(), id.sources().end());
-    r.environment.insert(p.environment().begin(), p.environment().end());
-    r.facts.insert(p.facts().begin(), p.facts().end());
-    r.facts.insert(in.common_facts().begin(), in.common_facts().end());
-    if (!p.flight_record().empty()) {
-      const auto unreadable = [&](const char* why) {
-        r.flight_record = collectives::FlightRecord{};
-        // The parser's message quotes the bad bytes, which may end inside a UTF-8 sequence.
-        r.flight_record->error = valid_utf8(std::string("unreadable in the snapshot: ") + why);
-      };
-      try {
-        r.flight_record =
-            collectives::flight_record_from_json(nlohmann::json::parse(p.flight_record()));
-      } catch (const nlohmann::json::exception& e) {
-        unreadable(e.what());
-      } catch (const Error& e) {  // a number that is no 64-bit whole number
-        unreadable(e.what());
-      }
-    }
-    r.environment_source = p.environment_source();
-    r.error = p.error();
-    for (const auto& log : p.logs()) {
-      std::vector<std::string> lines(log.lines().begin(), log.lines().end());
-      for (const auto line_id : log.line_ids()) lines.push_back(s(line_id));
-      r.logs.push_back({log.path(), std::move(lines)});
-    }
-    if (r.error.empty() || p.threads_size() > 0) {
-      model::ProcessDump dump;
-      dump.pid = p.pid();
-      dump.command = p.comm();
-      if (!p.python().empty()) dump.python = p.python();
-      dump.notes.assign(p.notes().begin(), p.notes().end());
-      dump.max_paused = std::chrono::nanoseconds(p.max_paused_ns());
-      for (const auto& t : p.threads()) {
-        model::ThreadDump thread;
-        thread.tid = t.tid();
-        thread.name = t.name();
-        thread.state = state_letter(t.state());
-        thread.wchan = t.wchan();
-        if (t.has_py_thread_id()) thread.py_thread_id = t.py_thread_id();
-        if (t.has_py_thread_name()) thread.py_thread_name = t.py_thread_name();
-        thread.holds_gil = t.holds_gil();
-        thread.merge = t.merge();
-        thread.native_frames = t.native_stack()
-                                   ? stack(t.native_stack())
-                                   : model::FrameList(decode_frames(t.native_frames(), s));
-        thread.python_frames = t.python_stack()
-                                   ? stack(t.python_stack())
-                                   : model::FrameList(decode_frames(t.python_frames(), s));
-        switch (t.merged_from()) {
-          case v1::ThreadSnapshot::MERGED_NATIVE:
-            thread.frames = thread.native_frames;
-            break;
-          case v1::ThreadSnapshot::MERGED_PYTHON:
-            thread.frames = thread.python_frames;
-            break;
-          default:
-            thread.frames = t.merged_stack() ? stack(t.merged_stack())
-                                             : model::FrameList(decode_frames(t.frames(), s));
-        }
-        thread.notes.assign(t.notes().begin(), t.notes().end());
-        thread.kernel_stack.assign(t.kernel_stack().begin(), t.kernel_stack().end());
-        thread.paused = std::chrono::nanoseconds(t.paused_ns());
-        thread.utime_ticks = t.utime_ticks();
-        thread.stime_ticks = t.stime_ticks();
-        thread.context_switches = t.context_switches();
-        dump.threads.push_back(std::move(thread));
-      }
-      if (p.has_distributed()) dump.distributed = decode_distributed(p.distributed());
-      r.dump = std::move(dump);
-    }
-    node.processes.push_back(std::move(r));
-  }
+  for (const auto& p : in.processes()) node.processes.push_back(decode_process(p, in, s, stacks));
   return node;
 }
 

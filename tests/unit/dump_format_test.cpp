@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "hangscope/v1/process.pb.h"
+#include "hangscope/snapshot/codec.h"
 
 namespace hangscope::report {
 namespace {
@@ -93,23 +93,30 @@ TEST(DumpText, ShowsNamedAndUnnamedFrames) {
       << text;
 }
 
-TEST(DumpProto, RoundTripsThroughTheWireFormat) {
-  v1::ProcessDump message;
-  dump_to_proto(sample_dump(), message);
-  std::string wire;
-  ASSERT_TRUE(message.SerializeToString(&wire));
-  v1::ProcessDump back;
-  ASSERT_TRUE(back.ParseFromString(wire));
-  EXPECT_EQ(back.pid(), 123);
-  ASSERT_EQ(back.threads_size(), 1);
-  EXPECT_EQ(back.threads(0).frames(0).function(), "gloo::barrier(gloo::BarrierOptions&)");
-  EXPECT_EQ(back.threads(0).frames(0).kind(), v1::Frame::KIND_NATIVE);
-  EXPECT_EQ(back.threads(0).frames(2).module_offset(), 0x9999u);
-  EXPECT_EQ(back.threads(0).frames(1).kind(), v1::Frame::KIND_PYTHON);
-  EXPECT_EQ(back.threads(0).frames(1).locals(0).value(), "'tp:0'");
-  EXPECT_EQ(back.threads(0).py_thread_name(), "MainThread");
-  EXPECT_EQ(back.threads(0).python_frames_size(), 1);
-  EXPECT_EQ(back.threads(0).native_frames_size(), 2);
+// A process dump travels in the one wire schema, snapshot.proto (process.proto is gone): the
+// frames, their kinds and locals, and the raw stacks come back as they were.
+TEST(DumpProto, RoundTripsThroughTheSnapshotSchema) {
+  snapshot::NodeSnapshot node;
+  node.node_name = "node0";
+  snapshot::ProcessRecord record;
+  record.pid = 123;
+  record.dump = sample_dump();
+  node.processes.push_back(record);
+  const auto back = snapshot::as_transmitted(node);
+  ASSERT_EQ(back.processes.size(), 1u);
+  ASSERT_TRUE(back.processes[0].dump);
+  const auto& dump = *back.processes[0].dump;
+  EXPECT_EQ(dump.pid, 123);
+  ASSERT_EQ(dump.threads.size(), 1u);
+  const auto& t = dump.threads[0];
+  EXPECT_EQ(t.frames[0].function, "gloo::barrier(gloo::BarrierOptions&)");
+  EXPECT_EQ(t.frames[0].kind, model::Frame::Kind::kNative);
+  EXPECT_EQ(t.frames[2].module_offset, 0x9999u);
+  EXPECT_EQ(t.frames[1].kind, model::Frame::Kind::kPython);
+  EXPECT_EQ(t.frames[1].locals.at(0).second, "'tp:0'");
+  EXPECT_EQ(t.py_thread_name, "MainThread");
+  EXPECT_EQ(t.python_frames.size(), 1u);
+  EXPECT_EQ(t.native_frames.size(), 2u);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include "hangscope/common/error.h"
 #include "hangscope/common/redaction.h"
 #include "hangscope/common/text.h"
+#include "hangscope/diagnosis/diagnose.h"
 #include "hangscope/snapshot/codec.h"
 #include "hangscope/v1/snapshot.pb.h"
 
@@ -97,6 +98,71 @@ TEST(SnapshotCodec, RefusesNewerMajorAndBadIndices) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("is not in its stack table"), std::string::npos);
   }
+}
+
+// A snapshot file kept as schema 2.0 wrote it (tests/fixtures/snapshots/README.md): two nodes,
+// three samples, four ranks of one job, every rank's flight record as JSON text in field 20.
+// A newer hangscope reads it and reaches the verdict it was written for.
+const std::string kSchema20File = std::string(HANGSCOPE_SOURCE_DIR) +
+                                  "/tests/fixtures/snapshots/schema-2.0-flight-record-as-json.pb";
+
+TEST(SnapshotSchema, AFileOfSchema2_0IsReadAndDiagnosed) {
+  const auto nodes = snapshot::read_file(kSchema20File);
+  ASSERT_EQ(nodes.size(), 6u);
+  analysis::Bundle bundle;
+  for (const auto& node : nodes) {
+    for (const auto& p : node.processes) {
+      ASSERT_TRUE(p.flight_record) << node.node_name << " pid " << p.pid;
+      EXPECT_EQ(p.flight_record->error, "");
+      EXPECT_FALSE(p.flight_record->entries.empty());
+    }
+    bundle.snapshots.push_back(node);
+  }
+  const snapshot::ProcessRecord* rank2 = nullptr;
+  for (const auto& node : nodes) {
+    for (const auto& p : node.processes) {
+      if (p.identity.rank == 2) rank2 = &p;
+    }
+  }
+  ASSERT_NE(rank2, nullptr);
+  EXPECT_EQ(rank2->flight_record->groups.at("0").last_enqueued, 5);
+  EXPECT_EQ(rank2->facts.at("version.torch"), "2.5.1");
+  const auto a = diagnosis::diagnose(bundle);
+  ASSERT_FALSE(a.verdicts.empty());
+  EXPECT_EQ(a.verdicts[0].id, "collective-behind");
+  EXPECT_EQ(a.verdicts[0].diverged_ranks.list(), std::vector<int>{2});
+}
+
+// Schema 2.1 sends the flight record as a FlightRecord message, never as text; what a 2.0 file
+// held comes back the same through 2.1.
+TEST(SnapshotSchema, TheFlightRecordTravelsAsAMessage) {
+  const auto old = snapshot::read_file(kSchema20File);
+  v1::NodeSnapshot wire;
+  snapshot::encode(old.at(0), wire);
+  EXPECT_EQ(wire.schema_major(), 2u);
+  EXPECT_EQ(wire.schema_minor(), 1u);
+  ASSERT_GT(wire.processes_size(), 0);
+  for (const auto& p : wire.processes()) {
+    EXPECT_TRUE(p.has_flight());
+    EXPECT_TRUE(p.flight_record().empty());
+  }
+  const auto back = snapshot::decode(wire);
+  ASSERT_EQ(back.processes.size(), old[0].processes.size());
+  for (std::size_t i = 0; i < back.processes.size(); ++i) {
+    EXPECT_EQ(collectives::to_json(*back.processes[i].flight_record),
+              collectives::to_json(*old[0].processes[i].flight_record));
+  }
+  // Both fields present (a writer in between): the message wins over the text.
+  auto both = wire;
+  both.mutable_processes(0)->set_flight_record("{not json");
+  EXPECT_EQ(snapshot::decode(both).processes[0].flight_record->error, "");
+  // Text that is no record (schema 2.0) is named, not fatal.
+  auto text = wire;
+  text.mutable_processes(0)->clear_flight();
+  text.mutable_processes(0)->set_flight_record("{not json");
+  const auto unreadable = snapshot::decode(text).processes[0].flight_record;
+  ASSERT_TRUE(unreadable);
+  EXPECT_EQ(unreadable->error.rfind("unreadable in the snapshot: ", 0), 0u);
 }
 
 // Ranks of a node share stacks, node-wide facts and log lines: each goes over the wire once,

@@ -1,14 +1,11 @@
-// Renderings of a process dump: human text (like eu-stack), JSON (design.md contract), protobuf.
+// Renderings of a process dump: human text (like eu-stack), JSON (design.md contract). On the wire
+// a dump travels inside a node snapshot (snapshot.proto, snapshot/codec.h).
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "hangscope/model/process_dump.h"
-
-namespace hangscope::v1 {
-class ProcessDump;
-}
 
 namespace hangscope::report {
 
@@ -23,6 +20,5 @@ nlohmann::json distributed_to_json(const model::DistributedState& state);
 std::string distributed_to_text(const model::DistributedState& state);
 // A group's global ranks, compressed: "0-7", "0,2,4,6".
 std::string group_ranks_text(const model::ProcessGroupState& group);
-void dump_to_proto(const model::ProcessDump& dump, v1::ProcessDump& out);
 
 }  // namespace hangscope::report

@@ -15,7 +15,7 @@ class NodeSnapshot;
 namespace hangscope::snapshot {
 
 inline constexpr unsigned kSchemaMajor = 2;  // 2: shared stacks, facts and log lines
-inline constexpr unsigned kSchemaMinor = 0;
+inline constexpr unsigned kSchemaMinor = 1;  // 1: the flight record as a message
 
 void encode(const snapshot::NodeSnapshot& node, v1::NodeSnapshot& out);
 

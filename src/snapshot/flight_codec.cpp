@@ -1,0 +1,109 @@
+#include "flight_codec.h"
+
+#include <nlohmann/json.hpp>
+
+#include "hangscope/common/error.h"
+#include "hangscope/common/text.h"
+
+namespace hangscope::snapshot {
+namespace {
+
+void encode_entry(const collectives::FlightEntry& e, v1::FlightEntry& out) {
+  out.set_pg(valid_utf8(e.pg));
+  out.set_collective_seq_id(e.collective_seq_id);
+  out.set_p2p_seq_id(e.p2p_seq_id);
+  out.set_is_p2p(e.is_p2p);
+  out.set_profiling_name(valid_utf8(e.profiling_name));
+  out.set_input_sizes(valid_utf8(e.input_sizes));
+  out.set_input_dtypes(valid_utf8(e.input_dtypes));
+  out.set_output_sizes(valid_utf8(e.output_sizes));
+  out.set_state(valid_utf8(e.state));
+  out.set_time_created_ns(e.time_created_ns);
+}
+
+collectives::FlightEntry decode_entry(const v1::FlightEntry& in) {
+  collectives::FlightEntry e;
+  e.pg = in.pg();
+  e.collective_seq_id = in.collective_seq_id();
+  e.p2p_seq_id = in.p2p_seq_id();
+  e.is_p2p = in.is_p2p();
+  e.profiling_name = in.profiling_name();
+  e.input_sizes = in.input_sizes();
+  e.input_dtypes = in.input_dtypes();
+  e.output_sizes = in.output_sizes();
+  e.state = in.state();
+  e.time_created_ns = in.time_created_ns();
+  return e;
+}
+
+void encode_group(const collectives::FlightGroup& g, v1::FlightGroup& out) {
+  out.set_id(valid_utf8(g.id));
+  out.set_name(valid_utf8(g.name));
+  out.set_desc(valid_utf8(g.desc));
+  for (int r : g.ranks) out.add_ranks(r);
+  if (g.last_enqueued) out.set_last_enqueued(*g.last_enqueued);
+  if (g.last_started) out.set_last_started(*g.last_started);
+  if (g.last_completed) out.set_last_completed(*g.last_completed);
+}
+
+collectives::FlightGroup decode_group(const v1::FlightGroup& in) {
+  collectives::FlightGroup g;
+  g.id = in.id();
+  g.name = in.name();
+  g.desc = in.desc();
+  g.ranks.assign(in.ranks().begin(), in.ranks().end());
+  if (in.has_last_enqueued()) g.last_enqueued = in.last_enqueued();
+  if (in.has_last_started()) g.last_started = in.last_started();
+  if (in.has_last_completed()) g.last_completed = in.last_completed();
+  return g;
+}
+
+}  // namespace
+
+void encode_flight(const collectives::FlightRecord& record, v1::FlightRecord& out) {
+  out.set_path(valid_utf8(record.path));
+  out.set_format(valid_utf8(record.format));
+  out.set_version(valid_utf8(record.version));
+  if (record.rank) out.set_rank(*record.rank);
+  out.set_written_unix_ns(record.written_unix_ns);
+  out.set_fresh(record.fresh);
+  for (const auto& [id, group] : record.groups) encode_group(group, *out.add_groups());
+  for (const auto& e : record.entries) encode_entry(e, *out.add_entries());
+  out.set_error(valid_utf8(record.error));
+}
+
+collectives::FlightRecord decode_flight(const v1::FlightRecord& in) {
+  collectives::FlightRecord r;
+  r.path = in.path();
+  r.format = in.format();
+  r.version = in.version();
+  if (in.has_rank()) r.rank = in.rank();
+  r.written_unix_ns = in.written_unix_ns();
+  r.fresh = in.fresh();
+  for (const auto& g : in.groups()) {
+    auto group = decode_group(g);
+    const auto id = group.id;
+    r.groups.insert_or_assign(id, std::move(group));
+  }
+  for (const auto& e : in.entries()) r.entries.push_back(decode_entry(e));
+  r.error = in.error();
+  return r;
+}
+
+collectives::FlightRecord decode_flight_json(const std::string& text) {
+  const auto unreadable = [](const char* why) {
+    collectives::FlightRecord r;
+    // The parser's message quotes the bad bytes, which may end inside a UTF-8 sequence.
+    r.error = valid_utf8(std::string("unreadable in the snapshot: ") + why);
+    return r;
+  };
+  try {
+    return collectives::flight_record_from_json(nlohmann::json::parse(text));
+  } catch (const nlohmann::json::exception& e) {
+    return unreadable(e.what());
+  } catch (const Error& e) {  // a number that is no 64-bit whole number
+    return unreadable(e.what());
+  }
+}
+
+}  // namespace hangscope::snapshot
