@@ -111,12 +111,13 @@ std::string rank_row(const RankEntry& r) {
   const std::string progressing =
       !r.progress.progressing ? "?" : (*r.progress.progressing ? "yes" : "no");
   return "| " + num(r.rank) + " | " + (p ? cell(r.node) : "-") + " | " +
-         (p ? std::to_string(r.pid) : "-") + " | " + layout + " | " +
+         (p && r.pid != 0 ? std::to_string(r.pid) : "-") + " | " + layout + " | " +
          std::string(to_string(r.state)) + " | " + progressing + " | " +
          (r.stuck_since_ns ? utc_time(*r.stuck_since_ns) + " (" + r.stuck_since_source + ")"
                            : "-") +
-         " | " + (p && p->dump ? cell(wait_with_arguments(r.wait)) : "-") + " | " +
-         (r.class_id ? std::to_string(r.class_id) : "-") + " |\n";
+         " | " +
+         (p && p->dump && !p->dump->threads.empty() ? cell(wait_with_arguments(r.wait)) : "-") +
+         " | " + (r.class_id ? std::to_string(r.class_id) : "-") + " |\n";
 }
 
 // A row for ranks no entry holds (missing or unknown): one per range, however many ranks.

@@ -1,0 +1,122 @@
+// The post-mortem source: flight-recorder dump files made into a bundle of one node per dump,
+// each holding the rank process the dump describes (no stacks, no /proc facts).
+#include <algorithm>
+#include <limits>
+#include <map>
+
+#include "hangscope/analysis/postmortem.h"
+#include "hangscope/common/error.h"
+#include "hangscope/common/text.h"
+#include "hangscope/snapshot/codec.h"
+
+namespace hangscope::analysis {
+namespace {
+
+using collectives::FlightRecord;
+
+struct Parsed {
+  const DumpFile* file = nullptr;
+  FlightRecord record;
+};
+
+// The dump parsed with every entry kept, and its rank; throws hangscope::Error naming why not.
+Parsed parse_dump(const DumpFile& file) {
+  if (!file.error.empty()) throw Error(file.error);
+  Parsed out;
+  out.file = &file;
+  out.record =
+      collectives::parse_flight_record(file.bytes, std::numeric_limits<std::size_t>::max());
+  if (!out.record.rank) out.record.rank = collectives::rank_from_file_name(file.path);
+  if (!out.record.rank) {
+    throw Error("no rank: the dump has no `rank` key and its file name does not end with one");
+  }
+  out.record.path = file.path;
+  out.record.written_unix_ns = file.written_unix_ns;
+  return out;
+}
+
+// The world size the dumps' process groups show: the highest rank of any group, plus one.
+std::optional<int> world_size_of(const FlightRecord& record) {
+  std::optional<int> out;
+  for (const auto& [id, g] : record.groups) {
+    for (int r : g.ranks) {
+      if (r >= 0 && r < std::numeric_limits<int>::max()) out = std::max(out.value_or(0), r + 1);
+    }
+  }
+  if (record.rank) out = std::max(out.value_or(0), *record.rank + 1);
+  return out;
+}
+
+std::int64_t median_written(const std::vector<Parsed>& dumps) {
+  std::vector<std::int64_t> times;
+  for (const auto& d : dumps) times.push_back(d.record.written_unix_ns);
+  std::sort(times.begin(), times.end());
+  return times.empty() ? 0 : times[times.size() / 2];
+}
+
+snapshot::NodeSnapshot node_of(Parsed dump, std::optional<int> world_size) {
+  snapshot::NodeSnapshot node;
+  node.node_name = printable(dump.file->path);
+  node.capture_unix_ns = dump.record.written_unix_ns;
+  snapshot::ProcessRecord p;
+  p.comm = "(flight-recorder dump)";
+  p.identity.role = "rank";
+  p.identity.rank = dump.record.rank;
+  p.identity.world_size = world_size;
+  p.identity.source = kPostMortemSource;
+  p.identity.sources["rank"] = kPostMortemSource;
+  p.flight_record = std::move(dump.record);
+  node.processes.push_back(std::move(p));
+  return node;
+}
+
+// Of several dumps of one rank, the newest; the others are named in its notes.
+std::vector<snapshot::NodeSnapshot> newest_per_rank(std::vector<Parsed>& dumps) {
+  std::map<int, std::vector<Parsed*>> by_rank;
+  for (auto& d : dumps) by_rank[*d.record.rank].push_back(&d);
+  std::optional<int> world;
+  for (const auto& d : dumps) {
+    if (const auto w = world_size_of(d.record)) world = std::max(world.value_or(0), *w);
+  }
+  std::vector<snapshot::NodeSnapshot> out;
+  for (auto& [rank, list] : by_rank) {
+    std::stable_sort(list.begin(), list.end(), [](const Parsed* a, const Parsed* b) {
+      return a->record.written_unix_ns > b->record.written_unix_ns;
+    });
+    std::vector<std::string> notes;
+    for (std::size_t i = 1; i < list.size(); ++i) {
+      notes.push_back("rank " + std::to_string(rank) + " also has the older dump " +
+                      printable(list[i]->file->path) + ": not used (the newest, " +
+                      printable(list.front()->file->path) + ", is)");
+    }
+    out.push_back(node_of(std::move(*list.front()), world));
+    out.back().notes = std::move(notes);
+  }
+  return out;
+}
+
+}  // namespace
+
+Bundle postmortem_bundle(const std::vector<DumpFile>& files) {
+  Bundle bundle;
+  std::vector<Parsed> dumps;
+  for (const auto& file : files) {
+    try {
+      dumps.push_back(parse_dump(file));
+    } catch (const Error& e) {
+      bundle.nodes.push_back({printable(file.path), std::nullopt, "error", printable(e.what()), 0});
+    }
+  }
+  const std::int64_t median = median_written(dumps);
+  const std::int64_t limit =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(kStaleBeforeMedian).count();
+  for (auto& d : dumps) d.record.fresh = median - d.record.written_unix_ns <= limit;
+  for (auto& node : newest_per_rank(dumps)) {
+    bundle.nodes.push_back({node.node_name, std::nullopt, "ok", "", 0});
+    // As snapshots arrive from files: every string from the dumps made valid UTF-8.
+    bundle.snapshots.push_back(snapshot::as_transmitted(node));
+  }
+  return bundle;
+}
+
+}  // namespace hangscope::analysis
