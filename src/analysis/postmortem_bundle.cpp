@@ -1,12 +1,14 @@
 // The post-mortem source: flight-recorder dump files made into a bundle of one node per dump,
 // each holding the rank process the dump describes (no stacks, no /proc facts).
 #include <algorithm>
+#include <cctype>
 #include <limits>
 #include <map>
 
 #include "hangscope/analysis/postmortem.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/text.h"
+#include "hangscope/identity/logs.h"
 #include "hangscope/snapshot/codec.h"
 
 namespace hangscope::analysis {
@@ -95,7 +97,69 @@ std::vector<snapshot::NodeSnapshot> newest_per_rank(std::vector<Parsed>& dumps) 
   return out;
 }
 
+// "[rank12]: text" → 12; nullopt for any other line.
+std::optional<int> rank_prefix(std::string_view line) {
+  constexpr std::string_view kPrefix = "[rank";
+  if (line.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+  std::size_t i = kPrefix.size();
+  int rank = 0;
+  for (; i < line.size() && i < kPrefix.size() + 9 &&
+         std::isdigit(static_cast<unsigned char>(line[i]));
+       ++i) {
+    rank = rank * 10 + (line[i] - '0');
+  }
+  if (i == kPrefix.size() || line.substr(i, 2) != "]:") return std::nullopt;
+  return rank;
+}
+
+// A log's text split by rank: prefixed lines to their rank, the others to `file_rank`.
+std::map<int, std::string> split_by_rank(const std::string& text, std::optional<int> file_rank) {
+  std::map<int, std::string> out;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    auto end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view line(text.data() + pos, end - pos);
+    auto rank = rank_prefix(line);
+    if (!rank) rank = file_rank;
+    if (rank) out[*rank].append(line).push_back('\n');
+    pos = end + 1;
+  }
+  return out;
+}
+
 }  // namespace
+
+std::vector<std::string> attach_logs(Bundle& bundle, const std::vector<DumpFile>& logs) {
+  std::map<int, snapshot::ProcessRecord*> by_rank;
+  for (auto& node : bundle.snapshots) {
+    for (auto& p : node.processes) {
+      if (p.identity.rank) by_rank.emplace(*p.identity.rank, &p);
+    }
+  }
+  std::vector<std::string> notes;
+  for (const auto& log : logs) {
+    if (!log.error.empty()) {
+      notes.push_back(printable(log.path) + ": " + printable(log.error));
+      continue;
+    }
+    bool used = false;
+    for (const auto& [rank, text] :
+         split_by_rank(log.bytes, collectives::rank_from_file_name(log.path))) {
+      const auto it = by_rank.find(rank);
+      if (it == by_rank.end()) continue;
+      it->second->logs.push_back(
+          {valid_utf8(log.path), identity::interesting_lines(valid_utf8(text))});
+      used = true;
+    }
+    if (!used) {
+      notes.push_back(printable(log.path) +
+                      ": no line belongs to a rank of the dumps (neither a \"[rankN]:\" prefix "
+                      "nor a rank number at the end of the file name)");
+    }
+  }
+  return notes;
+}
 
 Bundle postmortem_bundle(const std::vector<DumpFile>& files) {
   Bundle bundle;

@@ -28,6 +28,7 @@ namespace {
 struct DiagnoseArguments {
   std::vector<std::string> files;
   std::vector<std::string> flight_records;  // --flight-records DIR|GLOB
+  std::vector<std::string> log_globs;       // --log GLOB (with --flight-records)
   std::string agents;
   std::string hostfile;
   std::string token_file;
@@ -221,10 +222,42 @@ std::vector<analysis::DumpFile> dump_files_of(const std::string& pattern) {
     }
     ::globfree(&found);
   }
-  if (paths.empty()) return {{pattern, "", 0, "no flight-recorder dump: no file matches"}};
+  if (paths.empty())
+    return {{pattern, "", 0, "no file matches (neither a directory nor a glob with matches)"}};
   std::vector<analysis::DumpFile> out;
   for (const auto& path : paths) out.push_back({path, "", 0, ""});
   return out;
+}
+
+// The last `max_bytes` of a log file, or why not.
+analysis::DumpFile read_log_tail(const std::string& path, std::size_t max_bytes) {
+  analysis::DumpFile out{path, "", 0, ""};
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  struct stat st {};
+  if (!in || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    out.error = "cannot read the log file";
+    return out;
+  }
+  const auto size = static_cast<std::size_t>(in.tellg());
+  const std::size_t from = size > max_bytes ? size - max_bytes : 0;
+  in.seekg(static_cast<std::streamoff>(from));
+  out.bytes.resize(size - from);
+  in.read(out.bytes.data(), static_cast<std::streamsize>(out.bytes.size()));
+  out.bytes.resize(static_cast<std::size_t>(in.gcount()));
+  return out;
+}
+
+// The dead job's logs (--log GLOB), matched to the dumps' ranks for the signature rules.
+void attach_job_logs(const DiagnoseArguments& args, analysis::Bundle& bundle,
+                     const Progress& progress) {
+  constexpr std::size_t kLogTail = std::size_t{4} << 20;
+  std::vector<analysis::DumpFile> logs;
+  for (const auto& pattern : args.log_globs) {
+    for (const auto& found : dump_files_of(pattern)) {
+      logs.push_back(found.error.empty() ? read_log_tail(found.path, kLogTail) : found);
+    }
+  }
+  for (const auto& note : analysis::attach_logs(bundle, logs)) progress.say("log " + note);
 }
 
 // Reads a dump file (its bytes and write time), or names why not.
@@ -251,6 +284,7 @@ analysis::Bundle from_flight_records(const DiagnoseArguments& args, const Progre
     }
   }
   auto bundle = analysis::postmortem_bundle(files);
+  attach_job_logs(args, bundle, progress);
   std::size_t read = 0;
   for (const auto& node : bundle.nodes) {
     if (node.status == "ok") {
@@ -292,6 +326,11 @@ Plan make_plan(const DiagnoseArguments& args) {
     throw UsageError("give snapshot files or agents (--agents, --hostfile), not both");
   }
   if (!args.flight_records.empty()) check_flight_records_plan(args, agents);
+  if (!args.log_globs.empty() && args.flight_records.empty()) {
+    throw UsageError(
+        "--log applies to --flight-records (live ranks: give it to each agent's `hangscope "
+        "collect --log`)");
+  }
   p.source = !args.flight_records.empty() ? Plan::Source::kFlightRecords
              : !args.files.empty()        ? Plan::Source::kFiles
              : agents                     ? Plan::Source::kAgents
@@ -375,6 +414,10 @@ CommandRunner register_diagnose_command(CLI::App& app) {
   app.add_option("--flight-records", args->flight_records,
                  "Post-mortem: diagnose these flight-recorder dumps (pickle or JSON) of a job that "
                  "is gone: a directory (every file in it) or a glob; repeatable")
+      ->take_all();
+  app.add_option("--log", args->log_globs,
+                 "With --flight-records: the dead job's log files (GLOB; lines by their "
+                 "[rankN]: prefix or the file name's rank) for the signature rules")
       ->take_all();
   app.add_option("--hostfile", args->hostfile, "File with one agent HOST[:PORT] per line");
   auto* token_file =

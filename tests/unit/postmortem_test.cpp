@@ -219,6 +219,31 @@ TEST(PostMortemBundle, RankFromFileName) {
   EXPECT_EQ(rank_from_file_name("/dir7/"), std::nullopt);
 }
 
+TEST(PostMortemBundle, LogLinesGoToTheirRanks) {
+  auto bundle = postmortem_bundle(dump_files(kFixtures + "behind/json"));
+  const std::string shared =
+      "[rank1]: WARNING ranks 1 warned here\n[rank2]: ERROR rank 2 failed\nno prefix\n";
+  const auto notes =
+      attach_logs(bundle, {{"/logs/job.log", shared, 0, ""},
+                           {"/logs/worker_3.log", "RuntimeError: rank 3's own log\n", 0, ""},
+                           {"/logs/other.log", "nothing of a rank\n", 0, ""}});
+  std::map<int, std::string> lines;
+  for (const auto& node : bundle.snapshots) {
+    for (const auto& p : node.processes) {
+      for (const auto& log : p.logs) {
+        for (const auto& line : log.lines) lines[*p.identity.rank] += line + "\n";
+      }
+    }
+  }
+  EXPECT_NE(lines[1].find("ranks 1 warned here"), std::string::npos) << lines[1];
+  EXPECT_EQ(lines[1].find("rank 2 failed"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[2].find("rank 2 failed"), std::string::npos) << lines[2];
+  EXPECT_NE(lines[3].find("rank 3's own log"), std::string::npos) << lines[3];
+  EXPECT_TRUE(lines[0].empty()) << lines[0];
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("other.log"), std::string::npos) << notes[0];
+}
+
 // The command end to end: exit codes and report.json's top verdict.
 std::string out_dir(const std::string& name) {
   return ::testing::TempDir() + "hangscope-postmortem-" + std::to_string(::getpid()) + "-" + name;
@@ -281,6 +306,17 @@ TEST(PostMortemCli, OptionsThatDoNotApplyAreUsageErrors) {
     const auto r = diagnose_cli("healthy", out_dir("usage"), extra);
     EXPECT_EQ(r.exit_code, 2) << extra << ": " << r.err;
   }
+  const auto log_alone =
+      testing::run_command(std::string(HANGSCOPE_BINARY) +
+                           " diagnose --log '/tmp/*.log' x.json -o " + out_dir("log-alone"));
+  EXPECT_EQ(log_alone.exit_code, 2) << log_alone.err;
+}
+
+TEST(PostMortemCli, LogsOfTheDeadJobAreTaken) {
+  const auto out = out_dir("logs");
+  const auto r = diagnose_cli("behind", out, " --log " + kFixtures + "../special/no_entries.json");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_EQ(report_of(out)["verdicts"][0]["id"], "collective-behind");
 }
 
 }  // namespace

@@ -35,6 +35,12 @@ inline constexpr std::chrono::minutes kStaleBeforeMedian{10};
 // dumps of one rank the newest is kept and the other named in its node's notes.
 Bundle postmortem_bundle(const std::vector<DumpFile>& files);
 
+// The dead job's log files (--log with --flight-records; DumpFile holds a log's last bytes) given
+// to the ranks of `bundle` they belong to, for the signature rules: a line that starts with
+// torchrun's "[rankN]:" prefix to rank N, the other lines of a file whose name ends with a rank
+// number to that rank, the rest to no rank. Returns a note per log that gave no rank a line.
+std::vector<std::string> attach_logs(Bundle& bundle, const std::vector<DumpFile>& logs);
+
 // Whether every rank of `job` is known from a flight-recorder dump only (identity source
 // kPostMortemSource, no stacks): the
 // post-mortem correlation applies instead of the live one and the stack-based verdicts.
