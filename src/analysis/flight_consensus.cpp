@@ -398,8 +398,19 @@ std::vector<Verdict> postmortem_flight_verdicts(Job& job) {
 }
 
 std::string postmortem_no_divergence(const std::vector<Job>& jobs) {
-  std::size_t dumps = 0;
-  for (const auto& job : jobs) dumps += job.ranks.size();
+  std::size_t dumps = 0, recorded = 0;
+  for (const auto& job : jobs) {
+    for (const auto& r : job.ranks) {
+      const auto* p = r.latest();
+      ++dumps;
+      if (p != nullptr && p->flight_record && !p->flight_record->entries.empty()) ++recorded;
+    }
+  }
+  if (recorded == 0) {
+    return "The flight-recorder dumps (" + std::to_string(dumps) +
+           " rank(s)) record no collective: nothing to correlate (was flight recording on, "
+           "TORCH_FR_BUFFER_SIZE / TORCH_NCCL_TRACE_BUFFER_SIZE > 0?).";
+  }
   return "No hang in the flight-recorder dumps (" + std::to_string(dumps) +
          " rank(s)): in every process group each rank completed the same last collective, and "
          "no member is without a dump.";

@@ -56,9 +56,13 @@ std::int64_t median_written(const std::vector<Parsed>& dumps) {
   return times.empty() ? 0 : times[times.size() / 2];
 }
 
-snapshot::NodeSnapshot node_of(Parsed dump, std::optional<int> world_size) {
+std::string base_name(const std::string& path) {
+  return path.substr(path.find_last_of('/') + 1);
+}
+
+snapshot::NodeSnapshot node_of(Parsed dump, std::optional<int> world_size, bool full_path) {
   snapshot::NodeSnapshot node;
-  node.node_name = printable(dump.file->path);
+  node.node_name = printable(full_path ? dump.file->path : base_name(dump.file->path));
   node.capture_unix_ns = dump.record.written_unix_ns;
   snapshot::ProcessRecord p;
   p.comm = "(flight-recorder dump)";
@@ -72,26 +76,42 @@ snapshot::NodeSnapshot node_of(Parsed dump, std::optional<int> world_size) {
   return node;
 }
 
-// Of several dumps of one rank, the newest; the others are named in its notes.
-std::vector<snapshot::NodeSnapshot> newest_per_rank(std::vector<Parsed>& dumps) {
+// The dumps by rank, the newest of each rank first.
+std::map<int, std::vector<Parsed*>> by_rank_newest_first(std::vector<Parsed>& dumps) {
   std::map<int, std::vector<Parsed*>> by_rank;
   for (auto& d : dumps) by_rank[*d.record.rank].push_back(&d);
-  std::optional<int> world;
-  for (const auto& d : dumps) {
-    if (const auto w = world_size_of(d.record)) world = std::max(world.value_or(0), *w);
-  }
-  std::vector<snapshot::NodeSnapshot> out;
   for (auto& [rank, list] : by_rank) {
     std::stable_sort(list.begin(), list.end(), [](const Parsed* a, const Parsed* b) {
       return a->record.written_unix_ns > b->record.written_unix_ns;
     });
+  }
+  return by_rank;
+}
+
+// Nodes are named by the dumps' file names, by their paths when two file names are alike.
+bool names_need_paths(const std::map<int, std::vector<Parsed*>>& by_rank) {
+  std::map<std::string, int> names;
+  for (const auto& [rank, list] : by_rank) ++names[base_name(list.front()->file->path)];
+  return std::any_of(names.begin(), names.end(), [](const auto& n) { return n.second > 1; });
+}
+
+// Of several dumps of one rank, the newest; the others are named in its notes.
+std::vector<snapshot::NodeSnapshot> newest_per_rank(std::vector<Parsed>& dumps) {
+  auto by_rank = by_rank_newest_first(dumps);
+  std::optional<int> world;
+  for (const auto& d : dumps) {
+    if (const auto w = world_size_of(d.record)) world = std::max(world.value_or(0), *w);
+  }
+  const bool full_paths = names_need_paths(by_rank);
+  std::vector<snapshot::NodeSnapshot> out;
+  for (auto& [rank, list] : by_rank) {
     std::vector<std::string> notes;
     for (std::size_t i = 1; i < list.size(); ++i) {
       notes.push_back("rank " + std::to_string(rank) + " also has the older dump " +
                       printable(list[i]->file->path) + ": not used (the newest, " +
                       printable(list.front()->file->path) + ", is)");
     }
-    out.push_back(node_of(std::move(*list.front()), world));
+    out.push_back(node_of(std::move(*list.front()), world, full_paths));
     out.back().notes = std::move(notes);
   }
   return out;
