@@ -254,17 +254,21 @@ std::string stack_text(const std::vector<model::Frame>& frames) {
 std::string stacks_section(const analysis::Analysis& a) {
   std::ostringstream md;
   md << "## Representative stacks (innermost first)\n\n";
+  bool any = false;
   for (const auto& job : a.jobs) {
     for (const auto& c : job.classes) {
       const auto& r = job.ranks[c.representative];
       const auto* frames = analysis::rank_stack(r);
       if (frames == nullptr) continue;
+      any = true;
       md << details("class " + std::to_string(c.id) + " (rank " +
                         analysis::compress_ranks(c.ranks) + "): rank " + num(r.rank) + ", thread " +
                         std::to_string(r.wait.tid) + ", " + cell(c.description),
                     fence(stack_text(*frames)));
     }
   }
+  // Flight-recorder dumps alone (post-mortem) give no stacks: said, not left blank.
+  if (!any) md << "None: no rank's stack is in this bundle.\n";
   md << "\n";
   return md.str();
 }

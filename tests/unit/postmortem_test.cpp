@@ -271,6 +271,10 @@ TEST(PostMortemCli, CulpritAtRankZeroExits3WithItsVerdictOnTop) {
   for (const auto& rank : report["ranks"]) {
     EXPECT_TRUE(rank["wait_point"].is_null()) << rank.dump();  // no stacks, none claimed
   }
+  const auto md = read_input_file(out + "/report.md", "report.md");
+  EXPECT_EQ(md.rfind("# hangscope: Rank 0 is behind", 0), 0u)
+      << md.substr(0, 200);  // verdict first
+  EXPECT_NE(md.find("None: no rank's stack is in this bundle."), std::string::npos);
   // The bundle replays: `report` re-runs the same analysis from its snapshots.
   const auto again = testing::run_command(std::string(HANGSCOPE_BINARY) + " report --json " + out);
   EXPECT_EQ(again.exit_code, 3) << again.err;
