@@ -1,9 +1,12 @@
 // The post-mortem source: flight-recorder dump files made into a bundle of one node per dump,
 // each holding the rank process the dump describes (no stacks, no /proc facts).
 #include <algorithm>
+#include <atomic>
 #include <cctype>
+#include <functional>
 #include <limits>
 #include <map>
+#include <thread>
 
 #include "hangscope/analysis/postmortem.h"
 #include "hangscope/common/error.h"
@@ -148,6 +151,20 @@ std::map<int, std::string> split_by_rank(const std::string& text, std::optional<
   return out;
 }
 
+// Runs work(0..n-1) on up to one thread per core; `work` must not throw.
+void in_parallel(std::size_t n, const std::function<void(std::size_t)>& work) {
+  std::atomic<std::size_t> next{0};
+  const auto worker = [&] {
+    for (std::size_t i = next++; i < n; i = next++) work(i);
+  };
+  std::vector<std::thread> threads;
+  const std::size_t parallel =
+      std::min<std::size_t>(n, std::max(1u, std::thread::hardware_concurrency()));
+  for (std::size_t t = 1; t < parallel; ++t) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+}
+
 }  // namespace
 
 std::vector<std::string> attach_logs(Bundle& bundle, const std::vector<DumpFile>& logs) {
@@ -183,22 +200,46 @@ std::vector<std::string> attach_logs(Bundle& bundle, const std::vector<DumpFile>
 
 Bundle postmortem_bundle(const std::vector<DumpFile>& files) {
   Bundle bundle;
-  std::vector<Parsed> dumps;
-  for (const auto& file : files) {
+  // Parsed in parallel (a job's dumps are many and each is independent), taken in order.
+  std::vector<std::optional<Parsed>> parsed(files.size());
+  std::vector<std::string> errors(files.size());
+  in_parallel(files.size(), [&](std::size_t i) {
     try {
-      dumps.push_back(parse_dump(file));
-    } catch (const Error& e) {
-      bundle.nodes.push_back({printable(file.path), std::nullopt, "error", printable(e.what()), 0});
+      parsed[i] = parse_dump(files[i]);
+    } catch (const std::exception& e) {  // nothing may escape a thread
+      errors[i] = e.what();
+    }
+  });
+  std::vector<Parsed> dumps;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    if (parsed[i]) {
+      dumps.push_back(std::move(*parsed[i]));
+    } else {
+      bundle.nodes.push_back(
+          {printable(files[i].path), std::nullopt, "error", printable(errors[i]), 0});
     }
   }
   const std::int64_t median = median_written(dumps);
   const std::int64_t limit =
       std::chrono::duration_cast<std::chrono::nanoseconds>(kStaleBeforeMedian).count();
   for (auto& d : dumps) d.record.fresh = median - d.record.written_unix_ns <= limit;
-  for (auto& node : newest_per_rank(dumps)) {
-    bundle.nodes.push_back({node.node_name, std::nullopt, "ok", "", 0});
-    // As snapshots arrive from files: every string from the dumps made valid UTF-8.
-    bundle.snapshots.push_back(snapshot::as_transmitted(node));
+  auto nodes = newest_per_rank(dumps);
+  // As snapshots arrive from files: every string from the dumps made valid UTF-8.
+  std::vector<std::string> failed(nodes.size());
+  in_parallel(nodes.size(), [&](std::size_t i) {
+    try {
+      nodes[i] = snapshot::as_transmitted(nodes[i]);
+    } catch (const std::exception& e) {  // nothing may escape a thread
+      failed[i] = e.what();
+    }
+  });
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (!failed[i].empty()) {
+      bundle.nodes.push_back({nodes[i].node_name, std::nullopt, "error", printable(failed[i]), 0});
+      continue;
+    }
+    bundle.nodes.push_back({nodes[i].node_name, std::nullopt, "ok", "", 0});
+    bundle.snapshots.push_back(std::move(nodes[i]));
   }
   return bundle;
 }
