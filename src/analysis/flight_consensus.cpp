@@ -157,15 +157,30 @@ std::optional<Verdict> ahead(const Job& job, const GroupView& view, std::int64_t
   return v;
 }
 
+// Whether every rank passes the same sizes to the operation: not so for all_to_all (uneven
+// splits), gather and scatter (the root's lists differ) and the uneven `_v` variants.
+bool sizes_must_agree(const std::string& op) {
+  const auto has = [&](const char* part) { return op.find(part) != std::string::npos; };
+  if (has("all_to_all") || has("alltoall") || has("_v")) return false;
+  if (has("gather") && !has("all_gather") && !has("allgather")) return false;
+  if (has("scatter") && !has("reduce_scatter")) return false;
+  return true;
+}
+
 // The key of what must agree at one sequence number, and how two keys differ.
 std::string signature_of(const FlightEntry& e) {
-  return e.profiling_name + "\n" + e.input_sizes + "\n" + e.input_dtypes + "\n" + e.output_sizes;
+  const bool sizes = sizes_must_agree(e.profiling_name);
+  return e.profiling_name + "\n" + (sizes ? e.input_sizes : "") + "\n" + e.input_dtypes + "\n" +
+         (sizes ? e.output_sizes : "");
 }
 
 std::string difference(const FlightEntry& a, const FlightEntry& b) {
   std::vector<std::string> fields;
   if (a.profiling_name != b.profiling_name) fields.push_back("operation");
-  if (a.input_sizes != b.input_sizes || a.output_sizes != b.output_sizes) fields.push_back("sizes");
+  if (sizes_must_agree(a.profiling_name) &&
+      (a.input_sizes != b.input_sizes || a.output_sizes != b.output_sizes)) {
+    fields.push_back("sizes");
+  }
   if (a.input_dtypes != b.input_dtypes) fields.push_back("dtypes");
   std::string out;
   for (const auto& f : fields) out += (out.empty() ? "" : ", ") + f;

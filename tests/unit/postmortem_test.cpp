@@ -209,6 +209,50 @@ TEST(PostMortemBundle, DumpWithoutRankIsAnErrorNamingTheFile) {
   EXPECT_TRUE(bundle.snapshots.empty());
 }
 
+// A JSON dump of one rank (the keys of torch's dump_nccl_trace_json) holding one entry of the
+// default group.
+DumpFile one_entry_dump(int rank, const std::string& op, const nlohmann::json& sizes) {
+  const nlohmann::json entry = {{"record_id", 0},
+                                {"pg_id", 0},
+                                {"process_group", {"0", "default_pg"}},
+                                {"collective_seq_id", 1},
+                                {"p2p_seq_id", 0},
+                                {"op_id", 1},
+                                {"profiling_name", op},
+                                {"time_created_ns", 1},
+                                {"input_sizes", sizes},
+                                {"input_dtypes", {"Float"}},
+                                {"output_sizes", sizes},
+                                {"output_dtypes", {"Float"}},
+                                {"state", "completed"},
+                                {"retired", true},
+                                {"timeout_ms", 600000},
+                                {"is_p2p", false}};
+  const nlohmann::json doc = {
+      {"version", "2.4"},
+      {"pg_config", {{"0", {{"name", "0"}, {"desc", "default_pg"}, {"ranks", "[0, 1, 2]"}}}}},
+      {"pg_status",
+       {{"0",
+         {{"last_enqueued_collective", 1},
+          {"last_started_collective", 1},
+          {"last_completed_collective", 1}}}}},
+      {"entries", {entry}}};
+  return {"nccl_trace_rank_" + std::to_string(rank), doc.dump(), kWritten, ""};
+}
+
+TEST(PostMortemBundle, UnevenAllToAllSizesAreNoMismatchButAllReduceSizesAre) {
+  const auto uneven = diagnose_files({one_entry_dump(0, "nccl:all_to_all", {{4, 2}}),
+                                      one_entry_dump(1, "nccl:all_to_all", {{4, 2}}),
+                                      one_entry_dump(2, "nccl:all_to_all", {{6, 2}})});
+  EXPECT_TRUE(uneven->analysis.verdicts.empty()) << uneven->analysis.conclusion;
+  const auto wrong = diagnose_files({one_entry_dump(0, "nccl:all_reduce", {{4, 2}}),
+                                     one_entry_dump(1, "nccl:all_reduce", {{4, 2}}),
+                                     one_entry_dump(2, "nccl:all_reduce", {{6, 2}})});
+  ASSERT_EQ(wrong->analysis.verdicts.size(), 1u);
+  EXPECT_EQ(wrong->analysis.verdicts[0].id, "collective-mismatch");
+  EXPECT_EQ(wrong->analysis.verdicts[0].diverged_ranks.list(), std::vector<int>{2});
+}
+
 TEST(PostMortemBundle, RankFromFileName) {
   using collectives::rank_from_file_name;
   EXPECT_EQ(rank_from_file_name("/tmp/nccl_trace_rank_12"), 12);
