@@ -31,9 +31,9 @@ JobDumps dumps_of(const Job& job) {
     if (!fr.error.empty()) {
       out.unusable[*r.rank] = "its dump " + fr.path + " is unreadable: " + fr.error;
     } else if (!fr.fresh) {
-      out.unusable[*r.rank] = "its dump " + fr.path +
-                              " is stale: written more than 10 minutes before most of the "
-                              "others (an earlier run's?)";
+      out.unusable[*r.rank] = "its dump " + fr.path + " is stale: written more than " +
+                              std::to_string(kStaleBeforeMedian.count()) +
+                              " minutes before most of the others (an earlier run's?)";
     } else {
       out.usable[*r.rank] = &fr;
     }
