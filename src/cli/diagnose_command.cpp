@@ -290,7 +290,9 @@ analysis::Bundle from_flight_records(const DiagnoseArguments& args, const Progre
     if (node.status == "ok") {
       ++read;
     } else {  // an error even with --quiet; the other dumps still make the report
-      print_error(node.name + ": " + node.error);
+      // read_input_file's reasons name the file already.
+      const bool named = node.error.find(node.name) != std::string::npos;
+      print_error(named ? node.error : node.name + ": " + node.error);
     }
   }
   progress.say("read " + std::to_string(read) + " flight-recorder dump(s) of " +
