@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The layering of hangscope's areas, checked against the sources and the docs.
 
-Usage: tools/check-layers.py AREAS_TXT SOURCE_DIR
+Usage: tools/check-layers.py AREAS_TXT SOURCE_DIR [--graphviz DOT]
 Exit:  0 every include goes downward and the docs show the graph; 1 a violation (one FAIL
        line each, naming the file, line, include and the areas it may use); 2 bad usage.
 
@@ -14,7 +14,9 @@ words, and also holds what the compiler cannot see:
 - every `#include "hangscope/AREA/..."` in src/X/ and include/hangscope/X/ names X itself or an
   area X depends on, directly or through others (hangscope/v1/ is the protobuf code of the
   areas that link hangscope_proto; hangscope/version.h is common's);
-- docs/architecture.md carries the same graph, in the block after "<!-- areas.txt -->".
+- docs/architecture.md carries the same graph, in the block after "<!-- areas.txt -->";
+- with --graphviz, the target graph CMake itself draws (`cmake --graphviz=DOT BUILD_DIR`) links
+  the hangscope_AREA libraries exactly as areas.txt says: one library per area, no upward edge.
 """
 
 import re
@@ -88,13 +90,42 @@ def check_docs(order, graph, root):
     return []
 
 
+def check_graphviz(graph, dot):
+    """The hangscope_AREA libraries and their link edges in CMake's own graph."""
+    text = Path(dot).read_text(encoding="utf-8", errors="replace")
+    labels = dict(re.findall(r'"(node\d+)"\s*\[\s*label\s*=\s*"([^"]+)"', text))
+    areas = {node: label[len("hangscope_"):] for node, label in labels.items()
+             if label.startswith("hangscope_") and label[len("hangscope_"):] in graph}
+    problems = [f"{dot}: no library for area {a}" for a in sorted(set(graph) - set(areas.values()))]
+    edges = set()
+    for source, target in re.findall(r'"(node\d+)"\s*->\s*"(node\d+)"', text):
+        if source in areas and target in areas:
+            edges.add((areas[source], areas[target]))
+    declared = {(a, d) for a, depends in graph.items() for d in depends}
+    for source, target in sorted(edges - declared):
+        why = "upward" if source in closure(graph, target) else "undeclared"
+        problems.append(f"{dot}: hangscope_{source} links hangscope_{target} ({why})")
+    for source, target in sorted(declared - edges):
+        problems.append(f"{dot}: areas.txt says {source} links {target}; CMake's graph does not")
+    return problems, len(edges)
+
+
 def main():
-    if len(sys.argv) != 3:
+    args = sys.argv[1:]
+    dot = None
+    if len(args) == 4 and args[2] == "--graphviz":
+        dot, args = args[3], args[:2]
+    if len(args) != 2:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
-    graph, order = read_graph(sys.argv[1])
-    root = Path(sys.argv[2]).resolve()
+    graph, order = read_graph(args[0])
+    root = Path(args[1]).resolve()
     problems = check(graph, order, root) + check_docs(order, graph, root)
+    if dot:
+        dot_problems, edges = check_graphviz(graph, dot)
+        problems += dot_problems
+        print(f"CMake's target graph ({dot}): {edges} links between the {len(order)} area "
+              f"libraries")
     for problem in problems:
         print(f"FAIL: {problem}")
     print(f"{'FAIL' if problems else 'ok'}: {len(problems)} layering problem(s); {len(order)} "

@@ -65,6 +65,12 @@ else
   cmake --build build -j "$jobs"
 fi
 end
+# The layering as CMake itself draws it: one library per area, each linking only the areas below
+# it, as docs/architecture.md shows (tools/check-layers.py; the unit tier checks the includes).
+begin "build/: the area graph (cmake --graphviz)"
+cmake --graphviz=build/graph/hangscope.dot build >/dev/null
+python3 tools/check-layers.py build/areas.txt . --graphviz build/graph/hangscope.dot
+end
 if [ "$quick" = 1 ]; then
   begin "build/: unit + integration tiers"
   (cd build && ctest --output-on-failure -j "$jobs" -L 'unit|integration')

@@ -415,7 +415,11 @@ WaitPoint process_wait_point(const model::ProcessDump& dump) {
   for (const auto& thread : dump.threads) {
     if (any_python && !has_python(thread)) continue;  // idle helper threads of the runtime
     WaitPoint point = classify_thread(thread);
-    if (!waits_on_peers(point.kind) && thread.state == 'R') {
+    // Running: the state says so and the stack shows no wait. The state is read before the
+    // thread is stopped and its stack copied; a thread that wakes often (a sleep(0.05) poll) is
+    // read as R between two waits and then stopped inside the next one: its stack, the later
+    // reading, says where it is.
+    if (!waits_on_peers(point.kind) && thread.state == 'R' && point.primitive.empty()) {
       point.kind = WaitKind::kCpu;
       point.operation = "running";
     }

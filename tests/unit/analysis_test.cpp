@@ -114,6 +114,22 @@ TEST(WaitPoint, GenericWaitsAndRunningThreads) {
   EXPECT_EQ(w.tid, 10);
 }
 
+// The state is read before the thread is stopped, the stack after: a thread polling with
+// time.sleep(0.05) is often read as R between two sleeps and then stopped inside the next one.
+// Its stack says where it is (the scenario vllm_worker_dp_stall met this at random).
+TEST(WaitPoint, AThreadReadAsRunningButStoppedInASleepSleeps) {
+  model::ProcessDump dump;
+  dump.pid = 10;
+  dump.threads.push_back(thread(10, 'R',
+                                {native("__GI___clock_nanosleep"), py("sleep", "<built-in>", 0),
+                                 py("prepare_batch", "/app/repro/parallel_job.py", 214)}));
+  const auto w = waits::process_wait_point(dump);
+  EXPECT_EQ(w.kind, waits::WaitKind::kSleep);
+  // Read as R with no wait on its stack: it works.
+  dump.threads[0] = thread(10, 'R', {py("prepare_batch", "/app/repro/parallel_job.py", 212)});
+  EXPECT_EQ(waits::process_wait_point(dump).kind, waits::WaitKind::kCpu);
+}
+
 TEST(WaitPoint, WaitingOnPeersBeatsAnIdleMainThread) {
   model::ProcessDump dump;
   dump.pid = 10;

@@ -5,6 +5,7 @@
 #include "hangscope/common/redaction.h"
 #include "hangscope/common/text.h"
 #include "hangscope/diagnosis/diagnose.h"
+#include "hangscope/report/bundle_files.h"
 #include "hangscope/snapshot/codec.h"
 #include "hangscope/v1/snapshot.pb.h"
 
@@ -127,6 +128,25 @@ TEST(SnapshotSchema, AFileOfSchema2_0IsReadAndDiagnosed) {
   ASSERT_NE(rank2, nullptr);
   EXPECT_EQ(rank2->flight_record->groups.at("0").last_enqueued, 5);
   EXPECT_EQ(rank2->facts.at("version.torch"), "2.5.1");
+  const auto a = diagnosis::diagnose(bundle);
+  ASSERT_FALSE(a.verdicts.empty());
+  EXPECT_EQ(a.verdicts[0].id, "collective-behind");
+  EXPECT_EQ(a.verdicts[0].diverged_ranks.list(), std::vector<int>{2});
+}
+
+// A bundle `diagnose -o` wrote with schema 2.0 (snapshots as protobuf JSON, the flight record as
+// text in `flight_record`): `report` reads it and reaches the same verdict.
+TEST(SnapshotSchema, ABundleOfSchema2_0IsReadAndDiagnosed) {
+  const auto bundle = report::read_bundle(std::string(HANGSCOPE_SOURCE_DIR) +
+                                          "/tests/fixtures/bundles/schema-2.0-behind");
+  ASSERT_EQ(bundle.snapshots.size(), 6u);
+  ASSERT_EQ(bundle.nodes.size(), 2u);
+  for (const auto& node : bundle.snapshots) {
+    for (const auto& p : node.processes) {
+      ASSERT_TRUE(p.flight_record);
+      EXPECT_EQ(p.flight_record->error, "");
+    }
+  }
   const auto a = diagnosis::diagnose(bundle);
   ASSERT_FALSE(a.verdicts.empty());
   EXPECT_EQ(a.verdicts[0].id, "collective-behind");
