@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "flight_groups.h"
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/analysis/rank_set.h"
 
@@ -16,22 +17,6 @@ namespace {
 using collectives::FlightEntry;
 using collectives::FlightGroup;
 using collectives::FlightRecord;
-
-// One rank's view of one process group.
-struct RankInGroup {
-  int rank = 0;
-  const FlightGroup* group = nullptr;
-  std::int64_t enqueued = -1;  // last collective issued
-  std::map<std::int64_t, const FlightEntry*> by_seq;
-  const FlightEntry* last() const {
-    const auto it = by_seq.find(enqueued);
-    return it == by_seq.end() ? nullptr : it->second;
-  }
-};
-
-std::string group_name(const FlightGroup& g) {
-  return "process group " + g.id + (g.desc.empty() ? "" : " (" + g.desc + ")");
-}
 
 // The usable dumps of a job's ranks, by process group; stale and broken ones are reported.
 std::map<std::string, std::vector<RankInGroup>> groups_of(const Job& job,
@@ -51,16 +36,7 @@ std::map<std::string, std::vector<RankInGroup>> groups_of(const Job& job,
                       " is older than the capture by more than the limit: not used");
       continue;
     }
-    for (const auto& [id, g] : fr.groups) {
-      RankInGroup rg;
-      rg.rank = *r.rank;
-      rg.group = &g;
-      for (const auto& e : fr.entries) {
-        if (e.pg == id && !e.is_p2p) rg.by_seq[e.collective_seq_id] = &e;
-      }
-      rg.enqueued = g.last_enqueued.value_or(rg.by_seq.empty() ? -1 : rg.by_seq.rbegin()->first);
-      out[id].push_back(rg);
-    }
+    for (const auto& [id, g] : fr.groups) out[id].push_back(rank_in_group(*r.rank, fr, g));
   }
   return out;
 }
@@ -175,14 +151,7 @@ std::vector<Verdict> correlate_flight_records(Job& job) {
   const auto groups = groups_of(job, notes);
   std::vector<Verdict> verdicts;
   for (const auto& [id, ranks] : groups) {
-    for (const auto& rg : ranks) {
-      const auto& g = *rg.group;
-      std::string line = group_name(g) + ": issued #" + std::to_string(rg.enqueued);
-      if (g.last_started) line += ", started #" + std::to_string(*g.last_started);
-      if (g.last_completed) line += ", completed #" + std::to_string(*g.last_completed);
-      if (const auto* e = rg.last()) line += "; last " + e->describe();
-      entry_of(job, rg.rank).collectives.push_back(line);
-    }
+    for (const auto& rg : ranks) entry_of(job, rg.rank).collectives.push_back(group_line(rg));
     auto v = mismatch_verdict(job, ranks);
     if (!v) v = behind_verdict(job, ranks);
     if (!v) continue;

@@ -1,3 +1,4 @@
+#include <glob.h>
 #include <sys/stat.h>
 
 #include <atomic>
@@ -9,10 +10,12 @@
 #include <thread>
 
 #include "hangscope/agent/agent.h"
+#include "hangscope/analysis/postmortem.h"
 #include "hangscope/capture/node_capture.h"
 #include "hangscope/cli/commands.h"
 #include "hangscope/cli/options.h"
 #include "hangscope/common/error.h"
+#include "hangscope/common/files.h"
 #include "hangscope/common/phase_timer.h"
 #include "hangscope/common/text.h"
 #include "hangscope/report/bundle_files.h"
@@ -24,6 +27,8 @@ namespace {
 
 struct DiagnoseArguments {
   std::vector<std::string> files;
+  std::vector<std::string> flight_records;  // --flight-records DIR|GLOB
+  std::vector<std::string> log_globs;       // --log GLOB (with --flight-records)
   std::string agents;
   std::string hostfile;
   std::string token_file;
@@ -49,7 +54,7 @@ struct DiagnoseArguments {
 
 // Where the snapshots come from, and what was checked before any sampling.
 struct Plan {
-  enum class Source { kFiles, kAgents, kLocal } source = Source::kLocal;
+  enum class Source { kFiles, kAgents, kLocal, kFlightRecords } source = Source::kLocal;
   std::vector<std::string> addresses;
   std::chrono::milliseconds interval{1000};
   std::string token;
@@ -199,6 +204,116 @@ analysis::Bundle from_local_node(const DiagnoseArguments& args, std::chrono::mil
   return bundle;
 }
 
+// The files one --flight-records argument names: every regular file of a directory, else the
+// matches of a glob (a plain path matches itself); a pattern that matches nothing is an input
+// that failed.
+std::vector<analysis::DumpFile> dump_files_of(const std::string& pattern) {
+  std::vector<std::string> paths;
+  struct stat st {};
+  if (::stat(pattern.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    for (const auto& name : list_directory(pattern).value_or(std::vector<std::string>{})) {
+      const std::string path = pattern + (pattern.back() == '/' ? "" : "/") + name;
+      if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) paths.push_back(path);
+    }
+  } else {
+    glob_t found{};
+    if (::glob(pattern.c_str(), 0, nullptr, &found) == 0) {
+      for (std::size_t i = 0; i < found.gl_pathc; ++i) paths.emplace_back(found.gl_pathv[i]);
+    }
+    ::globfree(&found);
+  }
+  if (paths.empty())
+    return {{pattern, "", 0, "no file matches (neither a directory nor a glob with matches)"}};
+  std::vector<analysis::DumpFile> out;
+  for (const auto& path : paths) out.push_back({path, "", 0, ""});
+  return out;
+}
+
+// The last `max_bytes` of a log file, or why not.
+analysis::DumpFile read_log_tail(const std::string& path, std::size_t max_bytes) {
+  analysis::DumpFile out{path, "", 0, ""};
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  struct stat st {};
+  if (!in || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    out.error = "cannot read the log file";
+    return out;
+  }
+  const auto size = static_cast<std::size_t>(in.tellg());
+  const std::size_t from = size > max_bytes ? size - max_bytes : 0;
+  in.seekg(static_cast<std::streamoff>(from));
+  out.bytes.resize(size - from);
+  in.read(out.bytes.data(), static_cast<std::streamsize>(out.bytes.size()));
+  out.bytes.resize(static_cast<std::size_t>(in.gcount()));
+  return out;
+}
+
+// The dead job's logs (--log GLOB), matched to the dumps' ranks for the signature rules.
+void attach_job_logs(const DiagnoseArguments& args, analysis::Bundle& bundle,
+                     const Progress& progress) {
+  constexpr std::size_t kLogTail = std::size_t{4} << 20;
+  std::vector<analysis::DumpFile> logs;
+  for (const auto& pattern : args.log_globs) {
+    for (const auto& found : dump_files_of(pattern)) {
+      logs.push_back(found.error.empty() ? read_log_tail(found.path, kLogTail) : found);
+    }
+  }
+  for (const auto& note : analysis::attach_logs(bundle, logs)) progress.say("log " + note);
+}
+
+// Reads a dump file (its bytes and write time), or names why not.
+void read_dump(analysis::DumpFile& file, std::size_t max_bytes) {
+  try {
+    file.bytes = read_input_file(file.path, "flight-recorder dump", max_bytes);
+    struct stat st {};
+    if (::stat(file.path.c_str(), &st) == 0) {
+      file.written_unix_ns =
+          static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+    }
+  } catch (const Error& e) {
+    file.error = e.what();
+  }
+}
+
+// The post-mortem source: the ranks' flight-recorder dumps, every entry kept.
+analysis::Bundle from_flight_records(const DiagnoseArguments& args, const Progress& progress) {
+  std::vector<analysis::DumpFile> files;
+  for (const auto& pattern : args.flight_records) {
+    for (auto& f : dump_files_of(pattern)) {
+      if (f.error.empty()) read_dump(f, args.max_input_mib << 20);
+      files.push_back(std::move(f));
+    }
+  }
+  auto bundle = analysis::postmortem_bundle(files);
+  attach_job_logs(args, bundle, progress);
+  std::size_t read = 0;
+  for (const auto& node : bundle.nodes) {
+    if (node.status == "ok") {
+      ++read;
+    } else {  // an error even with --quiet; the other dumps still make the report
+      // read_input_file's reasons name the file already.
+      const bool named = node.error.find(node.name) != std::string::npos;
+      print_error(named ? node.error : node.name + ": " + node.error);
+    }
+  }
+  progress.say("read " + std::to_string(read) + " flight-recorder dump(s) of " +
+               std::to_string(files.size()) + " file(s)");
+  return bundle;
+}
+
+// The usage errors of the post-mortem source: nothing that captures or samples applies.
+void check_flight_records_plan(const DiagnoseArguments& args, bool agents) {
+  if (!args.files.empty() || agents) {
+    throw UsageError(
+        "--flight-records diagnoses dumps alone: give no snapshot files or agents with it");
+  }
+  for (const auto* given : {&args.local_only, &args.sampling, &args.credentials}) {
+    if (!given->empty()) {
+      throw UsageError(given->front() +
+                       " does not apply to --flight-records (the dumps are all there is)");
+    }
+  }
+}
+
 // Every usage error is found here, before any sampling (UsageError: exit 2), and the output
 // directory is made ready (-o, --force).
 Plan make_plan(const DiagnoseArguments& args) {
@@ -212,9 +327,16 @@ Plan make_plan(const DiagnoseArguments& args) {
   if (!args.files.empty() && agents) {
     throw UsageError("give snapshot files or agents (--agents, --hostfile), not both");
   }
-  p.source = !args.files.empty() ? Plan::Source::kFiles
-             : agents            ? Plan::Source::kAgents
-                                 : Plan::Source::kLocal;
+  if (!args.flight_records.empty()) check_flight_records_plan(args, agents);
+  if (!args.log_globs.empty() && args.flight_records.empty()) {
+    throw UsageError(
+        "--log applies to --flight-records (live ranks: give it to each agent's `hangscope "
+        "collect --log`)");
+  }
+  p.source = !args.flight_records.empty() ? Plan::Source::kFlightRecords
+             : !args.files.empty()        ? Plan::Source::kFiles
+             : agents                     ? Plan::Source::kAgents
+                                          : Plan::Source::kLocal;
   const std::string not_here = p.source == Plan::Source::kFiles
                                    ? "snapshot files"
                                    : "agents (give it to each agent's `hangscope collect`)";
@@ -235,10 +357,11 @@ Plan make_plan(const DiagnoseArguments& args) {
   if (!args.select.empty()) check_regex("--select", args.select);
   if (args.query_store && !args.locals) throw UsageError("--query-store needs --locals");
   if (p.source == Plan::Source::kAgents) p.token = load_token(args.token_file);
-  p.where = p.source == Plan::Source::kFiles    ? "in the snapshot files"
-            : p.source == Plan::Source::kAgents ? "on the nodes of the agents"
-            : args.pids.empty()                 ? "on this node"
-                                                : "among the processes given with --pid";
+  p.where = p.source == Plan::Source::kFlightRecords ? "in the flight-recorder dumps"
+            : p.source == Plan::Source::kFiles       ? "in the snapshot files"
+            : p.source == Plan::Source::kAgents      ? "on the nodes of the agents"
+            : args.pids.empty()                      ? "on this node"
+                                                     : "among the processes given with --pid";
   p.dir = args.output.empty() ? "hangscope-" + utc_stamp() : args.output;
   prepare_output_dir(p.dir, args.force);
   return p;
@@ -248,10 +371,11 @@ int run_diagnose(const DiagnoseArguments& args) {
   const Progress progress(args.quiet || args.json || args.ticket);
   const Plan p = make_plan(args);
   PhaseTimer timer;
-  analysis::Bundle bundle = p.source == Plan::Source::kFiles ? from_files(args, progress)
-                            : p.source == Plan::Source::kAgents
-                                ? from_agents(p, args, progress)
-                                : from_local_node(args, p.interval, progress);
+  analysis::Bundle bundle =
+      p.source == Plan::Source::kFlightRecords ? from_flight_records(args, progress)
+      : p.source == Plan::Source::kFiles       ? from_files(args, progress)
+      : p.source == Plan::Source::kAgents      ? from_agents(p, args, progress)
+                                               : from_local_node(args, p.interval, progress);
   timer.lap("gathering");
   // The snapshots are written while the analysis runs (both only read the bundle).
   std::string bundle_failure;
@@ -289,6 +413,14 @@ CommandRunner register_diagnose_command(CLI::App& app) {
   app.add_option("snapshots", args->files, "Snapshot files from `hangscope collect --once`");
   auto* agents = app.add_option("--agents", args->agents,
                                 "Agents to ask: HOST[:PORT],... (default port 7447)");
+  app.add_option("--flight-records", args->flight_records,
+                 "Post-mortem: diagnose these flight-recorder dumps (pickle or JSON) of a job that "
+                 "is gone: a directory (every file in it) or a glob; repeatable")
+      ->take_all();
+  app.add_option("--log", args->log_globs,
+                 "With --flight-records: the dead job's log files (GLOB; lines by their "
+                 "[rankN]: prefix or the file name's rank) for the signature rules")
+      ->take_all();
   app.add_option("--hostfile", args->hostfile, "File with one agent HOST[:PORT] per line");
   auto* token_file =
       app.add_option("--token-file", args->token_file, "Token for the agents (or HANGSCOPE_TOKEN)");
@@ -307,8 +439,10 @@ CommandRunner register_diagnose_command(CLI::App& app) {
                  "empty");
   app.add_flag("--force", args->force,
                "Empty the -o directory first when it holds a bundle of an earlier run");
-  app.add_option("--max-input-mib", args->max_input_mib,
-                 "Largest snapshot or rule file read, in MiB; larger ones are refused")
+  app.add_option(
+         "--max-input-mib", args->max_input_mib,
+         "Largest snapshot, rule or flight-recorder dump file read, in MiB; larger ones are "
+         "refused")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
       ->capture_default_str();
   auto* json = app.add_flag("--json", args->json, "Print report.json to stdout");
@@ -339,7 +473,8 @@ CommandRunner register_diagnose_command(CLI::App& app) {
       "Examples:\n"
       "  hangscope diagnose                                 # this node, no agent needed\n"
       "  hangscope diagnose --agents node0,node1:7447 --token-file token\n"
-      "  hangscope diagnose node0.json node1.json --json");
+      "  hangscope diagnose node0.json node1.json --json\n"
+      "  hangscope diagnose --flight-records /tmp/fr-dumps -o postmortem  # the job is gone");
   return [=] {
     args->agents_given = agents->count() > 0;
     args->local_only = given_options({pid, select, trigger, query_store});

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <limits>
 #include <thread>
@@ -134,6 +135,12 @@ FlightRecord parse_document(const std::string& bytes, std::size_t max_entries_pe
     throw Error("not a flight-recorder dump: no `entries` list");
   }
   record.version = text(doc.value("version", json()));
+  if (doc.contains("rank")) {
+    const auto rank = integer(doc["rank"]);
+    if (rank && *rank >= 0 && *rank <= std::numeric_limits<int>::max()) {
+      record.rank = static_cast<int>(*rank);
+    }
+  }
   if (doc.contains("pg_config") && doc["pg_config"].is_object()) {
     for (const auto& [id, config] : doc["pg_config"].items()) {
       FlightGroup g;
@@ -176,6 +183,22 @@ FlightRecord parse_document(const std::string& bytes, std::size_t max_entries_pe
 }
 
 }  // namespace
+
+std::optional<int> rank_from_file_name(const std::string& path) {
+  std::string name = path.substr(path.find_last_of('/') + 1);
+  const auto dot = name.find_last_of('.');
+  if (dot != std::string::npos && std::none_of(name.begin() + static_cast<long>(dot), name.end(),
+                                               [](char c) { return c >= '0' && c <= '9'; })) {
+    name.resize(dot);
+  }
+  std::size_t digits = 0;
+  while (digits < name.size() &&
+         std::isdigit(static_cast<unsigned char>(name[name.size() - 1 - digits])) != 0) {
+    ++digits;
+  }
+  if (digits == 0 || digits > 9) return std::nullopt;
+  return std::stoi(name.substr(name.size() - digits));
+}
 
 std::vector<std::string> dump_prefixes(const std::map<std::string, std::string>& env) {
   std::vector<std::string> out;

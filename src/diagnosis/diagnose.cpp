@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 
+#include "hangscope/analysis/postmortem.h"
 #include "hangscope/common/phase_timer.h"
 #include "hangscope/rules/engine.h"
 
@@ -27,11 +28,20 @@ analysis::Analysis diagnose(const analysis::Bundle& bundle, const rules::RuleSet
   // 1. The rank table and its links (analysis/rank_table.cpp, wait_graph.cpp, connectivity.cpp).
   result.jobs = analysis::build_jobs(bundle);
   timer.lap("rank table");
-  for (auto& job : result.jobs) analysis::link_wait_graph(job);
+  //    A job known from flight-recorder dumps alone (post-mortem, analysis/postmortem_bundle.cpp)
+  //    has no stacks: no wait points, classes or TCP peers to derive.
+  std::vector<bool> post_mortem;
+  for (const auto& job : result.jobs) post_mortem.push_back(analysis::flight_records_only(job));
+  const auto each_live_job = [&](void (*stage)(analysis::Job&)) {
+    for (std::size_t j = 0; j < result.jobs.size(); ++j) {
+      if (!post_mortem[j]) stage(result.jobs[j]);
+    }
+  };
+  each_live_job(analysis::link_wait_graph);
   timer.lap("wait-for graph");
-  for (auto& job : result.jobs) analysis::assign_classes(job);
+  each_live_job(analysis::assign_classes);
   timer.lap("classes");
-  for (auto& job : result.jobs) analysis::link_tcp_peers(job);
+  each_live_job(analysis::link_tcp_peers);
   timer.lap("TCP peers");
   result.others = analysis::other_processes(bundle);
 
@@ -39,12 +49,17 @@ analysis::Analysis diagnose(const analysis::Bundle& bundle, const rules::RuleSet
   //    Nodes that did not answer (analysis/verdicts.cpp).
   auto& verdicts = result.verdicts;
   verdicts = analysis::node_verdicts(result.jobs, bundle.nodes);
-  //    Flight records: a rank behind, mismatched collectives (analysis/collective_sequences.cpp).
-  for (auto& job : result.jobs) {
-    auto recorded = analysis::correlate_flight_records(job);
+  //    Flight records: a rank behind, mismatched collectives (analysis/collective_sequences.cpp);
+  //    post-mortem, by each group's consensus, also ranks ahead, missing dumps and a stalled
+  //    transport (analysis/flight_consensus.cpp), and nothing else to judge by.
+  for (std::size_t j = 0; j < result.jobs.size(); ++j) {
+    auto recorded = post_mortem[j] ? analysis::postmortem_flight_verdicts(result.jobs[j])
+                                   : analysis::correlate_flight_records(result.jobs[j]);
     verdicts.insert(verdicts.end(), recorded.begin(), recorded.end());
   }
-  for (auto& job : result.jobs) {
+  for (std::size_t j = 0; j < result.jobs.size(); ++j) {
+    if (post_mortem[j]) continue;
+    auto& job = result.jobs[j];
     //  A job hung at init: the absent ranks are the verdict (analysis/init_hang.cpp); the graph
     //  of ranks that hold no group yet would only name the waiting.
     std::map<int, const analysis::OtherProcess*> found;
@@ -70,8 +85,12 @@ analysis::Analysis diagnose(const analysis::Bundle& bundle, const rules::RuleSet
   // 3. Order and conclusion: a signature verdict first, then by confidence.
   order_verdicts(verdicts);
   analysis::measure_samples(bundle, result);
-  result.conclusion = verdicts.empty() ? analysis::no_divergence(result.jobs, result.samples)
-                                       : verdicts.front().summary;
+  const bool all_post_mortem =
+      !post_mortem.empty() &&
+      std::all_of(post_mortem.begin(), post_mortem.end(), [](bool p) { return p; });
+  result.conclusion = !verdicts.empty() ? verdicts.front().summary
+                      : all_post_mortem ? analysis::postmortem_no_divergence(result.jobs)
+                                        : analysis::no_divergence(result.jobs, result.samples);
   return result;
 }
 

@@ -89,14 +89,15 @@ json rank_json(const RankEntry& r, const RankSet& present) {
   json out = {
       {"rank", json_or_null(r.rank)},
       {"node", captured ? json(r.node) : json(nullptr)},
-      {"pid", captured ? json(r.pid) : json(nullptr)},
+      {"pid", captured && r.pid != 0 ? json(r.pid) : json(nullptr)},  // 0: known from a dump
       {"job", r.job},
       {"state", std::string(to_string(r.state))},
       {"progressing", json_or_null(r.progress.progressing)},
       {"progress", r.progress.detail},
       {"stuck_since", r.stuck_since_ns ? json(utc_time(*r.stuck_since_ns)) : json(nullptr)},
       {"stuck_since_source", r.stuck_since_ns ? json(r.stuck_since_source) : json(nullptr)},
-      {"wait_point", wait_point_json(r.wait, captured && p->dump.has_value())},
+      {"wait_point",
+       wait_point_json(r.wait, captured && p->dump.has_value() && !p->dump->threads.empty())},
       {"waits_for", list_json(r.waits_for, present)},
       {"waits_for_ranges", ranges_json(r.waits_for)},
       {"waits_for_reason", r.waits_for_reason},

@@ -111,12 +111,13 @@ std::string rank_row(const RankEntry& r) {
   const std::string progressing =
       !r.progress.progressing ? "?" : (*r.progress.progressing ? "yes" : "no");
   return "| " + num(r.rank) + " | " + (p ? cell(r.node) : "-") + " | " +
-         (p ? std::to_string(r.pid) : "-") + " | " + layout + " | " +
+         (p && r.pid != 0 ? std::to_string(r.pid) : "-") + " | " + layout + " | " +
          std::string(to_string(r.state)) + " | " + progressing + " | " +
          (r.stuck_since_ns ? utc_time(*r.stuck_since_ns) + " (" + r.stuck_since_source + ")"
                            : "-") +
-         " | " + (p && p->dump ? cell(wait_with_arguments(r.wait)) : "-") + " | " +
-         (r.class_id ? std::to_string(r.class_id) : "-") + " |\n";
+         " | " +
+         (p && p->dump && !p->dump->threads.empty() ? cell(wait_with_arguments(r.wait)) : "-") +
+         " | " + (r.class_id ? std::to_string(r.class_id) : "-") + " |\n";
 }
 
 // A row for ranks no entry holds (missing or unknown): one per range, however many ranks.
@@ -253,17 +254,21 @@ std::string stack_text(const std::vector<model::Frame>& frames) {
 std::string stacks_section(const analysis::Analysis& a) {
   std::ostringstream md;
   md << "## Representative stacks (innermost first)\n\n";
+  bool any = false;
   for (const auto& job : a.jobs) {
     for (const auto& c : job.classes) {
       const auto& r = job.ranks[c.representative];
       const auto* frames = analysis::rank_stack(r);
       if (frames == nullptr) continue;
+      any = true;
       md << details("class " + std::to_string(c.id) + " (rank " +
                         analysis::compress_ranks(c.ranks) + "): rank " + num(r.rank) + ", thread " +
                         std::to_string(r.wait.tid) + ", " + cell(c.description),
                     fence(stack_text(*frames)));
     }
   }
+  // Flight-recorder dumps alone (post-mortem) give no stacks: said, not left blank.
+  if (!any) md << "None: no rank's stack is in this bundle.\n";
   md << "\n";
   return md.str();
 }

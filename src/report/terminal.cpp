@@ -63,10 +63,13 @@ std::string terminal_summary(const analysis::Analysis& analysis, bool colour) {
     for (const auto& r : job.ranks) {
       for (; gap != gaps.end() && (!r.rank || gap->first < *r.rank); ++gap) absent(*gap);
       const std::string rank = r.rank ? std::to_string(*r.rank) : "?";
-      std::string line = pad(rank, 6) + pad(r.history.empty() ? "-" : r.node, 12) +
-                         pad(r.history.empty() ? "-" : std::to_string(r.pid), 9) +
+      // A rank known from a flight-recorder dump alone has no pid and no stacks to show.
+      const auto* p = r.latest();
+      const bool stacks = p != nullptr && p->dump && !p->dump->threads.empty();
+      std::string line = pad(rank, 6) + pad(p == nullptr ? "-" : r.node + " ", 12) +
+                         pad(p == nullptr || r.pid == 0 ? "-" : std::to_string(r.pid), 9) +
                          pad(std::string(to_string(r.state)), 16) + pad(progress_word(r), 6) +
-                         (r.history.empty() ? "-" : r.wait.describe());
+                         (stacks ? r.wait.describe() : "-");
       const bool is_diverged = r.rank && named.contains(*r.rank);
       out << (is_diverged ? paint(line, "1;31") : line) << "\n";
     }

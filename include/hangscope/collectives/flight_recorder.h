@@ -40,7 +40,7 @@ struct FlightRecord {
   std::string path;    // as the rank sees it
   std::string format;  // pickle | json
   std::string version;
-  std::optional<int> rank;           // from the file name's suffix
+  std::optional<int> rank;           // the dump's own `rank` key, else the file name's suffix
   std::int64_t written_unix_ns = 0;  // the file's mtime
   bool fresh = true;                 // written less than the staleness limit before the capture
   std::map<std::string, FlightGroup> groups;  // by pg id
@@ -51,6 +51,11 @@ struct FlightRecord {
 // Reads a dump's bytes (pickle when it starts with PROTO, else JSON); throws hangscope::Error
 // naming what is wrong. Keeps the last `max_entries_per_group` entries of each group.
 FlightRecord parse_flight_record(const std::string& bytes, std::size_t max_entries_per_group = 32);
+
+// The rank a dump's file name ends with: the trailing digits of its base name, after dropping an
+// extension without digits ("nccl_trace_rank_12" and "host-a.rank3.json" give 12 and 3); nullopt
+// when there are none or they exceed int.
+std::optional<int> rank_from_file_name(const std::string& path);
 
 // The dump path prefixes a rank's environment names, in order: TORCH_FR_DUMP_TEMP_FILE,
 // TORCH_NCCL_DEBUG_INFO_TEMP_FILE, then $HOME/.cache/torch/comm_lib_trace_rank_ and

@@ -1,0 +1,52 @@
+// Internal to analysis: one rank's view of one process group in its flight-recorder dump, shared
+// by the live correlation (collective_sequences.cpp) and the post-mortem one
+// (flight_consensus.cpp).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "hangscope/collectives/flight_recorder.h"
+
+namespace hangscope::analysis {
+
+struct RankInGroup {
+  int rank = 0;
+  const collectives::FlightGroup* group = nullptr;
+  std::int64_t enqueued = -1;                                      // last collective issued
+  std::map<std::int64_t, const collectives::FlightEntry*> by_seq;  // collectives, not p2p
+  const collectives::FlightEntry* last() const {
+    const auto it = by_seq.find(enqueued);
+    return it == by_seq.end() ? nullptr : it->second;
+  }
+};
+
+// The rank's entries of `group` and its last collective issued (pg_status, else its entries).
+inline RankInGroup rank_in_group(int rank, const collectives::FlightRecord& record,
+                                 const collectives::FlightGroup& group) {
+  RankInGroup rg;
+  rg.rank = rank;
+  rg.group = &group;
+  for (const auto& e : record.entries) {
+    if (e.pg == group.id && !e.is_p2p) rg.by_seq[e.collective_seq_id] = &e;
+  }
+  rg.enqueued = group.last_enqueued.value_or(rg.by_seq.empty() ? -1 : rg.by_seq.rbegin()->first);
+  return rg;
+}
+
+inline std::string group_name(const collectives::FlightGroup& g) {
+  return "process group " + g.id + (g.desc.empty() ? "" : " (" + g.desc + ")");
+}
+
+// "process group 0 (default_pg): issued #6, started #6, completed #5; last nccl:all_reduce …"
+inline std::string group_line(const RankInGroup& rg) {
+  const auto& g = *rg.group;
+  std::string line = group_name(g) + ": issued #" + std::to_string(rg.enqueued);
+  if (g.last_started) line += ", started #" + std::to_string(*g.last_started);
+  if (g.last_completed) line += ", completed #" + std::to_string(*g.last_completed);
+  if (const auto* e = rg.last()) line += "; last " + e->describe();
+  return line;
+}
+
+}  // namespace hangscope::analysis

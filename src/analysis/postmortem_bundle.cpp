@@ -1,0 +1,247 @@
+// The post-mortem source: flight-recorder dump files made into a bundle of one node per dump,
+// each holding the rank process the dump describes (no stacks, no /proc facts).
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <functional>
+#include <limits>
+#include <map>
+#include <thread>
+
+#include "hangscope/analysis/postmortem.h"
+#include "hangscope/common/error.h"
+#include "hangscope/common/text.h"
+#include "hangscope/identity/logs.h"
+#include "hangscope/snapshot/codec.h"
+
+namespace hangscope::analysis {
+namespace {
+
+using collectives::FlightRecord;
+
+struct Parsed {
+  const DumpFile* file = nullptr;
+  FlightRecord record;
+};
+
+// The dump parsed with every entry kept, and its rank; throws hangscope::Error naming why not.
+Parsed parse_dump(const DumpFile& file) {
+  if (!file.error.empty()) throw Error(file.error);
+  Parsed out;
+  out.file = &file;
+  out.record =
+      collectives::parse_flight_record(file.bytes, std::numeric_limits<std::size_t>::max());
+  if (!out.record.rank) out.record.rank = collectives::rank_from_file_name(file.path);
+  if (!out.record.rank) {
+    throw Error("no rank: the dump has no `rank` key and its file name does not end with one");
+  }
+  out.record.path = file.path;
+  out.record.written_unix_ns = file.written_unix_ns;
+  return out;
+}
+
+// The world size the dumps' process groups show: the highest rank of any group, plus one.
+std::optional<int> world_size_of(const FlightRecord& record) {
+  std::optional<int> out;
+  for (const auto& [id, g] : record.groups) {
+    for (int r : g.ranks) {
+      if (r >= 0 && r < std::numeric_limits<int>::max()) out = std::max(out.value_or(0), r + 1);
+    }
+  }
+  if (record.rank) out = std::max(out.value_or(0), *record.rank + 1);
+  return out;
+}
+
+std::int64_t median_written(const std::vector<Parsed>& dumps) {
+  std::vector<std::int64_t> times;
+  for (const auto& d : dumps) times.push_back(d.record.written_unix_ns);
+  std::sort(times.begin(), times.end());
+  return times.empty() ? 0 : times[times.size() / 2];
+}
+
+std::string base_name(const std::string& path) {
+  return path.substr(path.find_last_of('/') + 1);
+}
+
+snapshot::NodeSnapshot node_of(Parsed dump, std::optional<int> world_size, bool full_path) {
+  snapshot::NodeSnapshot node;
+  node.node_name = printable(full_path ? dump.file->path : base_name(dump.file->path));
+  node.capture_unix_ns = dump.record.written_unix_ns;
+  snapshot::ProcessRecord p;
+  p.comm = "(flight-recorder dump)";
+  p.identity.role = "rank";
+  p.identity.rank = dump.record.rank;
+  p.identity.world_size = world_size;
+  p.identity.source = kPostMortemSource;
+  p.identity.sources["rank"] = kPostMortemSource;
+  p.flight_record = std::move(dump.record);
+  node.processes.push_back(std::move(p));
+  return node;
+}
+
+// The dumps by rank, the newest of each rank first.
+std::map<int, std::vector<Parsed*>> by_rank_newest_first(std::vector<Parsed>& dumps) {
+  std::map<int, std::vector<Parsed*>> by_rank;
+  for (auto& d : dumps) by_rank[*d.record.rank].push_back(&d);
+  for (auto& [rank, list] : by_rank) {
+    std::stable_sort(list.begin(), list.end(), [](const Parsed* a, const Parsed* b) {
+      return a->record.written_unix_ns > b->record.written_unix_ns;
+    });
+  }
+  return by_rank;
+}
+
+// Nodes are named by the dumps' file names, by their paths when two file names are alike.
+bool names_need_paths(const std::map<int, std::vector<Parsed*>>& by_rank) {
+  std::map<std::string, int> names;
+  for (const auto& [rank, list] : by_rank) ++names[base_name(list.front()->file->path)];
+  return std::any_of(names.begin(), names.end(), [](const auto& n) { return n.second > 1; });
+}
+
+// Of several dumps of one rank, the newest; the others are named in its notes.
+std::vector<snapshot::NodeSnapshot> newest_per_rank(std::vector<Parsed>& dumps) {
+  auto by_rank = by_rank_newest_first(dumps);
+  std::optional<int> world;
+  for (const auto& d : dumps) {
+    if (const auto w = world_size_of(d.record)) world = std::max(world.value_or(0), *w);
+  }
+  const bool full_paths = names_need_paths(by_rank);
+  std::vector<snapshot::NodeSnapshot> out;
+  for (auto& [rank, list] : by_rank) {
+    std::vector<std::string> notes;
+    for (std::size_t i = 1; i < list.size(); ++i) {
+      notes.push_back("rank " + std::to_string(rank) + " also has the older dump " +
+                      printable(list[i]->file->path) + ": not used (the newest, " +
+                      printable(list.front()->file->path) + ", is)");
+    }
+    out.push_back(node_of(std::move(*list.front()), world, full_paths));
+    out.back().notes = std::move(notes);
+  }
+  return out;
+}
+
+// "[rank12]: text" → 12; nullopt for any other line.
+std::optional<int> rank_prefix(std::string_view line) {
+  constexpr std::string_view kPrefix = "[rank";
+  if (line.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+  std::size_t i = kPrefix.size();
+  int rank = 0;
+  for (; i < line.size() && i < kPrefix.size() + 9 &&
+         std::isdigit(static_cast<unsigned char>(line[i]));
+       ++i) {
+    rank = rank * 10 + (line[i] - '0');
+  }
+  if (i == kPrefix.size() || line.substr(i, 2) != "]:") return std::nullopt;
+  return rank;
+}
+
+// A log's text split by rank: prefixed lines to their rank, the others to `file_rank`.
+std::map<int, std::string> split_by_rank(const std::string& text, std::optional<int> file_rank) {
+  std::map<int, std::string> out;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    auto end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view line(text.data() + pos, end - pos);
+    auto rank = rank_prefix(line);
+    if (!rank) rank = file_rank;
+    if (rank) out[*rank].append(line).push_back('\n');
+    pos = end + 1;
+  }
+  return out;
+}
+
+// Runs work(0..n-1) on up to one thread per core; `work` must not throw.
+void in_parallel(std::size_t n, const std::function<void(std::size_t)>& work) {
+  std::atomic<std::size_t> next{0};
+  const auto worker = [&] {
+    for (std::size_t i = next++; i < n; i = next++) work(i);
+  };
+  std::vector<std::thread> threads;
+  const std::size_t parallel =
+      std::min<std::size_t>(n, std::max(1u, std::thread::hardware_concurrency()));
+  for (std::size_t t = 1; t < parallel; ++t) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+}
+
+}  // namespace
+
+std::vector<std::string> attach_logs(Bundle& bundle, const std::vector<DumpFile>& logs) {
+  std::map<int, snapshot::ProcessRecord*> by_rank;
+  for (auto& node : bundle.snapshots) {
+    for (auto& p : node.processes) {
+      if (p.identity.rank) by_rank.emplace(*p.identity.rank, &p);
+    }
+  }
+  std::vector<std::string> notes;
+  for (const auto& log : logs) {
+    if (!log.error.empty()) {
+      notes.push_back(printable(log.path) + ": " + printable(log.error));
+      continue;
+    }
+    bool used = false;
+    for (const auto& [rank, text] :
+         split_by_rank(log.bytes, collectives::rank_from_file_name(log.path))) {
+      const auto it = by_rank.find(rank);
+      if (it == by_rank.end()) continue;
+      it->second->logs.push_back(
+          {valid_utf8(log.path), identity::interesting_lines(valid_utf8(text))});
+      used = true;
+    }
+    if (!used) {
+      notes.push_back(printable(log.path) +
+                      ": no line belongs to a rank of the dumps (neither a \"[rankN]:\" prefix "
+                      "nor a rank number at the end of the file name)");
+    }
+  }
+  return notes;
+}
+
+Bundle postmortem_bundle(const std::vector<DumpFile>& files) {
+  Bundle bundle;
+  // Parsed in parallel (a job's dumps are many and each is independent), taken in order.
+  std::vector<std::optional<Parsed>> parsed(files.size());
+  std::vector<std::string> errors(files.size());
+  in_parallel(files.size(), [&](std::size_t i) {
+    try {
+      parsed[i] = parse_dump(files[i]);
+    } catch (const std::exception& e) {  // nothing may escape a thread
+      errors[i] = e.what();
+    }
+  });
+  std::vector<Parsed> dumps;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    if (parsed[i]) {
+      dumps.push_back(std::move(*parsed[i]));
+    } else {
+      bundle.nodes.push_back(
+          {printable(files[i].path), std::nullopt, "error", printable(errors[i]), 0});
+    }
+  }
+  const std::int64_t median = median_written(dumps);
+  const std::int64_t limit =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(kStaleBeforeMedian).count();
+  for (auto& d : dumps) d.record.fresh = median - d.record.written_unix_ns <= limit;
+  auto nodes = newest_per_rank(dumps);
+  // As snapshots arrive from files: every string from the dumps made valid UTF-8.
+  std::vector<std::string> failed(nodes.size());
+  in_parallel(nodes.size(), [&](std::size_t i) {
+    try {
+      nodes[i] = snapshot::as_transmitted(nodes[i]);
+    } catch (const std::exception& e) {  // nothing may escape a thread
+      failed[i] = e.what();
+    }
+  });
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (!failed[i].empty()) {
+      bundle.nodes.push_back({nodes[i].node_name, std::nullopt, "error", printable(failed[i]), 0});
+      continue;
+    }
+    bundle.nodes.push_back({nodes[i].node_name, std::nullopt, "ok", "", 0});
+    bundle.snapshots.push_back(std::move(nodes[i]));
+  }
+  return bundle;
+}
+
+}  // namespace hangscope::analysis
