@@ -77,7 +77,7 @@ _hangscope() {
       if [ "$command" = diagnose ]; then _hangscope_files "$cur" dirs; else _hangscope_files "$cur"; fi
       return 0
       ;;
-    --log)
+    --log | --flight-records)
       _hangscope_files "$cur"
       return 0
       ;;
@@ -113,7 +113,8 @@ _hangscope() {
     diagnose)
       opts="-h --help --agents --hostfile --token-file --tls-ca --tls-cert --tls-key --samples
             --interval -o --output --json --ticket --quiet --rules --locals --no-locals --pid
-            --trigger-fr-dump --query-store --select --force --max-input-mib"
+            --trigger-fr-dump --query-store --select --force --max-input-mib --flight-records
+            --log"
       if [[ $cur != -* ]]; then
         # snapshot files from `hangscope collect --once`
         local IFS=$'\n'
