@@ -214,6 +214,17 @@ class Python314Image : public ::testing::Test {
     write_code(image, c2, kStrings + 0x1000, U"ждать", 2, U"𝔣𝔞𝔰𝔱", 4, 40);
   }
   MemoryImage image;
+
+  // The image read as hangscope reads a 3.14 process: its _Py_DebugOffsets table, then every
+  // thread's stack. The table is read in full or the test fails.
+  std::vector<PyThread> read_threads(StackReaderOptions options = {}) {
+    std::vector<std::byte> table(760);
+    EXPECT_TRUE(image.read_exact(kRuntime, table.data(), table.size()));
+    const Layout layout = layout_from_debug_offsets(table);
+    const auto maps = image.maps();
+    ObjectReader objects(image, maps, layout);
+    return StackReader(objects, kRuntime, options).read_threads();
+  }
 };
 
 TEST_F(Python314Image, LayoutComesFromTheDebugTable) {
@@ -267,12 +278,7 @@ TEST_F(Python314Image, ThreadsFramesLinesAndStringsOfEveryKind) {
 
 TEST_F(Python314Image, FrameCyclesAndBrokenPointersEndTheWalkWithANote) {
   image.put(kFrames + 0x200 + 8, kFrames);  // outermost frame points back to the innermost
-  std::vector<std::byte> table(760);
-  ASSERT_TRUE(image.read_exact(kRuntime, table.data(), table.size()));
-  const Layout layout = layout_from_debug_offsets(table);
-  const auto maps = image.maps();
-  ObjectReader objects(image, maps, layout);
-  const auto threads = StackReader(objects, kRuntime, {}).read_threads();
+  const auto threads = read_threads();
   ASSERT_EQ(threads.size(), 1u);
   EXPECT_EQ(threads[0].frames.size(), 2u);
   EXPECT_EQ(threads[0].end, WalkEnd::kLoop);
@@ -282,8 +288,7 @@ TEST_F(Python314Image, FrameCyclesAndBrokenPointersEndTheWalkWithANote) {
   EXPECT_TRUE(torn(threads[0]));
 
   image.put(kFrames + 0x200 + 8, std::uint64_t{0xdead0000});  // points nowhere
-  ObjectReader objects2(image, maps, layout);
-  const auto again = StackReader(objects2, kRuntime, {}).read_threads();
+  const auto again = read_threads();
   EXPECT_EQ(again[0].frames.size(), 2u);
   EXPECT_EQ(again[0].end, WalkEnd::kUnreadableMemory);
   ASSERT_TRUE(again[0].error.has_value());
@@ -293,14 +298,9 @@ TEST_F(Python314Image, FrameCyclesAndBrokenPointersEndTheWalkWithANote) {
 
 // A walk cut at the frame limit is sound: its code says so, and it is not a torn read.
 TEST_F(Python314Image, AWalkCutAtTheFrameLimitSaysSoAndIsNotTorn) {
-  std::vector<std::byte> table(760);
-  ASSERT_TRUE(image.read_exact(kRuntime, table.data(), table.size()));
-  const Layout layout = layout_from_debug_offsets(table);
-  const auto maps = image.maps();
-  ObjectReader objects(image, maps, layout);
   StackReaderOptions options;
   options.max_frames = 1;
-  const auto threads = StackReader(objects, kRuntime, options).read_threads();
+  const auto threads = read_threads(options);
   ASSERT_EQ(threads.size(), 1u);
   EXPECT_EQ(threads[0].frames.size(), 1u);
   EXPECT_EQ(threads[0].end, WalkEnd::kFrameLimit);
@@ -313,12 +313,7 @@ TEST_F(Python314Image, AWalkCutAtTheFrameLimitSaysSoAndIsNotTorn) {
 // and the read counts as torn (a running process is read again).
 TEST_F(Python314Image, ADamagedCodeObjectIsPassedAndMakesTheReadTorn) {
   image.put(kFrames + 0x200, kStrings);  // the outer frame's code is a str, not a code object
-  std::vector<std::byte> table(760);
-  ASSERT_TRUE(image.read_exact(kRuntime, table.data(), table.size()));
-  const Layout layout = layout_from_debug_offsets(table);
-  const auto maps = image.maps();
-  ObjectReader objects(image, maps, layout);
-  const auto threads = StackReader(objects, kRuntime, {}).read_threads();
+  const auto threads = read_threads();
   ASSERT_EQ(threads.size(), 1u);
   EXPECT_EQ(threads[0].frames.size(), 2u);
   EXPECT_EQ(threads[0].end, WalkEnd::kComplete);
