@@ -126,6 +126,27 @@ struct DistributedState {
   bool operator==(const DistributedState&) const = default;
 };
 
+// One asyncio Task of the process, read from its memory (docs/python-capture.md, "asyncio
+// tasks"): what it is suspended in and what it awaits.
+struct AsyncTask {
+  enum class State { kPending, kCancelled, kFinished };
+  std::uint64_t address = 0;  // the Task object: what other tasks' `awaited_task` name
+  std::uint64_t loop = 0;     // its event loop object (0 when unreadable)
+  std::optional<pid_t> tid;   // the thread running that loop, when known
+  std::string name;           // as asyncio prints it: "Task-7" or the name it was given
+  State state = State::kPending;
+  bool eager = false;    // started eagerly (3.12+ eager task factory)
+  bool running = false;  // its coroutine was executing when sampled (not suspended)
+  // The coroutine chain it is suspended in, innermost first (Frame::Kind::kPython frames:
+  // function, qualname, file, line), followed through cr_await / gi_yieldfrom.
+  FrameList coroutine;
+  std::optional<std::uint64_t> awaited_task;  // the Task it awaits, when it awaits a Task
+  // What it awaits when that is no Task: "Future", "_GatheringFuture", "Event.wait", … ("" when
+  // nothing or unknown).
+  std::string awaits;
+  std::vector<std::string> notes;  // what could not be read
+};
+
 struct ProcessDump {
   pid_t pid = 0;
   std::string command;                // comm of the process
@@ -137,6 +158,9 @@ struct ProcessDump {
   // torch.distributed as the process holds it; nullopt when torch.distributed was never
   // imported (or the process is not Python).
   std::optional<DistributedState> distributed;
+  // asyncio tasks of every event loop (hangscope dump --tasks; captured by agents); empty when
+  // asyncio was never imported or tasks were not asked for.
+  std::vector<AsyncTask> tasks;
 };
 
 // How a local that is a known process group shows in a frame's locals: "<process group NAME>".
