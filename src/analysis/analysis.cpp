@@ -52,13 +52,13 @@ void add_ras_evidence(const std::vector<Job>& jobs, Verdict& v) {
     for (const auto& r : job.ranks) {
       const auto* p = r.latest();
       if (p == nullptr) continue;
-      const auto status = p->facts.find(collectives::kRasStatusFact);
+      const auto status = p->facts.find(facts::keys::kNcclRasStatus);
       if (status == p->facts.end() ||
           collectives::ras_status_from_string(status->second) != RasStatus::kProblems) {
         continue;
       }
       if (!seen.insert(r.node).second) continue;
-      const auto text = p->facts.find(collectives::kRasFact);
+      const auto text = p->facts.find(facts::keys::kNcclRas);
       v.evidence.push_back("NCCL RAS (" + r.node +
                            "): " + (text == p->facts.end() ? "problems reported" : text->second));
     }

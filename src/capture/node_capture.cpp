@@ -445,11 +445,11 @@ void collect_nccl_ras(snapshot::NodeSnapshot& node,
       status = ras.status();
     }
     for (std::size_t i : members) {
-      node.processes[i].facts[collectives::kRasFact] = summary;
-      node.processes[i].facts[collectives::kRasStatusFact] = collectives::to_string(status);
+      node.processes[i].facts[facts::keys::kNcclRas] = summary;
+      node.processes[i].facts[facts::keys::kNcclRasStatus] = collectives::to_string(status);
     }
     if (!reply.report.empty()) {
-      first.facts[collectives::kRasReportFact] = reply.report.substr(0, kMaxReport);
+      first.facts[facts::keys::kNcclRasReport] = reply.report.substr(0, kMaxReport);
     }
   }
 }

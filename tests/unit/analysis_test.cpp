@@ -11,6 +11,7 @@
 #include "hangscope/analysis/rank_set.h"
 #include "hangscope/collectives/nccl_ras.h"
 #include "hangscope/diagnosis/diagnose.h"
+#include "hangscope/facts/fact_keys.h"
 
 namespace hangscope::analysis {
 namespace {
@@ -384,10 +385,10 @@ TEST(Verdicts, NcclRasFindingsAreEvidence) {
       "41, 3 ranks up to 42";
   JobBuilder job(4);
   for (int r = 0; r < 4; ++r) job.rank(r, r == 3 ? store_wait_stack(3) : barrier_stack());
-  job.fact(0, collectives::kRasFact, "problems: " + finding);
-  job.fact(0, collectives::kRasStatusFact, "problems");
-  job.fact(1, collectives::kRasFact, "ok: 1 communicator(s), 4 ranks, nothing reported");
-  job.fact(1, collectives::kRasStatusFact, "ok");
+  job.fact(0, facts::keys::kNcclRas, "problems: " + finding);
+  job.fact(0, facts::keys::kNcclRasStatus, "problems");
+  job.fact(1, facts::keys::kNcclRas, "ok: 1 communicator(s), 4 ranks, nothing reported");
+  job.fact(1, facts::keys::kNcclRasStatus, "ok");
   const auto bundle = job.bundle();
   const auto a = diagnosis::diagnose(bundle);
   ASSERT_FALSE(a.verdicts.empty());
@@ -404,8 +405,8 @@ TEST(Verdicts, NcclRasEvidenceFollowsTheStatusFactNotTheText) {
   const auto analysed = [](const std::string& text, const std::optional<std::string>& status) {
     JobBuilder job(4);
     for (int r = 0; r < 4; ++r) job.rank(r, r == 3 ? store_wait_stack(3) : barrier_stack());
-    job.fact(0, collectives::kRasFact, text);
-    if (status) job.fact(0, collectives::kRasStatusFact, *status);
+    job.fact(0, facts::keys::kNcclRas, text);
+    if (status) job.fact(0, facts::keys::kNcclRasStatus, *status);
     const auto bundle = job.bundle();
     return ras_evidence(diagnosis::diagnose(bundle));
   };

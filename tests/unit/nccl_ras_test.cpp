@@ -18,6 +18,7 @@
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
 #include "hangscope/common/tcp_connection.h"
+#include "hangscope/facts/fact_keys.h"
 #include "loopback_peer.h"
 
 namespace hangscope::collectives {
@@ -182,7 +183,7 @@ TEST(NcclRas, StatusValuesAreStableNames) {
   EXPECT_EQ(to_string(RasStatus::kUnavailable), "unavailable");
   EXPECT_FALSE(ras_status_from_string("problems: rank 3").has_value());
   EXPECT_FALSE(ras_status_from_string("").has_value());
-  EXPECT_EQ(std::string(kRasStatusFact), "nccl_ras.status");
+  EXPECT_EQ(std::string(facts::keys::kNcclRasStatus), "nccl_ras.status");
 }
 
 TEST(NcclRas, TheTextReportKeepsItsErrorsAndWarnings) {

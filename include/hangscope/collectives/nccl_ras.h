@@ -11,8 +11,6 @@
 #include <string_view>
 #include <vector>
 
-#include "hangscope/facts/fact_keys.h"
-
 namespace hangscope::collectives {
 
 struct RasEndpoint {
@@ -31,7 +29,7 @@ struct RasReply {
   std::string error;            // why there is no (complete) report; "" on success
 };
 
-// What RAS said on a rank's node, for code: the value of the fact kRasStatusFact.
+// What RAS said on a rank's node, for code: the value of the fact facts::keys::kNcclRasStatus.
 enum class RasStatus {
   kOk,           // a report without findings (which is no proof: RAS says OK in some hangs)
   kProblems,     // a report with findings
@@ -41,12 +39,9 @@ std::string_view to_string(RasStatus status);  // "ok" | "problems" | "unavailab
 // The status a fact value names; nullopt for any other value.
 std::optional<RasStatus> ras_status_from_string(std::string_view value);
 
-// The facts a rank's RAS result is kept under: kRasFact for people (describe(), or why RAS
-// could not be asked), kRasStatusFact for code (to_string(RasStatus)); the report itself under
-// kRasReportFact on the first rank of a network namespace.
-inline constexpr const char* kRasFact = facts::keys::kNcclRas;
-inline constexpr const char* kRasStatusFact = facts::keys::kNcclRasStatus;
-inline constexpr const char* kRasReportFact = facts::keys::kNcclRasReport;
+// A rank's RAS result is kept under the facts facts::keys::kNcclRas (for people: describe(),
+// or why RAS could not be asked) and kNcclRasStatus (for code: to_string(RasStatus)); the report
+// itself under kNcclRasReport on the first rank of a network namespace.
 
 // What a STATUS report says, for people: one finding per problem (op counts that differ,
 // missing or dead ranks with their process and node), from the JSON or the text format.
