@@ -12,6 +12,7 @@
 #include "hangscope/common/error.h"
 #include "hangscope/common/text.h"
 #include "hangscope/identity/logs.h"
+#include "hangscope/identity/rank_identity.h"
 #include "hangscope/snapshot/codec.h"
 
 namespace hangscope::analysis {
@@ -135,18 +136,75 @@ std::optional<int> rank_prefix(std::string_view line) {
   return rank;
 }
 
-// A log's text split by rank: prefixed lines to their rank, the others to `file_rank`.
-std::map<int, std::string> split_by_rank(const std::string& text, std::optional<int> file_rank) {
-  std::map<int, std::string> out;
+// vLLM's process prefix of a line: "(Worker_TP1 pid=123) …" → "Worker_TP1 pid=123"; "" for none.
+std::string_view process_prefix(std::string_view line) {
+  if (line.empty() || line.front() != '(') return {};
+  const auto close = line.find(')');
+  if (close == std::string_view::npos || close > 200) return {};
+  return line.substr(1, close - 1);
+}
+
+// The rank a prefix names by itself: "Worker_TP3" (no PP, no DP part: the tensor-parallel rank is
+// the global one) → 3; nullopt for any other prefix (PP and DP need sizes the log may not give).
+std::optional<int> rank_of_worker_name(std::string_view prefix) {
+  constexpr std::string_view kWorker = "Worker_TP";
+  if (prefix.substr(0, kWorker.size()) != kWorker) return std::nullopt;
+  std::string_view digits = prefix.substr(kWorker.size());
+  digits = digits.substr(0, digits.find(' '));
+  if (digits.empty() || digits.size() > 6 || !std::all_of(digits.begin(), digits.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c)) != 0;
+      })) {
+    return std::nullopt;
+  }
+  return std::stoi(std::string(digits));
+}
+
+std::vector<std::string_view> lines_of(const std::string& text) {
+  std::vector<std::string_view> out;
   std::size_t pos = 0;
   while (pos < text.size()) {
     auto end = text.find('\n', pos);
     if (end == std::string::npos) end = text.size();
-    const std::string_view line(text.data() + pos, end - pos);
+    out.emplace_back(text.data() + pos, end - pos);
+    pos = end + 1;
+  }
+  return out;
+}
+
+// The rank of each vLLM process prefix of a combined log: what the prefix's own lines say
+// (vLLM's "world_size=16 rank=4 …" and "rank 4 in world size 16 is assigned as …" lines, read
+// as the live path reads a process's log), else what a "Worker_TPn" name says alone.
+std::map<std::string_view, int> ranks_of_prefixes(const std::vector<std::string_view>& lines) {
+  std::map<std::string_view, std::vector<std::string>> by_prefix;
+  for (const auto line : lines) {
+    if (const auto prefix = process_prefix(line); !prefix.empty()) {
+      by_prefix[prefix].emplace_back(line);
+    }
+  }
+  std::map<std::string_view, int> out;
+  for (const auto& [prefix, own] : by_prefix) {
+    identity::RankIdentity id;
+    identity::identify_from_log(own, id);
+    if (!id.rank) id.rank = rank_of_worker_name(prefix);
+    if (id.rank) out[prefix] = *id.rank;
+  }
+  return out;
+}
+
+// A log's text split by rank: lines with torchrun's "[rankN]:" prefix to rank N, lines of a vLLM
+// process prefix whose rank is known to that rank, the others to `file_rank`.
+std::map<int, std::string> split_by_rank(const std::string& text, std::optional<int> file_rank) {
+  const auto lines = lines_of(text);
+  const auto prefixes = ranks_of_prefixes(lines);
+  std::map<int, std::string> out;
+  for (const auto line : lines) {
     auto rank = rank_prefix(line);
+    if (!rank) {
+      const auto it = prefixes.find(process_prefix(line));
+      if (it != prefixes.end()) rank = it->second;
+    }
     if (!rank) rank = file_rank;
     if (rank) out[*rank].append(line).push_back('\n');
-    pos = end + 1;
   }
   return out;
 }

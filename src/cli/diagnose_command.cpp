@@ -419,7 +419,8 @@ CommandRunner register_diagnose_command(CLI::App& app) {
       ->take_all();
   app.add_option("--log", args->log_globs,
                  "With --flight-records: the dead job's log files (GLOB; lines by their "
-                 "[rankN]: prefix or the file name's rank) for the signature rules")
+                 "[rankN]: or vLLM (Worker_TPn ...) prefix, or the file name's rank) for the "
+                 "signature rules")
       ->take_all();
   app.add_option("--hostfile", args->hostfile, "File with one agent HOST[:PORT] per line");
   auto* token_file =

@@ -22,10 +22,28 @@ bool contains_any(std::string_view line, std::initializer_list<std::string_view>
 }
 
 bool matters(std::string_view line) {
-  return contains_any(line, {"Timed out", "timed out", "timeout", "Timeout", "Traceback", "Error",
-                             "ERROR", "WARNING", "Warning", "Connection closed", "world_size=",
-                             "Config cache hit", "Tuning ", "Loaded ", "No available shared memory",
-                             "Watchdog", "RayChannelTimeoutError", "pair closure", "disabled"});
+  return contains_any(line, {"Timed out",
+                             "timed out",
+                             "timeout",
+                             "Timeout",
+                             "Traceback",
+                             "Error",
+                             "ERROR",
+                             "WARNING",
+                             "Warning",
+                             "Connection closed",
+                             "world_size=",
+                             "Config cache hit",
+                             "Tuning ",
+                             "Loaded ",
+                             "No available shared memory",
+                             "Watchdog",
+                             "RayChannelTimeoutError",
+                             "pair closure",
+                             "disabled",
+                             "torch.compile",
+                             "Directly load",
+                             "Compiling a graph"});
 }
 
 }  // namespace

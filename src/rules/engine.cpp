@@ -7,6 +7,7 @@
 #include <set>
 
 #include "hangscope/analysis/call_tree.h"
+#include "hangscope/analysis/postmortem.h"
 #include "hangscope/analysis/rank_set.h"
 #include "hangscope/facts/fact_keys.h"
 #include "hangscope/facts/versions.h"
@@ -93,8 +94,43 @@ std::vector<std::string> matching_log_lines(const snapshot::ProcessRecord* p,
   return out;
 }
 
+// A rank known post-mortem only: its flight-recorder dump and the dead job's logs, no stack.
+bool post_mortem_only(const snapshot::ProcessRecord* p) {
+  return p != nullptr && p->identity.source == analysis::kPostMortemSource &&
+         (!p->dump || p->dump->threads.empty());
+}
+
+bool has_log(const snapshot::ProcessRecord* p) {
+  return std::any_of(p->logs.begin(), p->logs.end(),
+                     [](const auto& log) { return !log.lines.empty(); });
+}
+
+bool in_post_mortem_group(const PostMortemSpec& spec, const snapshot::ProcessRecord* p) {
+  if (!has_log(p)) return false;  // no log: nothing says where the rank was
+  const auto logged = [&](const std::string& needle) {
+    return !matching_log_lines(p, needle).empty();
+  };
+  return std::all_of(spec.log.begin(), spec.log.end(), logged) &&
+         std::none_of(spec.not_log.begin(), spec.not_log.end(), logged);
+}
+
+// Where a post-mortem member was, as far as its log tells: no stack says more.
+std::string post_mortem_where(const GroupSpec& g, const snapshot::ProcessRecord* p) {
+  for (const auto& needle : g.post_mortem->log) {
+    const auto lines = matching_log_lines(p, needle);
+    if (!lines.empty())
+      return "unknown (post-mortem, no stack; its log: \"" + lines.front() + "\")";
+  }
+  return "unknown (post-mortem, no stack)";
+}
+
 bool in_group(const GroupSpec& g, const Member& m) {
   if (m.process == nullptr) return false;
+  // A rank without a stack post-mortem is judged by the fingerprints its log carries, when the
+  // rule says which; a live rank never is (its stack is the authority).
+  if (g.post_mortem && post_mortem_only(m.process)) {
+    return in_post_mortem_group(*g.post_mortem, m.process);
+  }
   if (!g.states.empty() && std::find(g.states.begin(), g.states.end(), m.state) == g.states.end()) {
     return false;
   }
@@ -177,6 +213,11 @@ bool value_holds(const FactSpec& fact, const std::string& value) {
 
 Truth evaluate_fact(const FactSpec& fact, const Job& job, const GroupMatch& diverged) {
   if (fact.nodes_at_least) {
+    // Post-mortem a rank's "node" is its dump file: the nodes are not known.
+    if (std::any_of(job.ranks.begin(), job.ranks.end(),
+                    [](const auto& r) { return post_mortem_only(r.latest()); })) {
+      return Truth::kUnknown;
+    }
     std::set<std::string> nodes;
     for (const auto& r : job.ranks) {
       if (!r.history.empty()) nodes.insert(r.node);
@@ -287,6 +328,9 @@ std::optional<analysis::Verdict> evaluate(const Rule& rule, const Job& job,
       for (const auto& r : job.ranks) {
         if (!in_group(spec, member_of(r))) continue;
         g.ranks.insert(*r.rank);
+        if (g.where.empty() && spec.post_mortem && post_mortem_only(r.latest())) {
+          g.where = post_mortem_where(spec, r.latest());
+        }
         add_member(g, r.node, r.wait, r.latest(), describe_rank(r));
       }
     }
@@ -336,7 +380,9 @@ std::optional<analysis::Verdict> evaluate(const Rule& rule, const Job& job,
                             : g.ranks.size() == 1      ? "rank " + analysis::compress_ranks(g.ranks)
                                                   : "ranks " + analysis::compress_ranks(g.ranks);
     v.evidence.push_back(spec.name + ": " + who + " in " + g.where);
-    for (const auto& needle : spec.log) {
+    auto needles = spec.log;
+    if (spec.post_mortem && post_mortem_only(g.first)) needles = spec.post_mortem->log;
+    for (const auto& needle : needles) {
       const auto lines = matching_log_lines(g.first, needle);
       if (!lines.empty())
         v.evidence.push_back("log of " + g.members.front() + ": " + lines.front());

@@ -228,10 +228,21 @@ class RuleReader {
     return p;
   }
 
+  PostMortemSpec post_mortem(const std::string& name, const json& spec) const {
+    if (!spec.is_object()) fail("post_mortem", "`post_mortem` of `" + name + "` must be an object");
+    check_keys(spec, "`post_mortem` of group `" + name + "`", {"log", "not_log"});
+    PostMortemSpec p{strings(spec, "log"), strings(spec, "not_log")};
+    if (p.log.empty() && p.not_log.empty()) {
+      fail("post_mortem", "`post_mortem` of group `" + name + "` has no condition");
+    }
+    return p;
+  }
+
   GroupSpec group(const std::string& name, const json& spec) const {
     if (!spec.is_object()) fail(name, "group `" + name + "` must be an object");
     check_keys(spec, "group `" + name + "`",
-               {"frames", "not_frames", "states", "wait_kinds", "log", "require", "processes"});
+               {"frames", "not_frames", "states", "wait_kinds", "log", "require", "processes",
+                "post_mortem"});
     GroupSpec g;
     g.name = name;
     for (const char* list : {"frames", "not_frames"}) {
@@ -262,6 +273,7 @@ class RuleReader {
         fail("processes", "`processes` must be ranks or others");
       }
     }
+    if (spec.contains("post_mortem")) g.post_mortem = post_mortem(name, spec["post_mortem"]);
     if (g.frames.empty() && g.states.empty() && g.wait_kinds.empty() && g.log.empty()) {
       fail(name, "group `" + name + "` has no condition: it would hold every rank");
     }

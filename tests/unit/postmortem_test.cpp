@@ -12,6 +12,7 @@
 #include "command.h"
 #include "hangscope/common/files.h"
 #include "hangscope/diagnosis/diagnose.h"
+#include "hangscope/rules/rule.h"
 
 namespace hangscope::analysis {
 namespace {
@@ -288,6 +289,127 @@ TEST(PostMortemBundle, LogLinesGoToTheirRanks) {
   EXPECT_NE(notes[0].find("other.log"), std::string::npos) << notes[0];
 }
 
+// The built-in signature rules from the dead job's logs (--log): logs written as vLLM, Ray and
+// torchrun write them, the fingerprint lines taken from the user reports the rules come from
+// (tests/fixtures/postmortem_logs).
+const std::string kLogs = std::string(HANGSCOPE_SOURCE_DIR) + "/tests/fixtures/postmortem_logs/";
+
+std::unique_ptr<Diagnosed> diagnose_with_logs(const std::string& dumps, const std::string& logs) {
+  auto d = std::make_unique<Diagnosed>();
+  d->bundle = postmortem_bundle(dump_files(kFixtures + dumps + "/json"));
+  const auto notes = attach_logs(d->bundle, dump_files(kLogs + logs));
+  EXPECT_TRUE(notes.empty()) << notes.front();
+  d->analysis = diagnosis::diagnose(d->bundle, rules::load_rules("", ""));
+  return d;
+}
+
+TEST(PostMortemRules, AutotuneCacheHitOnRankZeroFromTheCombinedVllmLog) {
+  const auto d = diagnose_with_logs("rank0_behind", "autotune");
+  ASSERT_FALSE(d->analysis.verdicts.empty());
+  const auto& v = d->analysis.verdicts.front();
+  EXPECT_EQ(v.id, "autotune-cache-mismatch") << d->analysis.conclusion;
+  EXPECT_EQ(v.diverged_ranks.list(), std::vector<int>{0});
+  EXPECT_EQ(v.waiting_ranks.list(), (std::vector<int>{1, 2, 3}));
+  std::string evidence;
+  for (const auto& e : v.evidence) evidence += e + "\n";
+  EXPECT_NE(evidence.find("Config cache hit for trtllm::fused_moe::gemm1"), std::string::npos)
+      << evidence;
+  // The dumps' own verdict (rank 0 behind in the default group) is kept, explained by the rule.
+  const auto* behind = find(d->analysis, "collective-behind");
+  ASSERT_NE(behind, nullptr);
+  EXPECT_EQ(behind->diverged_ranks.list(), std::vector<int>{0});
+  EXPECT_EQ(behind->explained_by, "autotune-cache-mismatch");
+}
+
+TEST(PostMortemRules, EveryRankHittingTheCacheFiresNothing) {
+  const auto d = diagnose_with_logs("healthy", "autotune_all_hit");
+  EXPECT_TRUE(d->analysis.verdicts.empty()) << d->analysis.conclusion;
+}
+
+TEST(PostMortemRules, SymmetricMemoryRanksThatMovedOnFromTheRayDriversLog) {
+  const auto d = diagnose_with_logs("healthy", "symmetric_memory");
+  ASSERT_FALSE(d->analysis.verdicts.empty());
+  const auto& v = d->analysis.verdicts.front();
+  EXPECT_EQ(v.id, "symmetric-memory-rendezvous") << d->analysis.conclusion;
+  EXPECT_EQ(v.diverged_ranks.list(), (std::vector<int>{2, 3}));
+  EXPECT_EQ(v.waiting_ranks.list(), (std::vector<int>{0, 1}));
+  // Post-mortem a rank's "node" is its dump file: the node count is unknown, not true.
+  std::string evidence;
+  for (const auto& e : v.evidence) evidence += e + "\n";
+  EXPECT_NE(evidence.find("fact unknown (not read as false): the group spans two or more nodes"),
+            std::string::npos)
+      << evidence;
+  EXPECT_LT(v.confidence, 0.95);
+}
+
+TEST(PostMortemRules, FullDevShmSourceRankFromTorchrunPrefixes) {
+  const auto d = diagnose_with_logs("healthy", "shm_full");
+  ASSERT_FALSE(d->analysis.verdicts.empty());
+  const auto& v = d->analysis.verdicts.front();
+  EXPECT_EQ(v.id, "shm-broadcast-skip") << d->analysis.conclusion;
+  EXPECT_EQ(v.diverged_ranks.list(), std::vector<int>{0});
+  EXPECT_EQ(v.waiting_ranks.list(), (std::vector<int>{1, 2, 3}));
+}
+
+TEST(PostMortemRules, ColdCompileRankFromOneLogPerWorker) {
+  const auto d = diagnose_with_logs("healthy", "warmup");
+  ASSERT_FALSE(d->analysis.verdicts.empty());
+  const auto& v = d->analysis.verdicts.front();
+  EXPECT_EQ(v.id, "asymmetric-warmup") << d->analysis.conclusion;
+  EXPECT_EQ(v.diverged_ranks.list(), std::vector<int>{2});
+  EXPECT_EQ(v.waiting_ranks.list(), (std::vector<int>{0, 1, 3}));
+  EXPECT_NE(v.summary.find("rank_2_0"), std::string::npos) << v.summary;  // its log line
+}
+
+TEST(PostMortemRules, OnlyOneRuleFiresOnEachSeedsLogs) {
+  for (const std::string logs : {"autotune", "symmetric_memory", "shm_full", "warmup"}) {
+    const auto d = diagnose_with_logs("healthy", logs);
+    std::vector<std::string> fired;
+    for (const auto& v : d->analysis.verdicts) {
+      if (v.kind == VerdictKind::kSignature) fired.push_back(v.id);
+    }
+    EXPECT_EQ(fired.size(), 1u) << logs << ": " << ::testing::PrintToString(fired);
+  }
+}
+
+TEST(PostMortemRules, TheLogAloneNeverPlacesARankThatIsNotPostMortem) {
+  // The same ranks and logs, but known as live ranks (whose stack, here none, is the authority):
+  // the post-mortem log conditions do not apply.
+  auto bundle = postmortem_bundle(dump_files(kFixtures + "healthy/json"));
+  attach_logs(bundle, dump_files(kLogs + "autotune"));
+  for (auto& node : bundle.snapshots) {
+    for (auto& p : node.processes) p.identity.source = "environment";
+  }
+  const auto a = diagnosis::diagnose(bundle, rules::load_rules("", ""));
+  for (const auto& v : a.verdicts) EXPECT_NE(v.kind, VerdictKind::kSignature) << v.id;
+}
+
+TEST(PostMortemRules, VllmPrefixesGiveLinesToTheirRanks) {
+  auto bundle = postmortem_bundle(dump_files(kFixtures + "healthy/json"));
+  const std::string log =
+      "(RayWorkerWrapper pid=7, ip=10.0.0.2) DEBUG 11-03 20:08:20 [parallel_state.py:1004] "
+      "world_size=4 rank=3 local_rank=1 distributed_init_method=tcp://10.0.0.1:29500 "
+      "backend=nccl\n"
+      "(RayWorkerWrapper pid=7, ip=10.0.0.2) WARNING seven's warning\n"
+      "(Worker_TP1 pid=9) WARNING one's warning\n"
+      "(Worker_PP1_TP0 pid=11) WARNING no rank without the sizes\n";
+  const auto notes = attach_logs(bundle, {{"/logs/driver.log", log, 0, ""}});
+  EXPECT_TRUE(notes.empty());
+  std::map<int, std::string> lines;
+  for (const auto& node : bundle.snapshots) {
+    for (const auto& p : node.processes) {
+      for (const auto& l : p.logs) {
+        for (const auto& line : l.lines) lines[*p.identity.rank] += line + "\n";
+      }
+    }
+  }
+  EXPECT_NE(lines[3].find("seven's warning"), std::string::npos) << lines[3];
+  EXPECT_NE(lines[1].find("one's warning"), std::string::npos) << lines[1];
+  for (const auto& [rank, text] : lines) {
+    EXPECT_EQ(text.find("no rank without the sizes"), std::string::npos) << rank;
+  }
+}
+
 // The command end to end: exit codes and report.json's top verdict.
 std::string out_dir(const std::string& name) {
   return ::testing::TempDir() + "hangscope-postmortem-" + std::to_string(::getpid()) + "-" + name;
@@ -365,6 +487,18 @@ TEST(PostMortemCli, LogsOfTheDeadJobAreTaken) {
   const auto r = diagnose_cli("behind", out, " --log " + kFixtures + "../special/no_entries.json");
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_EQ(report_of(out)["verdicts"][0]["id"], "collective-behind");
+}
+
+TEST(PostMortemCli, SignatureRuleFromTheLogsTops) {
+  const auto out = out_dir("rule-logs");
+  const auto r = testing::run_command(
+      std::string(HANGSCOPE_BINARY) + " diagnose --quiet --force --flight-records " + kFixtures +
+      "rank0_behind/pickle --log '" + kLogs + "autotune/*.log' -o " + out);
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  const auto report = report_of(out);
+  ASSERT_FALSE(report["verdicts"].empty());
+  EXPECT_EQ(report["verdicts"][0]["id"], "autotune-cache-mismatch");
+  EXPECT_EQ(report["verdicts"][0]["diverged_ranks"], nlohmann::json::array({0}));
 }
 
 }  // namespace

@@ -511,6 +511,12 @@ TEST(Rules, MalformedFilesNameTheLineAndTheReason) {
        " \"groups\": {\"a\": {\"states\": [\"waiting\"]}},\n"
        " \"show_facts\": [\"cache.flashinfer\", \"caches\"]}",
        "f.json:3: `caches` names no fact hangscope records"},
+      {"{\"id\": \"x\", \"title\": \"t\", \"summary\": \"s\", \"diverged\": \"a\",\n"
+       " \"groups\": {\"a\": {\"states\": [\"waiting\"],\n \"post_mortem\": {}}}}",
+       "f.json:3: `post_mortem` of group `a` has no condition"},
+      {"{\"id\": \"x\", \"title\": \"t\", \"summary\": \"s\", \"diverged\": \"a\",\n"
+       " \"groups\": {\"a\": {\"states\": [\"waiting\"],\n \"post_mortem\": {\"logs\": []}}}}",
+       "f.json:3: unknown key `logs` in `post_mortem` of group `a`"},
   };
   for (const auto& [text, expected] : cases) {
     try {

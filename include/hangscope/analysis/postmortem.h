@@ -37,8 +37,11 @@ Bundle postmortem_bundle(const std::vector<DumpFile>& files);
 
 // The dead job's log files (--log with --flight-records; DumpFile holds a log's last bytes) given
 // to the ranks of `bundle` they belong to, for the signature rules: a line that starts with
-// torchrun's "[rankN]:" prefix to rank N, the other lines of a file whose name ends with a rank
-// number to that rank, the rest to no rank. Returns a note per log that gave no rank a line.
+// torchrun's "[rankN]:" prefix to rank N; a line with vLLM's process prefix ("(Worker_TP1
+// pid=123) …") to the rank that prefix's own "world_size=… rank=…" or "rank R in world size W is
+// assigned as …" line names, else to N for "Worker_TPN" (no PP or DP part); the other lines of a
+// file whose name ends with a rank number to that rank; the rest to no rank. Returns a note per
+// log that gave no rank a line.
 std::vector<std::string> attach_logs(Bundle& bundle, const std::vector<DumpFile>& logs);
 
 // Whether every rank of `job` is known from a flight-recorder dump only (identity source

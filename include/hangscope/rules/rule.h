@@ -29,6 +29,14 @@ struct FramePattern {
   std::string native;          // substring of a native symbol
 };
 
+// What places a rank known post-mortem only (its flight-recorder dump and logs, no stack) in a
+// group, instead of the group's other conditions: each `log` substring in some line of its
+// logs, no `not_log` substring in any, and a log at all.
+struct PostMortemSpec {
+  std::vector<std::string> log;
+  std::vector<std::string> not_log;
+};
+
 // Which ranks of a job belong to a group: all conditions must hold.
 struct GroupSpec {
   std::string name;
@@ -39,6 +47,7 @@ struct GroupSpec {
   std::vector<std::string> log;          // each is a substring of some log line of the rank
   std::string require = "some";          // some | all | none | any: how many must be in it
   std::string processes = "ranks";       // ranks | others (non-rank processes: EngineCore, …)
+  std::optional<PostMortemSpec> post_mortem;  // none: no stackless post-mortem rank is a member
 };
 
 // A fact the rule needs; true, false or unknown when evaluated.
