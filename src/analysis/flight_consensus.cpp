@@ -7,6 +7,7 @@
 
 #include "flight_groups.h"
 #include "hangscope/analysis/postmortem.h"
+#include "p2p_matching.h"
 
 namespace hangscope::analysis {
 namespace {
@@ -407,6 +408,8 @@ std::vector<Verdict> postmortem_flight_verdicts(Job& job) {
     }
     for (auto& v : group_verdicts(job, view)) out.push_back(std::move(v));
   }
+  auto p2p = p2p_verdicts(job, dumps.usable);
+  out.insert(out.end(), p2p.begin(), p2p.end());
   if (auto v = missing(job, dumps, views)) out.push_back(std::move(*v));
   for (const auto& v : out) link_waits(job, v);
   return out;

@@ -16,6 +16,7 @@ struct RankInGroup {
   const collectives::FlightGroup* group = nullptr;
   std::int64_t enqueued = -1;                                      // last collective issued
   std::map<std::int64_t, const collectives::FlightEntry*> by_seq;  // collectives, not p2p
+  const collectives::FlightEntry* last_p2p = nullptr;              // the newest send or recv
   const collectives::FlightEntry* last() const {
     const auto it = by_seq.find(enqueued);
     return it == by_seq.end() ? nullptr : it->second;
@@ -29,7 +30,12 @@ inline RankInGroup rank_in_group(int rank, const collectives::FlightRecord& reco
   rg.rank = rank;
   rg.group = &group;
   for (const auto& e : record.entries) {
-    if (e.pg == group.id && !e.is_p2p) rg.by_seq[e.collective_seq_id] = &e;
+    if (e.pg != group.id) continue;
+    if (e.is_p2p) {
+      rg.last_p2p = &e;
+    } else {
+      rg.by_seq[e.collective_seq_id] = &e;
+    }
   }
   rg.enqueued = group.last_enqueued.value_or(rg.by_seq.empty() ? -1 : rg.by_seq.rbegin()->first);
   return rg;
@@ -39,13 +45,21 @@ inline std::string group_name(const collectives::FlightGroup& g) {
   return "process group " + g.id + (g.desc.empty() ? "" : " (" + g.desc + ")");
 }
 
-// "process group 0 (default_pg): issued #6, started #6, completed #5; last nccl:all_reduce …"
+// "process group 0 (default_pg): issued #6, started #6, completed #5; last nccl:all_reduce …";
+// a group of sends and recvs only: "process group 1 (pp_0): no collective; last point-to-point
+// nccl:recv 2<-1 #7 … started".
 inline std::string group_line(const RankInGroup& rg) {
   const auto& g = *rg.group;
-  std::string line = group_name(g) + ": issued #" + std::to_string(rg.enqueued);
-  if (g.last_started) line += ", started #" + std::to_string(*g.last_started);
-  if (g.last_completed) line += ", completed #" + std::to_string(*g.last_completed);
+  std::string line = group_name(g);
+  if (rg.by_seq.empty() && rg.enqueued < 0) {
+    line += ": no collective";
+  } else {
+    line += ": issued #" + std::to_string(rg.enqueued);
+    if (g.last_started) line += ", started #" + std::to_string(*g.last_started);
+    if (g.last_completed) line += ", completed #" + std::to_string(*g.last_completed);
+  }
   if (const auto* e = rg.last()) line += "; last " + e->describe();
+  if (rg.last_p2p != nullptr) line += "; last point-to-point " + rg.last_p2p->describe();
   return line;
 }
 

@@ -74,8 +74,11 @@ FlightEntry entry_from(const json& e, std::size_t index) {
   if (!seq) throw Error(where + ": `collective_seq_id` is missing or not an integer");
   out.collective_seq_id = *seq;
   if (e.contains("p2p_seq_id")) out.p2p_seq_id = integer(e["p2p_seq_id"]).value_or(0);
-  out.is_p2p = e.value("is_p2p", false);
   out.profiling_name = text(e.value("profiling_name", json()));
+  // Dumps without `is_p2p` (older torch) say it in the name: "nccl:send 0->1", "nccl:recv 1<-0".
+  out.is_p2p = e.contains("is_p2p") ? e.value("is_p2p", false)
+                                    : out.profiling_name.find(":send ") != std::string::npos ||
+                                          out.profiling_name.find(":recv ") != std::string::npos;
   out.input_sizes = e.contains("input_sizes") ? e["input_sizes"].dump() : "";
   out.input_dtypes = e.contains("input_dtypes") ? e["input_dtypes"].dump() : "";
   out.output_sizes = e.contains("output_sizes") ? e["output_sizes"].dump() : "";

@@ -156,6 +156,104 @@ TEST_P(PostMortem, CorruptFileIsNamedAndTheOthersStillDiagnosed) {
   EXPECT_EQ(d->analysis.verdicts.front().diverged_ranks.list(), std::vector<int>{1});
 }
 
+TEST_P(PostMortem, PipelineStageThatNeverSentIsNamed) {
+  // pp_0 = ranks 0, 2, 4, 6 (group ranks 0-3 in the entries' names): rank 2 never sent
+  // microbatch 4 on; rank 4 waits in its recv, rank 6 in a recv from rank 4, rank 0 in a send
+  // rank 2 never received. pp_1 is healthy.
+  const auto d = diagnose_case("pp_no_send", GetParam());
+  ASSERT_EQ(d->analysis.verdicts.size(), 1u) << d->analysis.conclusion;
+  const auto& v = d->analysis.verdicts.front();
+  EXPECT_EQ(v.id, "p2p-unmatched");
+  EXPECT_EQ(v.diverged_ranks.list(), std::vector<int>{2});
+  EXPECT_EQ(v.waiting_ranks.list(), (std::vector<int>{0, 4, 6}));
+  EXPECT_EQ(v.summary.rfind("Rank 2 never sent what rank 4 waits to receive in process group 1 "
+                            "(pp_0): rank 4 is in nccl:recv 2<-1 #7",
+                            0),
+            0u)
+      << v.summary;
+  // The waiting ranks wait for rank 2 in the rank table, as the stacks would say live.
+  const auto& job = d->analysis.jobs.at(0);
+  EXPECT_EQ(job.ranks.at(job.by_rank.at(6)).waits_for.list(), std::vector<int>{2});
+}
+
+TEST(PostMortemBundle, DumpsWithoutIsP2pTellSendsAndRecvsByTheirNames) {
+  // Older dumps have no `is_p2p`: the names say it, and the sends and recvs neither count as
+  // collectives of their group nor hide the culprit.
+  auto files = dump_files(kFixtures + "pp_no_send/json");
+  for (auto& f : files) {
+    auto doc = nlohmann::json::parse(f.bytes);
+    for (auto& e : doc["entries"]) e.erase("is_p2p");
+    f.bytes = doc.dump();
+  }
+  const auto d = diagnose_files(files);
+  ASSERT_EQ(d->analysis.verdicts.size(), 1u) << d->analysis.conclusion;
+  EXPECT_EQ(d->analysis.verdicts[0].id, "p2p-unmatched");
+  EXPECT_EQ(d->analysis.verdicts[0].diverged_ranks.list(), std::vector<int>{2});
+  const auto& job = d->analysis.jobs.at(0);
+  std::string lines;
+  for (const auto& l : job.ranks.at(job.by_rank.at(4)).collectives) lines += l + "\n";
+  EXPECT_NE(lines.find("process group 1 (pp_0): no collective; last point-to-point nccl:recv "
+                       "2<-1 #7"),
+            std::string::npos)
+      << lines;
+}
+
+// A JSON dump of one rank of a two-rank pipeline group whose one entry is `op` in `state`.
+DumpFile p2p_dump(int rank, const std::string& op, const std::string& state) {
+  const nlohmann::json entry = {{"record_id", 0},
+                                {"pg_id", 1},
+                                {"process_group", {"1", "pp_0"}},
+                                {"collective_seq_id", 0},
+                                {"p2p_seq_id", 1},
+                                {"op_id", 1},
+                                {"profiling_name", op},
+                                {"time_created_ns", 1},
+                                {"input_sizes", {{4, 4096}}},
+                                {"input_dtypes", {"BFloat16"}},
+                                {"output_sizes", {{4, 4096}}},
+                                {"output_dtypes", {"BFloat16"}},
+                                {"state", state},
+                                {"retired", false},
+                                {"timeout_ms", 600000},
+                                {"is_p2p", true}};
+  const nlohmann::json doc = {
+      {"version", "2.4"},
+      {"pg_config", {{"1", {{"name", "1"}, {"desc", "pp_0"}, {"ranks", "[0, 1]"}}}}},
+      {"pg_status", nlohmann::json::object()},
+      {"entries", {entry}}};
+  return {"nccl_trace_rank_" + std::to_string(rank), doc.dump(), kWritten, ""};
+}
+
+TEST(PostMortemBundle, TwoRanksReceivingFromEachOtherAreOneCycle) {
+  const auto d = diagnose_files(
+      {p2p_dump(0, "nccl:recv 0<-1", "started"), p2p_dump(1, "nccl:recv 1<-0", "started")});
+  ASSERT_EQ(d->analysis.verdicts.size(), 1u) << d->analysis.conclusion;
+  const auto& v = d->analysis.verdicts[0];
+  EXPECT_EQ(v.id, "p2p-unmatched");
+  EXPECT_EQ(v.diverged_ranks.list(), (std::vector<int>{0, 1}));
+  EXPECT_NE(v.summary.find("wait for each other"), std::string::npos) << v.summary;
+  // Both posted and met: nothing to say about ranks (sizes agree).
+  const auto met = diagnose_files(
+      {p2p_dump(0, "nccl:send 0->1", "started"), p2p_dump(1, "nccl:recv 1<-0", "started")});
+  EXPECT_TRUE(met->analysis.verdicts.empty()) << met->analysis.conclusion;
+}
+
+TEST_P(PostMortem, MatchedSendsAndRecvsGiveNoVerdict) {
+  const auto d = diagnose_case("p2p_healthy", GetParam());
+  EXPECT_TRUE(d->analysis.verdicts.empty()) << d->analysis.conclusion;
+}
+
+TEST_P(PostMortem, SendAndRecvOfDifferentSizesNameBothRanks) {
+  const auto d = diagnose_case("p2p_size_mismatch", GetParam());
+  ASSERT_EQ(d->analysis.verdicts.size(), 1u) << d->analysis.conclusion;
+  const auto& v = d->analysis.verdicts.front();
+  EXPECT_EQ(v.id, "p2p-mismatch");
+  EXPECT_EQ(v.diverged_ranks.list(), (std::vector<int>{0, 1}));
+  EXPECT_NE(v.summary.find("[[4,4096]]"), std::string::npos) << v.summary;
+  EXPECT_NE(v.summary.find("[[8,4096]]"), std::string::npos) << v.summary;
+  EXPECT_NE(v.summary.find("differ in sizes"), std::string::npos) << v.summary;
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, PostMortem, ::testing::Values("pickle", "json"));
 
 TEST(PostMortemBundle, StaleDumpIsNamedAndNotCorrelated) {
