@@ -54,22 +54,25 @@ struct Channel {
 using ChannelKey = std::tuple<std::string, int, int>;  // group id, sender, receiver (global)
 
 // The global rank of a group rank: torch numbers a group's members by their sorted global ranks.
-std::optional<int> global_rank(const FlightGroup& g, int group_rank) {
-  std::vector<int> sorted = g.ranks;
-  std::sort(sorted.begin(), sorted.end());
-  if (group_rank < 0 || group_rank >= static_cast<int>(sorted.size())) return std::nullopt;
-  return sorted[static_cast<std::size_t>(group_rank)];
+std::optional<int> global_rank(const std::vector<int>& sorted_members, int group_rank) {
+  if (group_rank < 0 || group_rank >= static_cast<int>(sorted_members.size())) return std::nullopt;
+  return sorted_members[static_cast<std::size_t>(group_rank)];
 }
 
 std::map<ChannelKey, Channel> channels_of(const std::map<int, const FlightRecord*>& dumps) {
   std::map<ChannelKey, Channel> out;
   for (const auto& [rank, fr] : dumps) {
+    std::map<std::string, std::vector<int>> sorted;  // per group, sorted once per dump
+    for (const auto& [id, g] : fr->groups) {
+      auto& members = sorted[id] = g.ranks;
+      std::sort(members.begin(), members.end());
+    }
     for (const auto& e : fr->entries) {
       const auto name = parse_p2p_name(e.profiling_name);
       const auto g = fr->groups.find(e.pg);
       if (!name || g == fr->groups.end()) continue;
-      const auto self = global_rank(g->second, name->self);
-      const auto peer = global_rank(g->second, name->peer);
+      const auto self = global_rank(sorted[e.pg], name->self);
+      const auto peer = global_rank(sorted[e.pg], name->peer);
       if (self != rank || !peer || !dumps.count(*peer)) continue;  // the peer's side is unknown
       auto& channel = out[{e.pg, name->send ? rank : *peer, name->send ? *peer : rank}];
       channel.group = &g->second;
