@@ -411,6 +411,10 @@ std::vector<Verdict> postmortem_flight_verdicts(Job& job) {
   auto p2p = p2p_verdicts(job, dumps.usable);
   out.insert(out.end(), p2p.begin(), p2p.end());
   if (auto v = missing(job, dumps, views)) out.push_back(std::move(*v));
+  // A stalled exchange points at the transport only when no rank explains it.
+  if (out.size() > 1) {
+    std::erase_if(out, [](const Verdict& v) { return v.id == "p2p-transport"; });
+  }
   for (const auto& v : out) link_waits(job, v);
   return out;
 }

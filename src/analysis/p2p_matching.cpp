@@ -111,9 +111,17 @@ std::string pair_difference(const FlightEntry& send, const FlightEntry& recv) {
   return out;
 }
 
+// A send and its recv both posted, neither completed, sizes and dtypes alike.
+struct Stalled {
+  int sender = 0, receiver = 0;
+  const FlightEntry *send = nullptr, *recv = nullptr;
+  const FlightGroup* group = nullptr;
+};
+
 struct Findings {
   std::vector<Wait> waits;
   std::vector<PairMismatch> mismatches;
+  std::vector<Stalled> stalled;
 };
 
 void match_channel(const ChannelKey& key, const Channel& c, Findings& out) {
@@ -133,6 +141,9 @@ void match_channel(const ChannelKey& key, const Channel& c, Findings& out) {
   }
   for (std::size_t i = 0; i < std::min(sending.size(), receiving.size()); ++i) {
     pairs.emplace_back(sending[i], receiving[i]);
+    if (i == 0 && pair_difference(*sending[i], *receiving[i]).empty()) {
+      out.stalled.push_back({sender, receiver, sending[i], receiving[i], c.group});
+    }
   }
   for (const auto& [send, recv] : pairs) {
     if (auto what = pair_difference(*send, *recv); !what.empty()) {
@@ -250,6 +261,33 @@ Verdict mismatch_verdict(const Job& job, const PairMismatch& m) {
   return v;
 }
 
+// Sends and recvs that met (both posted, alike) and never completed, with nothing else wrong in
+// any exchange: no rank differs, the transport (or a device) is the suspect.
+Verdict transport_verdict(const Job& job, const std::vector<Stalled>& stalled) {
+  auto v = p2p_verdict(job, "p2p-transport",
+                       "Sends and recvs met and never completed: the transport, not a rank", 0.6);
+  std::set<int> ranks;
+  for (const auto& s : stalled) {
+    ranks.insert({s.sender, s.receiver});
+    v.evidence.push_back("flight recorder, rank " + std::to_string(s.sender) + ": " +
+                         s.send->describe() + "; rank " + std::to_string(s.receiver) + ": " +
+                         s.recv->describe() + " (" + group_name(*s.group) + ")");
+  }
+  v.waiting_ranks = RankSet(std::vector<int>(ranks.begin(), ranks.end()));
+  const auto& first = stalled.front();
+  v.summary = "Rank " + std::to_string(first.sender) + "'s send to rank " +
+              std::to_string(first.receiver) + " in " + group_name(*first.group) +
+              " and its recv were both posted and never completed" +
+              (stalled.size() > 1 ? " (and " + std::to_string(stalled.size() - 1) + " more pair(s))"
+                                  : std::string()) +
+              "; no rank failed to send or receive: the transport (network, NCCL, a GPU or "
+              "link) is the suspect.";
+  v.remedies = {
+      "check the network and the GPUs of the ranks' nodes at the time of the timeout (NCCL logs "
+      "with NCCL_DEBUG=INFO, link errors, Xid messages in the kernel log)"};
+  return v;
+}
+
 }  // namespace
 
 std::vector<Verdict> p2p_verdicts(const Job& job, const std::map<int, const FlightRecord*>& dumps) {
@@ -259,6 +297,7 @@ std::vector<Verdict> p2p_verdicts(const Job& job, const std::map<int, const Flig
   for (const auto& m : found.mismatches) out.push_back(mismatch_verdict(job, m));
   auto unmatched = unmatched_verdicts(job, found.waits);
   out.insert(out.end(), unmatched.begin(), unmatched.end());
+  if (out.empty() && !found.stalled.empty()) out.push_back(transport_verdict(job, found.stalled));
   return out;
 }
 

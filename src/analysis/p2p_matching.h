@@ -16,7 +16,8 @@ namespace hangscope::analysis {
 // ("never sent"), a send without a recv the receiver ("never posted the recv"); a rank that waits
 // for a peer which itself waits for another is explained by that peer, so the verdict
 // (p2p-unmatched) names the rank at the end of the chain, or the ranks of a cycle. A matched pair
-// whose sizes or dtypes differ names both ranks (p2p-mismatch). `dumps`: the usable dumps by rank.
+// whose sizes or dtypes differ names both ranks (p2p-mismatch). Without either, pairs posted on
+// both sides and never completed name no rank (p2p-transport). `dumps`: the usable dumps by rank.
 std::vector<Verdict> p2p_verdicts(const Job& job,
                                   const std::map<int, const collectives::FlightRecord*>& dumps);
 

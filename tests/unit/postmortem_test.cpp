@@ -232,10 +232,20 @@ TEST(PostMortemBundle, TwoRanksReceivingFromEachOtherAreOneCycle) {
   EXPECT_EQ(v.id, "p2p-unmatched");
   EXPECT_EQ(v.diverged_ranks.list(), (std::vector<int>{0, 1}));
   EXPECT_NE(v.summary.find("wait for each other"), std::string::npos) << v.summary;
-  // Both posted and met: nothing to say about ranks (sizes agree).
+}
+
+TEST(PostMortemBundle, SendAndRecvThatMetAndNeverCompletedAreTheTransportNotARank) {
   const auto met = diagnose_files(
       {p2p_dump(0, "nccl:send 0->1", "started"), p2p_dump(1, "nccl:recv 1<-0", "started")});
-  EXPECT_TRUE(met->analysis.verdicts.empty()) << met->analysis.conclusion;
+  ASSERT_EQ(met->analysis.verdicts.size(), 1u) << met->analysis.conclusion;
+  const auto& v = met->analysis.verdicts[0];
+  EXPECT_EQ(v.id, "p2p-transport");
+  EXPECT_TRUE(v.diverged_ranks.empty());
+  EXPECT_EQ(v.waiting_ranks.list(), (std::vector<int>{0, 1}));
+  // Once completed, the same exchange is no hang at all.
+  const auto done = diagnose_files(
+      {p2p_dump(0, "nccl:send 0->1", "completed"), p2p_dump(1, "nccl:recv 1<-0", "completed")});
+  EXPECT_TRUE(done->analysis.verdicts.empty()) << done->analysis.conclusion;
 }
 
 TEST_P(PostMortem, MatchedSendsAndRecvsGiveNoVerdict) {
