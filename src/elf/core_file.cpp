@@ -75,7 +75,8 @@ void CoreFile::parse() {
       if (data.size() < segment.file_size) notes_.push_back("the note segment is cut short");
       parse_notes(data);
     } else if (segment.type == PT_LOAD && segment.memory_size > 0) {
-      CoreSegment s{segment.vaddr, segment.vaddr + segment.memory_size, segment.offset, 0};
+      CoreSegment s{segment.vaddr, segment.vaddr + segment.memory_size, segment.offset, 0,
+                    segment.flags};
       // A core cut short (disk full, size limit) holds a prefix of what its headers promise.
       if (segment.offset < bytes.size()) {
         s.dumped = std::min<std::uint64_t>(segment.file_size, bytes.size() - segment.offset);
@@ -187,25 +188,51 @@ void CoreFile::parse_file_note(std::span<const std::byte> desc) {
   }
 }
 
-// Every PT_LOAD is a mapping (its flags are the permissions); the NT_FILE entry with the same
-// range names its file. gcore may split or merge ranges: a file entry is matched by overlap.
+// Every PT_LOAD is a mapping, and the NT_FILE entry over it names its file. gcore writes no
+// PT_LOAD for the file mappings it leaves out (code, read-only data): the parts of NT_FILE
+// entries no PT_LOAD covers are mappings too, read-only, their code read from the file.
 void CoreFile::build_maps(const std::vector<proc::Mapping>& files) {
   std::vector<proc::Mapping> mappings;
-  for (const auto& segment : segments_) {
-    proc::Mapping m;
-    m.start = segment.start;
-    m.end = segment.end;
+  const auto file_at = [&](std::uint64_t address) -> const proc::Mapping* {
     for (const auto& file : files) {
-      if (file.start <= m.start && m.start < file.end) {
-        m.path = file.path;
-        m.device = file.device;
-        m.inode = file.inode;
-        m.deleted = file.deleted;
-        m.offset = file.offset + (m.start - file.start);
-        break;
-      }
+      if (file.contains(address)) return &file;
     }
+    return nullptr;
+  };
+  const auto add = [&](std::uint64_t start, std::uint64_t end, const proc::Mapping* file) {
+    proc::Mapping m;
+    m.start = start;
+    m.end = end;
+    if (file != nullptr) {
+      m.path = file->path;
+      m.device = file->device;
+      m.inode = file->inode;
+      m.deleted = file->deleted;
+      m.offset = file->offset + (start - file->start);
+    }
+    return m;
+  };
+  for (const auto& segment : segments_) {
+    proc::Mapping m = add(segment.start, segment.end, file_at(segment.start));
+    m.readable = (segment.flags & PF_R) != 0;
+    m.writable = (segment.flags & PF_W) != 0;
+    m.executable = (segment.flags & PF_X) != 0;
     mappings.push_back(std::move(m));
+  }
+  for (const auto& file : files) {
+    std::uint64_t at = file.start;
+    for (const auto& segment : segments_) {  // ascending
+      if (segment.end <= at || segment.start >= file.end) continue;
+      if (segment.start > at) mappings.push_back(add(at, segment.start, &file));
+      at = std::max(at, segment.end);
+    }
+    if (at < file.end) mappings.push_back(add(at, file.end, &file));
+  }
+  for (auto& m : mappings) {
+    if (m.device == "core" && !m.readable && !m.writable && !m.executable) {
+      m.readable = true;  // left out by gcore: read-only, perhaps code
+      m.executable = true;
+    }
   }
   maps_ = proc::MemoryMap(std::move(mappings));
 }

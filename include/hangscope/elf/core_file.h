@@ -45,6 +45,7 @@ struct CoreSegment {
   std::uint64_t end = 0;
   std::uint64_t file_offset = 0;
   std::uint64_t dumped = 0;  // bytes present in the core (0 for mappings the filter left out)
+  std::uint32_t flags = 0;   // PF_R | PF_W | PF_X
 };
 
 class CoreFile final : public memory::MemoryReader {
