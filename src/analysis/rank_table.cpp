@@ -205,6 +205,12 @@ void settle_state(RankEntry& entry) {
     return;
   }
   const auto* thread = find_thread(*latest, entry.wait.tid);
+  if (thread != nullptr && thread->state == '?' && !thread->frames.empty()) {
+    // A core: the thread stood in a blocking call, or it ran. Progress is unknown.
+    entry.state_from_stack = true;
+    entry.state = entry.wait.primitive.empty() ? RankState::kRunning : RankState::kWaiting;
+    return;
+  }
   entry.state = thread ? state_from_letter(thread->state) : process_state;
   if (entry.state == RankState::kRunning && spins(entry.wait)) entry.state = RankState::kWaiting;
   if (entry.state == RankState::kWaiting && entry.progress.progressing.value_or(false)) {
@@ -255,6 +261,10 @@ std::string_view to_string(RankState state) {
       return "unknown";
   }
   return "unknown";
+}
+
+std::string state_label(const RankEntry& entry) {
+  return std::string(to_string(entry.state)) + (entry.state_from_stack ? " (stack)" : "");
 }
 
 const RankEntry* Job::find(int rank) const {

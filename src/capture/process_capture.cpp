@@ -15,6 +15,7 @@
 #include "hangscope/proc/process_fs.h"
 #include "hangscope/python/merge.h"
 #include "python_session.h"
+#include "thread_assembly.h"
 
 namespace hangscope::capture {
 namespace {
@@ -82,40 +83,6 @@ std::vector<native::ThreadCopy> list_without_stopping(const proc::ProcessFs& fs)
   return threads;
 }
 
-// Which host thread runs a Python thread state.
-class ThreadMatcher {
- public:
-  ThreadMatcher(const std::vector<native::ThreadCopy>& copies, memory::MemoryReader& memory)
-      : memory_(memory) {
-    for (const auto& copy : copies) {
-      if (copy.ns_tid != 0) ns_to_host_[copy.ns_tid] = copy.tid;
-      if (copy.copied) by_thread_pointer_[copy.registers.thread_pointer()] = copy.tid;
-    }
-  }
-
-  std::optional<pid_t> host_tid(const python::PyThread& thread) {
-    if (thread.native_thread_id) {
-      const auto it = ns_to_host_.find(static_cast<pid_t>(*thread.native_thread_id));
-      if (it != ns_to_host_.end()) return it->second;
-    }
-    if (const auto it = by_thread_pointer_.find(thread.thread_id); it != by_thread_pointer_.end()) {
-      return it->second;
-    }
-    // 3.10 without registers: glibc (x86-64, 2.26+) keeps the kernel tid in struct pthread.
-    constexpr std::uint64_t kGlibcPthreadTid = 0x2d0;
-    std::int32_t tid = 0;
-    if (memory_.read_exact(thread.thread_id + kGlibcPthreadTid, &tid, sizeof tid)) {
-      if (const auto it = ns_to_host_.find(tid); it != ns_to_host_.end()) return it->second;
-    }
-    return std::nullopt;
-  }
-
- private:
-  memory::MemoryReader& memory_;
-  std::map<pid_t, pid_t> ns_to_host_;
-  std::map<std::uint64_t, pid_t> by_thread_pointer_;
-};
-
 // A thread that runs through Python calls faster than its frames can be read (a spin loop
 // calling a small function) tears every live read: such a thread is stopped once more, alone,
 // for a read of its frames. Returns the longest of these pauses.
@@ -147,56 +114,6 @@ std::chrono::nanoseconds reread_torn_threads(std::vector<python::PyThread>& thre
     }
   }
   return longest;
-}
-
-void mask_locals(std::vector<model::Frame>& frames) {
-  for (auto& frame : frames) {
-    for (auto& [name, value] : frame.locals) value = mask_if_secret(name, value);
-  }
-}
-
-// Gives one thread its Python frames and, unless Python-only, the merged view.
-void fill_python(model::ThreadDump& thread, const python::PyThread& py,
-                 const std::string& interpreter_module, StackKinds stacks) {
-  thread.py_thread_id = py.thread_id;
-  thread.py_thread_name = py.name;
-  thread.holds_gil = py.holds_gil;
-  for (const auto& f : py.frames) thread.python_frames.push_back(python::to_frame(f));
-  mask_locals(thread.python_frames.edit());
-  if (py.error) thread.notes.push_back("Python stack: " + py.error->text);
-  if (stacks == StackKinds::kPythonOnly) {
-    thread.frames = thread.python_frames;
-    return;
-  }
-  auto merged = python::merge_stacks(thread.native_frames, py.frames, interpreter_module);
-  mask_locals(merged.frames);
-  thread.frames = std::move(merged.frames);
-  thread.merge = merged.merge;
-}
-
-// Attaches Python threads to the native ones; a Python thread whose native thread is not
-// found is kept as a thread of its own (tid 0) with a note.
-void attach_python(model::ProcessDump& dump, const std::vector<python::PyThread>& py_threads,
-                   ThreadMatcher& matcher, const std::string& interpreter_module,
-                   StackKinds stacks) {
-  std::map<pid_t, model::ThreadDump*> by_tid;
-  for (auto& t : dump.threads) by_tid[t.tid] = &t;
-  std::vector<const python::PyThread*> unmatched;
-  for (const auto& py : py_threads) {
-    const auto tid = matcher.host_tid(py);
-    if (tid && by_tid.count(*tid)) {
-      fill_python(*by_tid[*tid], py, interpreter_module, stacks);
-    } else {
-      unmatched.push_back(&py);
-    }
-  }
-  for (const auto* py : unmatched) {
-    dump.notes.push_back("Python thread " + std::to_string(py->thread_id) +
-                         " matches no thread of the process (it may have exited)");
-    model::ThreadDump thread;
-    fill_python(thread, *py, interpreter_module, StackKinds::kPythonOnly);
-    dump.threads.push_back(std::move(thread));
-  }
 }
 
 }  // namespace
@@ -269,22 +186,16 @@ model::ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
   phases.lap("Python stacks");
   if (!python_error.empty()) dump.notes.push_back("Python stacks unavailable: " + python_error);
 
-  native::Unwinder unwinder(image, &live);
-  std::vector<native::UnwindResult> walks(copies.size());
-  std::vector<const std::vector<native::RawFrame>*> stacks;
-  for (std::size_t i = 0; i < copies.size(); ++i) {
-    if (copies[i].copied) walks[i] = unwinder.unwind(copies[i], options.max_native_frames);
-    stacks.push_back(&walks[i].frames);
-  }
-  phases.lap("native unwinding");
-  auto symbolized = native::Symbolizer(image).symbolize_stacks(stacks);
-  phases.lap("symbols");
+  NativeStacks native =
+      unwind_and_symbolize(copies, image, &live, options.max_native_frames, phases);
   for (std::size_t i = 0; i < copies.size(); ++i) {
     model::ThreadDump thread = describe_thread(copies[i], fs);
     if (copies[i].copied) {
-      thread.native_frames = std::move(symbolized[i]);
+      thread.native_frames = std::move(native.frames[i]);
       thread.frames = thread.native_frames;
-      if (walks[i].end != WalkEnd::kComplete) thread.notes.push_back(walks[i].stop_reason);
+      if (native.walks[i].end != WalkEnd::kComplete) {
+        thread.notes.push_back(native.walks[i].stop_reason);
+      }
     }
     dump.threads.push_back(std::move(thread));
   }

@@ -11,6 +11,7 @@
 
 #include "hangscope/agent/agent.h"
 #include "hangscope/analysis/postmortem.h"
+#include "hangscope/capture/core_capture.h"
 #include "hangscope/capture/node_capture.h"
 #include "hangscope/cli/commands.h"
 #include "hangscope/cli/options.h"
@@ -28,7 +29,10 @@ namespace {
 struct DiagnoseArguments {
   std::vector<std::string> files;
   std::vector<std::string> flight_records;  // --flight-records DIR|GLOB
-  std::vector<std::string> log_globs;       // --log GLOB (with --flight-records)
+  std::vector<std::string> log_globs;       // --log GLOB (with --flight-records or --cores)
+  std::vector<std::string> cores;           // --cores DIR|GLOB
+  std::string core_exe;                     // --exe (with --cores)
+  std::string sysroot;                      // --sysroot (with --cores)
   std::string agents;
   std::string hostfile;
   std::string token_file;
@@ -54,7 +58,7 @@ struct DiagnoseArguments {
 
 // Where the snapshots come from, and what was checked before any sampling.
 struct Plan {
-  enum class Source { kFiles, kAgents, kLocal, kFlightRecords } source = Source::kLocal;
+  enum class Source { kFiles, kAgents, kLocal, kFlightRecords, kCores } source = Source::kLocal;
   std::vector<std::string> addresses;
   std::chrono::milliseconds interval{1000};
   std::string token;
@@ -300,6 +304,67 @@ analysis::Bundle from_flight_records(const DiagnoseArguments& args, const Progre
   return bundle;
 }
 
+// The post-mortem source from core files: each core a node of one process (named by its path),
+// read like a live rank; a file that is no readable core is a node in error, named.
+analysis::Bundle from_cores(const DiagnoseArguments& args, const Progress& progress) {
+  analysis::Bundle bundle;
+  capture::CoreOptions options;
+  options.executable = args.core_exe;
+  options.sysroot = args.sysroot;
+  options.locals = args.locals;
+  options.modules = std::make_shared<elf::ModuleCache>();  // one libpython parse for all cores
+  std::size_t read = 0;
+  for (const auto& pattern : args.cores) {
+    for (const auto& file : dump_files_of(pattern)) {
+      if (!file.error.empty()) {
+        print_error(file.path + ": " + file.error);
+        bundle.nodes.push_back({file.path, std::nullopt, "error", file.error, 0});
+        continue;
+      }
+      snapshot::NodeSnapshot node;
+      node.node_name = file.path;
+      struct stat st {};
+      if (::stat(file.path.c_str(), &st) == 0) {
+        node.capture_unix_ns =
+            static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+      }
+      snapshot::ProcessRecord record = capture::core_record(file.path, options);
+      if (!record.error.empty()) {
+        print_error(record.error);
+        bundle.nodes.push_back({file.path, std::nullopt, "error", record.error, 0});
+        continue;
+      }
+      node.hostname = record.environment.count("HOSTNAME") ? record.environment["HOSTNAME"] : "";
+      node.processes.push_back(std::move(record));
+      bundle.snapshots.push_back(snapshot::as_transmitted(std::move(node)));
+      bundle.nodes.push_back({file.path, std::nullopt, "ok", "", 0});
+      ++read;
+    }
+  }
+  attach_job_logs(args, bundle, progress);
+  progress.say("read " + std::to_string(read) + " core file(s)");
+  return bundle;
+}
+
+// The usage errors of the core-file source: nothing that captures or samples applies.
+void check_cores_plan(const DiagnoseArguments& args, bool agents) {
+  if (!args.files.empty() || agents || !args.flight_records.empty()) {
+    throw UsageError(
+        "--cores diagnoses core files alone: give no snapshot files, agents or --flight-records "
+        "with it");
+  }
+  for (const auto* given : {&args.local_only, &args.credentials}) {
+    if (!given->empty()) {
+      throw UsageError(given->front() + " does not apply to --cores (the cores are all there is)");
+    }
+  }
+  for (const auto& option : args.sampling) {
+    if (option != "--locals" && option != "--no-locals") {
+      throw UsageError(option + " does not apply to --cores (a core is one instant)");
+    }
+  }
+}
+
 // The usage errors of the post-mortem source: nothing that captures or samples applies.
 void check_flight_records_plan(const DiagnoseArguments& args, bool agents) {
   if (!args.files.empty() || agents) {
@@ -327,16 +392,22 @@ Plan make_plan(const DiagnoseArguments& args) {
   if (!args.files.empty() && agents) {
     throw UsageError("give snapshot files or agents (--agents, --hostfile), not both");
   }
+  if (!args.cores.empty()) check_cores_plan(args, agents);
   if (!args.flight_records.empty()) check_flight_records_plan(args, agents);
-  if (!args.log_globs.empty() && args.flight_records.empty()) {
+  if (!args.log_globs.empty() && args.flight_records.empty() && args.cores.empty()) {
     throw UsageError(
-        "--log applies to --flight-records (live ranks: give it to each agent's `hangscope "
-        "collect --log`)");
+        "--log applies to --flight-records and --cores (live ranks: give it to each agent's "
+        "`hangscope collect --log`)");
   }
-  p.source = !args.flight_records.empty() ? Plan::Source::kFlightRecords
-             : !args.files.empty()        ? Plan::Source::kFiles
-             : agents                     ? Plan::Source::kAgents
-                                          : Plan::Source::kLocal;
+  if ((!args.core_exe.empty() || !args.sysroot.empty()) && args.cores.empty()) {
+    throw UsageError(std::string(args.core_exe.empty() ? "--sysroot" : "--exe") +
+                     " applies to --cores only");
+  }
+  p.source = !args.cores.empty()            ? Plan::Source::kCores
+             : !args.flight_records.empty() ? Plan::Source::kFlightRecords
+             : !args.files.empty()          ? Plan::Source::kFiles
+             : agents                       ? Plan::Source::kAgents
+                                            : Plan::Source::kLocal;
   const std::string not_here = p.source == Plan::Source::kFiles
                                    ? "snapshot files"
                                    : "agents (give it to each agent's `hangscope collect`)";
@@ -357,11 +428,12 @@ Plan make_plan(const DiagnoseArguments& args) {
   if (!args.select.empty()) check_regex("--select", args.select);
   if (args.query_store && !args.locals) throw UsageError("--query-store needs --locals");
   if (p.source == Plan::Source::kAgents) p.token = load_token(args.token_file);
-  p.where = p.source == Plan::Source::kFlightRecords ? "in the flight-recorder dumps"
-            : p.source == Plan::Source::kFiles       ? "in the snapshot files"
-            : p.source == Plan::Source::kAgents      ? "on the nodes of the agents"
-            : args.pids.empty()                      ? "on this node"
-                                                     : "among the processes given with --pid";
+  p.where = p.source == Plan::Source::kCores           ? "in the core files"
+            : p.source == Plan::Source::kFlightRecords ? "in the flight-recorder dumps"
+            : p.source == Plan::Source::kFiles         ? "in the snapshot files"
+            : p.source == Plan::Source::kAgents        ? "on the nodes of the agents"
+            : args.pids.empty()                        ? "on this node"
+                                                       : "among the processes given with --pid";
   p.dir = args.output.empty() ? "hangscope-" + utc_stamp() : args.output;
   prepare_output_dir(p.dir, args.force);
   return p;
@@ -372,10 +444,11 @@ int run_diagnose(const DiagnoseArguments& args) {
   const Plan p = make_plan(args);
   PhaseTimer timer;
   analysis::Bundle bundle =
-      p.source == Plan::Source::kFlightRecords ? from_flight_records(args, progress)
-      : p.source == Plan::Source::kFiles       ? from_files(args, progress)
-      : p.source == Plan::Source::kAgents      ? from_agents(p, args, progress)
-                                               : from_local_node(args, p.interval, progress);
+      p.source == Plan::Source::kCores           ? from_cores(args, progress)
+      : p.source == Plan::Source::kFlightRecords ? from_flight_records(args, progress)
+      : p.source == Plan::Source::kFiles         ? from_files(args, progress)
+      : p.source == Plan::Source::kAgents        ? from_agents(p, args, progress)
+                                                 : from_local_node(args, p.interval, progress);
   timer.lap("gathering");
   // The snapshots are written while the analysis runs (both only read the bundle).
   std::string bundle_failure;
@@ -417,10 +490,20 @@ CommandRunner register_diagnose_command(CLI::App& app) {
                  "Post-mortem: diagnose these flight-recorder dumps (pickle or JSON) of a job that "
                  "is gone: a directory (every file in it) or a glob; repeatable")
       ->take_all();
+  app.add_option("--cores", args->cores,
+                 "Post-mortem: diagnose these core files (kernel-written or gcore) of a job's "
+                 "ranks like live ranks: a directory (every file in it) or a glob; repeatable")
+      ->take_all();
+  app.add_option("--exe", args->core_exe,
+                 "With --cores: the program's executable, when the path the cores name does not "
+                 "hold it");
+  app.add_option("--sysroot", args->sysroot,
+                 "With --cores: a directory holding the crashed machines' files (libraries are "
+                 "opened at DIR/PATH)");
   app.add_option("--log", args->log_globs,
-                 "With --flight-records: the dead job's log files (GLOB; lines by their "
-                 "[rankN]: or vLLM (Worker_TPn ...) prefix, or the file name's rank) for the "
-                 "signature rules")
+                 "With --flight-records or --cores: the dead job's log files (GLOB; lines by "
+                 "their [rankN]: or vLLM (Worker_TPn ...) prefix, or the file name's rank) for "
+                 "the signature rules")
       ->take_all();
   app.add_option("--hostfile", args->hostfile, "File with one agent HOST[:PORT] per line");
   auto* token_file =
@@ -475,7 +558,8 @@ CommandRunner register_diagnose_command(CLI::App& app) {
       "  hangscope diagnose                                 # this node, no agent needed\n"
       "  hangscope diagnose --agents node0,node1:7447 --token-file token\n"
       "  hangscope diagnose node0.json node1.json --json\n"
-      "  hangscope diagnose --flight-records /tmp/fr-dumps -o postmortem  # the job is gone");
+      "  hangscope diagnose --flight-records /tmp/fr-dumps -o postmortem  # the job is gone\n"
+      "  hangscope diagnose --cores '/var/crash/core.*' -o postmortem");
   return [=] {
     args->agents_given = agents->count() > 0;
     args->local_only = given_options({pid, select, trigger, query_store});

@@ -1,10 +1,12 @@
-// `hangscope dump --pid PID`: every thread's stack of one live process, as text or JSON.
+// `hangscope dump --pid PID | --core FILE`: every thread's stack of one live process, or of one
+// process from its core file, as text or JSON.
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <iostream>
 #include <memory>
 
+#include "hangscope/capture/core_capture.h"
 #include "hangscope/capture/process_capture.h"
 #include "hangscope/cli/commands.h"
 #include "hangscope/cli/options.h"
@@ -23,24 +25,47 @@ struct DumpArguments {
   bool native_only = false;
   bool python_only = false;
   bool locals = false;
+  std::string core;     // --core FILE
+  std::string exe;      // --exe PATH (with --core)
+  std::string sysroot;  // --sysroot DIR (with --core)
 };
 
-int run_dump(const DumpArguments& args) {
+capture::StackKinds stack_kinds(const DumpArguments& args) {
+  return args.native_only   ? capture::StackKinds::kNativeOnly
+         : args.python_only ? capture::StackKinds::kPythonOnly
+                            : capture::StackKinds::kMerged;
+}
+
+model::ProcessDump dump_core(const DumpArguments& args) {
+  capture::CoreOptions options;
+  options.executable = args.exe;
+  options.sysroot = args.sysroot;
+  options.stacks = stack_kinds(args);
+  options.locals = args.locals;
+  return capture::capture_core(args.core, options);
+}
+
+model::ProcessDump dump_live(const DumpArguments& args) {
   capture::CaptureOptions options;
   options.freeze.mode =
       args.stop_mode == "all" ? native::StopMode::kAllThreads : native::StopMode::kEachThread;
   options.freeze.max_stack_bytes = args.max_stack_kib * 1024;
   options.freeze.stop_timeout = std::chrono::milliseconds(args.stop_timeout_ms);
-  options.stacks = args.native_only   ? capture::StackKinds::kNativeOnly
-                   : args.python_only ? capture::StackKinds::kPythonOnly
-                                      : capture::StackKinds::kMerged;
+  options.stacks = stack_kinds(args);
   options.locals = args.locals;
   // ptrace cannot attach to its caller: say so instead of the capture's guess (privileges).
   if (args.pid == ::getpid()) {
     throw Error("pid " + std::to_string(args.pid) +
                 " is hangscope itself: a process cannot trace itself");
   }
-  const auto dump = capture::capture_process(args.pid, options);
+  return capture::capture_process(args.pid, options);
+}
+
+int run_dump(const DumpArguments& args) {
+  if ((args.pid == 0) == args.core.empty()) {
+    throw UsageError("give one process: --pid PID (live) or --core FILE (a core file)");
+  }
+  const auto dump = args.core.empty() ? dump_live(args) : dump_core(args);
   if (args.json) {
     // A byte of the target that is not UTF-8 becomes U+FFFD, never an exception.
     std::cout << report::dump_to_json(dump).dump(2, ' ', false,
@@ -56,7 +81,19 @@ int run_dump(const DumpArguments& args) {
 
 CommandRunner register_dump_command(CLI::App& app) {
   auto args = std::make_shared<DumpArguments>();
-  app.add_option("--pid,-p", args->pid, "Process to capture")->required()->check(pid_validator());
+  auto* pid = app.add_option("--pid,-p", args->pid, "Process to capture")->check(pid_validator());
+  auto* core = app.add_option("--core", args->core,
+                              "A core file (kernel-written or gcore) to read instead of a live "
+                              "process: thread states are unknown in a core")
+                   ->excludes(pid);
+  app.add_option("--exe", args->exe,
+                 "With --core: the program's executable, when the path the core names does not "
+                 "hold it")
+      ->needs(core);
+  app.add_option("--sysroot", args->sysroot,
+                 "With --core: a directory holding the crashed machine's files (libraries are "
+                 "opened at DIR/PATH)")
+      ->needs(core);
   app.add_flag("--json", args->json, "Print the dump as JSON (keys as in docs/cli.md)");
   auto* native_only =
       app.add_flag("--native-only", args->native_only, "Native stacks only: no interpreter reads");
@@ -68,20 +105,25 @@ CommandRunner register_dump_command(CLI::App& app) {
   app.add_option("--stop-mode", args->stop_mode,
                  "each: stop one thread at a time (shortest pause); all: stop every thread at once")
       ->check(CLI::IsMember({"each", "all"}))
-      ->capture_default_str();
+      ->capture_default_str()
+      ->excludes(core);
   app.add_option("--max-stack-kib", args->max_stack_kib, "Stack bytes copied per thread, in KiB")
       ->check(CLI::Range(4, 65536))
-      ->capture_default_str();
+      ->capture_default_str()
+      ->excludes(core);
   app.add_option("--stop-timeout-ms", args->stop_timeout_ms,
                  "Longest wait for one thread to stop (threads in state D may never stop)")
       ->check(CLI::Range(1, 10000))
-      ->capture_default_str();
+      ->capture_default_str()
+      ->excludes(core);
   app.footer(
       "Examples:\n"
       "  hangscope dump --pid 1234\n"
       "  hangscope dump --pid 1234 --locals\n"
       "  hangscope dump --pid 1234 --python-only   # nothing is stopped\n"
-      "  hangscope dump --pid 1234 --json > rank0.json");
+      "  hangscope dump --pid 1234 --json > rank0.json\n"
+      "  hangscope dump --core core.1234                # a dead process\n"
+      "  hangscope dump --core core.1234 --sysroot /srv/node7-root");
   return [args] { return run_dump(*args); };
 }
 

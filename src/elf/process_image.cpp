@@ -9,23 +9,25 @@
 
 namespace hangscope::elf {
 
+ProcessImage::ProcessImage(std::shared_ptr<const ModuleFiles> files, proc::MemoryMap maps,
+                           std::shared_ptr<ModuleCache> cache)
+    : files_(std::move(files)),
+      maps_(std::move(maps)),
+      debug_roots_(files_->debug_roots()),
+      cache_(std::move(cache)) {}
+
 ProcessImage::ProcessImage(const proc::ProcessFs& fs, proc::MemoryMap maps,
                            std::shared_ptr<ModuleCache> cache)
-    : fs_(fs),
-      maps_(std::move(maps)),
-      debug_roots_{fs.dir() + "/root", ""},
-      cache_(std::move(cache)) {}
+    : ProcessImage(std::make_shared<ProcFiles>(fs), std::move(maps), std::move(cache)) {}
 
 const Module* ProcessImage::module_for(const proc::Mapping& mapping) {
   if (!mapping.is_file()) return nullptr;
   auto key = std::make_tuple(mapping.device, mapping.inode, mapping.path);
   auto it = modules_.find(key);
   if (it != modules_.end()) return it->second.get();
-  // map_files opens exactly the mapped inode (even deleted or replaced files); the path through
-  // the target's root is the fallback for kernels or permissions that refuse map_files.
   std::string first_error;
   const auto open = [&]() -> std::shared_ptr<const Module> {
-    for (const auto& candidate : {fs_.map_files_path(mapping), fs_.path_in_root(mapping.path)}) {
+    for (const auto& candidate : files_->candidates(mapping)) {
       try {
         return Module::open(mapping.path, candidate, debug_roots_);
       } catch (const Error& e) {
@@ -38,9 +40,11 @@ const Module* ProcessImage::module_for(const proc::Mapping& mapping) {
   std::shared_ptr<const Module> module =
       cache_ && !mapping.deleted ? cache_->get(key, open) : open();
   if (!module) {
-    failures_.push_back({&mapping, "cannot read " + mapping.path +
-                                       (mapping.deleted ? " (deleted)" : "") +
-                                       ": frames in it show addresses only (" + first_error + ")"});
+    failures_.push_back(
+        {&mapping, "cannot read " + mapping.path + (mapping.deleted ? " (deleted)" : "") +
+                       ": frames in it show addresses only (" + first_error +
+                       (files_->missing_hint().empty() ? "" : "; " + files_->missing_hint()) +
+                       ")"});
   }
   const Module* result = module.get();
   modules_.emplace(std::move(key), std::move(module));

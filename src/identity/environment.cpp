@@ -48,11 +48,12 @@ std::string executable_path(const proc::ProcessFs& fs) {
   return path;
 }
 
+}  // namespace
+
 // The executable first: when it refers to `environ`, a copy relocation moves the variable into
 // the executable and libc's own symbol points at a stale copy.
-std::optional<std::map<std::string, std::string>> environ_from_memory(
-    const proc::ProcessFs& fs, elf::ProcessImage& image, memory::MemoryReader& memory) {
-  const std::string exe = executable_path(fs);
+std::optional<std::map<std::string, std::string>> environment_from_memory(
+    elf::ProcessImage& image, memory::MemoryReader& memory, const std::string& exe) {
   std::vector<const proc::Mapping*> candidates;
   for (const proc::Mapping* mapping : image.file_mappings()) {
     if (mapping->path == exe)
@@ -81,8 +82,6 @@ std::optional<std::map<std::string, std::string>> environ_from_memory(
   return std::nullopt;
 }
 
-}  // namespace
-
 std::map<std::string, std::string> parse_environ_block(std::string_view block) {
   std::map<std::string, std::string> variables;
   std::size_t pos = 0;
@@ -110,7 +109,7 @@ Environment read_environment(const proc::ProcessFs& fs, elf::ProcessImage& image
     }
   }
   // Empty or title padding: setproctitle moved the environment; libc still points at it.
-  if (auto variables = environ_from_memory(fs, image, memory)) {
+  if (auto variables = environment_from_memory(image, memory, executable_path(fs))) {
     env.variables = std::move(*variables);
     env.source = "memory";
     return env;

@@ -6,6 +6,7 @@
 #include <sys/user.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include "arch_unwind.h"
 #include "hangscope/native/registers.h"
@@ -36,13 +37,10 @@ std::optional<std::uint64_t> RegisterSet::by_unwind_number(int number) const {
   return values_[static_cast<std::size_t>(number)];
 }
 
-int read_registers(pid_t tid, RegisterSet& out) {
-  user_regs_struct regs{};
-  iovec io{&regs, sizeof regs};
-  if (::ptrace(PTRACE_GETREGSET, tid, reinterpret_cast<void*>(NT_PRSTATUS), &io) != 0) {
-    return errno;
-  }
-  auto& v = out.values_;
+namespace {
+
+void fill(const user_regs_struct& regs, std::array<std::uint64_t, RegisterSet::kCount>& v,
+          std::uint64_t& thread_pointer) {
   v[UNW_X86_64_RAX] = regs.rax;
   v[UNW_X86_64_RDX] = regs.rdx;
   v[UNW_X86_64_RCX] = regs.rcx;
@@ -60,8 +58,29 @@ int read_registers(pid_t tid, RegisterSet& out) {
   v[UNW_X86_64_R14] = regs.r14;
   v[UNW_X86_64_R15] = regs.r15;
   v[UNW_X86_64_RIP] = regs.rip;
-  out.thread_pointer_ = regs.fs_base;
+  thread_pointer = regs.fs_base;
+}
+
+}  // namespace
+
+int read_registers(pid_t tid, RegisterSet& out) {
+  user_regs_struct regs{};
+  iovec io{&regs, sizeof regs};
+  if (::ptrace(PTRACE_GETREGSET, tid, reinterpret_cast<void*>(NT_PRSTATUS), &io) != 0) {
+    return errno;
+  }
+  fill(regs, out.values_, out.thread_pointer_);
   return 0;
+}
+
+static_assert(sizeof(user_regs_struct) == 27 * sizeof(std::uint64_t));
+
+RegisterSet registers_from_words(const std::array<std::uint64_t, 27>& words) {
+  user_regs_struct regs{};
+  std::memcpy(&regs, words.data(), sizeof regs);
+  RegisterSet out;
+  fill(regs, out.values_, out.thread_pointer_);
+  return out;
 }
 
 }  // namespace hangscope::native

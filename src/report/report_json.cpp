@@ -92,6 +92,7 @@ json rank_json(const RankEntry& r, const RankSet& present) {
       {"pid", captured && r.pid != 0 ? json(r.pid) : json(nullptr)},  // 0: known from a dump
       {"job", r.job},
       {"state", std::string(to_string(r.state))},
+      {"state_source", r.state_from_stack ? "stack" : "process"},
       {"progressing", json_or_null(r.progress.progressing)},
       {"progress", r.progress.detail},
       {"stuck_since", r.stuck_since_ns ? json(utc_time(*r.stuck_since_ns)) : json(nullptr)},

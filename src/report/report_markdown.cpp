@@ -111,8 +111,8 @@ std::string rank_row(const RankEntry& r) {
   const std::string progressing =
       !r.progress.progressing ? "?" : (*r.progress.progressing ? "yes" : "no");
   return "| " + num(r.rank) + " | " + (p ? cell(r.node) : "-") + " | " +
-         (p && r.pid != 0 ? std::to_string(r.pid) : "-") + " | " + layout + " | " +
-         std::string(to_string(r.state)) + " | " + progressing + " | " +
+         (p && r.pid != 0 ? std::to_string(r.pid) : "-") + " | " + layout + " | " + state_label(r) +
+         " | " + progressing + " | " +
          (r.stuck_since_ns ? utc_time(*r.stuck_since_ns) + " (" + r.stuck_since_source + ")"
                            : "-") +
          " | " +

@@ -68,7 +68,7 @@ std::string terminal_summary(const analysis::Analysis& analysis, bool colour) {
       const bool stacks = p != nullptr && p->dump && !p->dump->threads.empty();
       std::string line = pad(rank, 6) + pad(p == nullptr ? "-" : r.node + " ", 12) +
                          pad(p == nullptr || r.pid == 0 ? "-" : std::to_string(r.pid), 9) +
-                         pad(std::string(to_string(r.state)), 16) + pad(progress_word(r), 6) +
+                         pad(state_label(r), 16) + pad(progress_word(r), 6) +
                          (stacks ? r.wait.describe() : "-");
       const bool is_diverged = r.rank && named.contains(*r.rank);
       out << (is_diverged ? paint(line, "1;31") : line) << "\n";

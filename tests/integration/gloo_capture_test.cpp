@@ -1,13 +1,17 @@
 // A real torch.distributed gloo job hung in a barrier (Debian's python3-torch): the waiting
 // rank's capture shows gloo's receive wait under gloo::barrier; the diverged rank's does not.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "command.h"
 #include "hangscope/capture/process_capture.h"
+#include "hangscope/common/files.h"
 #include "stack_assertions.h"
 #include "target_process.h"
 
@@ -135,6 +139,72 @@ TEST(GlooCapture, MergedStacksShowThePythonCallSitesAndTheirLocals) {
   ASSERT_NE(load, nullptr) << testing::describe_stack(other_main);
   EXPECT_EQ(local(*load, "key"), "'weights/1/ready'");
   EXPECT_EQ(load->line, script_line("store.wait([key], datetime.timedelta(hours=1))"));
+}
+
+}  // namespace
+}  // namespace hangscope
+
+namespace hangscope {
+namespace {
+
+std::vector<int> ints_of(const nlohmann::json& array) {
+  std::vector<int> out;
+  for (const auto& v : array) out.push_back(v.get<int>());
+  return out;
+}
+
+// The job is gone, its cores remain: gcore of every rank of a job hung with rank 0 diverged
+// (waiting on a store key in load_weights) while ranks 1 and 2 wait in the barrier, then
+// `hangscope diagnose --cores DIR`. The ranks come from their memory, the culprit is rank 0,
+// and each rank's state is said to be read from its stack.
+TEST(GlooCores, DiagnoseCoresOfAHungJobNamesTheDivergedRankZero) {
+  if (::access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " missing (tools/install-deps.sh)";
+  if (testing::run_command("command -v gcore").exit_code != 0) GTEST_SKIP() << "no gcore (gdb)";
+  const std::string dir = testing::temp_path("gloo-cores");
+  const std::string bundle = testing::temp_path("gloo-cores-bundle");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  struct Cleanup {
+    std::string paths;
+    ~Cleanup() { testing::run_command("rm -rf " + paths); }
+  } cleanup{dir + " " + bundle};
+  testing::TargetProcess job(
+      {kPython, kScript, "--world-size", "3", "--diverged-rank", "0", "--timeout", "600"});
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 3; ++r) {
+    pids.push_back(pid_from_line(
+        job.wait_for_line("rank " + std::to_string(r) + " pid", std::chrono::seconds(120))));
+  }
+  ASSERT_TRUE(testing::eventually(
+      [&] {
+        return thread_with(capture::capture_process(pids[1], {}), "gloo::barrier") != nullptr &&
+               thread_with(capture::capture_process(pids[2], {}), "gloo::barrier") != nullptr;
+      },
+      std::chrono::seconds(60)));
+  for (const pid_t pid : pids) {
+    ASSERT_EQ(testing::run_command("gcore -o " + dir + "/core " + std::to_string(pid)).exit_code,
+              0);
+  }
+  job.kill_all();  // the job is gone
+
+  const auto result = testing::run_command(std::string(HANGSCOPE_BINARY) + " diagnose --cores " +
+                                           dir + " --quiet -o " + bundle);
+  EXPECT_EQ(result.exit_code, 3) << result.out << result.err;  // a hang was found
+  const auto text = read_file(bundle + "/report.json");
+  ASSERT_TRUE(text.text) << result.err;
+  const auto report = nlohmann::json::parse(*text.text);
+  ASSERT_FALSE(report["verdicts"].empty()) << report["conclusion"];
+  const auto& top = report["verdicts"][0];
+  EXPECT_EQ(top["id"], "rank-diverged") << report["conclusion"];
+  EXPECT_EQ(ints_of(top["diverged_ranks"]), std::vector<int>{0}) << report["conclusion"];
+  EXPECT_EQ(ints_of(top["waiting_ranks"]), (std::vector<int>{1, 2})) << report["conclusion"];
+  ASSERT_EQ(report["ranks"].size(), 3u);
+  for (const auto& r : report["ranks"]) {
+    EXPECT_EQ(r["state"], "waiting") << r.dump();
+    EXPECT_EQ(r["state_source"], "stack") << r.dump();
+    EXPECT_EQ(r["pid"], pids[r["rank"].get<std::size_t>()]) << r.dump();
+  }
+  EXPECT_EQ(report["ranks"][0]["wait_point"]["function"], "load_weights")
+      << report["ranks"][0].dump();
 }
 
 }  // namespace

@@ -69,7 +69,7 @@ _hangscope() {
       _hangscope_files "$cur"
       return 0
       ;;
-    --rules)
+    --rules | --sysroot)
       _hangscope_files "$cur" dirs
       return 0
       ;;
@@ -77,7 +77,7 @@ _hangscope() {
       if [ "$command" = diagnose ]; then _hangscope_files "$cur" dirs; else _hangscope_files "$cur"; fi
       return 0
       ;;
-    --log | --flight-records)
+    --log | --flight-records | --core | --cores | --exe)
       _hangscope_files "$cur"
       return 0
       ;;
@@ -102,8 +102,8 @@ _hangscope() {
       return 0
       ;;
     dump)
-      opts="-h --help -p --pid --json --native-only --python-only --locals --stop-mode
-            --max-stack-kib --stop-timeout-ms"
+      opts="-h --help -p --pid --core --exe --sysroot --json --native-only --python-only --locals
+            --stop-mode --max-stack-kib --stop-timeout-ms"
       ;;
     collect)
       opts="-h --help --once -o --output --samples --interval --listen --token-file --insecure
@@ -114,7 +114,7 @@ _hangscope() {
       opts="-h --help --agents --hostfile --token-file --tls-ca --tls-cert --tls-key --samples
             --interval -o --output --json --ticket --quiet --rules --locals --no-locals --pid
             --trigger-fr-dump --query-store --select --force --max-input-mib --flight-records
-            --log"
+            --cores --exe --sysroot --log"
       if [[ $cur != -* ]]; then
         # snapshot files from `hangscope collect --once`
         local IFS=$'\n'

@@ -41,6 +41,9 @@ struct RankEntry {
   std::vector<const snapshot::ProcessRecord*> history;
   std::vector<std::int64_t> sample_times_ns;  // coordinator clock
   RankState state = RankState::kUnknown;
+  // A core's thread has no state letter: its state is read from where its stack stands (in a
+  // blocking call: waiting; elsewhere: running), never guessed further.
+  bool state_from_stack = false;
   waits::WaitPoint wait;
   Progress progress;
   std::optional<std::int64_t> stuck_since_ns;  // coordinator clock
@@ -63,6 +66,9 @@ struct RankEntry {
     return history.empty() ? nullptr : history.back();
   }
 };
+
+// The state as reports show it: "waiting", or "waiting (stack)" when read from a core's stack.
+std::string state_label(const RankEntry& entry);
 
 struct RankClass {
   int id = 0;

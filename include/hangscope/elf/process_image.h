@@ -11,6 +11,7 @@
 
 #include "hangscope/elf/module.h"
 #include "hangscope/elf/module_cache.h"
+#include "hangscope/elf/module_files.h"
 #include "hangscope/proc/maps.h"
 #include "hangscope/proc/process_fs.h"
 
@@ -26,7 +27,11 @@ struct Location {
 
 class ProcessImage {
  public:
-  // `cache` (optional) shares parsed modules with other processes and samples of the node.
+  // `files` says where each mapped file is opened; `cache` (optional) shares parsed modules
+  // with other processes and samples of the node.
+  ProcessImage(std::shared_ptr<const ModuleFiles> files, proc::MemoryMap maps,
+               std::shared_ptr<ModuleCache> cache = nullptr);
+  // A live process: its files through /proc (ProcFiles).
   ProcessImage(const proc::ProcessFs& fs, proc::MemoryMap maps,
                std::shared_ptr<ModuleCache> cache = nullptr);
 
@@ -50,7 +55,7 @@ class ProcessImage {
  private:
   const Module* module_for(const proc::Mapping& mapping);
 
-  const proc::ProcessFs& fs_;
+  std::shared_ptr<const ModuleFiles> files_;
   proc::MemoryMap maps_;
   std::vector<std::string> debug_roots_;
   // Keyed by (device, inode, path): one Module per file, null after a failed open.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -20,6 +21,11 @@ struct Environment {
 
 // NAME=VALUE entries separated by NULs; entries without '=' are ignored.
 std::map<std::string, std::string> parse_environ_block(std::string_view block);
+
+// The array libc's `environ` points to, read from memory (the executable `exe` first: a copy
+// relocation moves the variable into it); nullopt when no libc or no variable is found.
+std::optional<std::map<std::string, std::string>> environment_from_memory(
+    elf::ProcessImage& image, memory::MemoryReader& memory, const std::string& exe);
 
 // /proc/PID/environ when it holds variables; otherwise the array libc's `environ` points to.
 Environment read_environment(const proc::ProcessFs& fs, elf::ProcessImage& image,

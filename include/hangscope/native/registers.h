@@ -31,9 +31,16 @@ class RegisterSet {
   std::uint64_t thread_pointer_ = 0;
 
   friend int read_registers(pid_t tid, RegisterSet& out);
+
+  // The registers as the kernel's user_regs_struct words (a core file's NT_PRSTATUS).
+  RegisterSet registers_from_words(const std::array<std::uint64_t, 27>& words);
+  friend RegisterSet registers_from_words(const std::array<std::uint64_t, 27>& words);
 };
 
 // Reads the registers of a ptrace-stopped thread; returns 0 or an errno value.
 int read_registers(pid_t tid, RegisterSet& out);
+
+// The registers as the kernel's user_regs_struct words (a core file's NT_PRSTATUS).
+RegisterSet registers_from_words(const std::array<std::uint64_t, 27>& words);
 
 }  // namespace hangscope::native

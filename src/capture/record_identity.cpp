@@ -1,0 +1,97 @@
+#include "record_identity.h"
+
+#include "hangscope/common/numbers.h"
+#include "hangscope/identity/rank_identity.h"
+
+namespace hangscope::capture {
+
+void identify_from_logs(snapshot::ProcessRecord& record) {
+  std::vector<std::string> lines;
+  for (const auto& log : record.logs) lines.insert(lines.end(), log.lines.begin(), log.lines.end());
+  identity::identify_from_log(lines, record.identity);
+}
+
+std::string job_from_init_method(std::string_view method) {
+  constexpr std::string_view kTcp = "tcp://";
+  if (method.substr(0, kTcp.size()) != kTcp) return "";
+  method.remove_prefix(kTcp.size());
+  return std::string(method.substr(0, method.find_first_of("/?")));
+}
+
+namespace {
+
+// A rank inside init_process_group (or its rendezvous) holds no group yet: its rank, world size
+// and store address are the arguments of the waiting frames (init_process_group's rank,
+// world_size and init_method; _create_c10d_store's hostname and port).
+void identify_from_init_frames(snapshot::ProcessRecord& record) {
+  const auto unquote = [](const std::string& v) {
+    return v.size() >= 2 && v.front() == '\'' ? v.substr(1, v.size() - 2) : v;
+  };
+  for (const auto& thread : record.dump->threads) {
+    std::optional<int> rank, world;
+    std::string method, host, port;
+    bool init = false;
+    for (const auto& frame : thread.python_frames) {
+      if (frame.file.find("torch/distributed/") == std::string::npos) continue;
+      if (frame.function != "init_process_group" && frame.function != "_create_c10d_store" &&
+          frame.function != "_store_based_barrier" && frame.function != "_tcp_rendezvous_handler" &&
+          frame.function != "_env_rendezvous_handler") {
+        continue;
+      }
+      init = true;
+      for (const auto& [name, value] : frame.locals) {
+        if (name == "rank" && !rank) rank = to_int(value);
+        if (name == "world_size" && !world) world = to_int(value);
+        if (name == "init_method" && method.empty()) method = unquote(value);
+        if (name == "hostname" && host.empty()) host = unquote(value);
+        if (name == "port" && port.empty()) port = value;
+      }
+    }
+    if (!init || !rank || *rank < 0) continue;
+    auto& id = record.identity;
+    id.rank = rank;
+    id.role = "rank";
+    id.source = "memory:init-arguments";
+    id.sources["rank"] = id.source;
+    if (world && *world > 0) {
+      id.world_size = world;
+      id.sources["world_size"] = id.source;
+    }
+    if (id.job.empty()) id.job = job_from_init_method(method);
+    if (id.job.empty() && !host.empty() && to_int(port)) id.job = host + ":" + port;
+    return;
+  }
+}
+
+}  // namespace
+
+void identify_from_memory(snapshot::ProcessRecord& record) {
+  if (!record.dump) return;
+  const auto& state = record.dump->distributed;
+  if (!state || !state->rank) {
+    if (record.identity.source != "env" && record.identity.source != "memory-env") {
+      identify_from_init_frames(record);
+    }
+    return;
+  }
+  constexpr const char* kSource = "memory:process-group";
+  auto& id = record.identity;
+  id.role = "rank";
+  id.rank = state->rank;
+  id.source = kSource;
+  id.sources["rank"] = kSource;
+  if (state->world_size) {
+    id.world_size = state->world_size;
+    id.sources["world_size"] = kSource;
+  }
+  for (const auto& [dimension, field] :
+       {std::pair{"tp", &id.tp}, std::pair{"pp", &id.pp}, std::pair{"dp", &id.dp}}) {
+    const auto it = state->coordinates.find(dimension);
+    if (it == state->coordinates.end()) continue;
+    *field = it->second;
+    id.sources[dimension] = kSource;
+  }
+  if (id.job.empty()) id.job = job_from_init_method(state->init_method);
+}
+
+}  // namespace hangscope::capture

@@ -1,0 +1,23 @@
+// Private to capture: a process record's identity from what its memory and logs say — its
+// torch.distributed state, the arguments of a rank still inside init_process_group, vLLM's log.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "hangscope/snapshot/node_snapshot.h"
+
+namespace hangscope::capture {
+
+// vLLM's "world_size=… rank=…" line in the process's own logs, when nothing else said.
+void identify_from_logs(snapshot::ProcessRecord& record);
+
+// "tcp://10.0.0.1:29500" → "10.0.0.1:29500", the job key MASTER_ADDR:MASTER_PORT gives.
+std::string job_from_init_method(std::string_view method);
+
+// torch.distributed's own state outranks the environment, titles and logs: a process that holds
+// a process group is a rank, the rank its C++ ProcessGroup says (docs/analysis.md). Without a
+// group, a rank inside init_process_group is known by its waiting frames' arguments.
+void identify_from_memory(snapshot::ProcessRecord& record);
+
+}  // namespace hangscope::capture

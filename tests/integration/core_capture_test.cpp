@@ -1,0 +1,208 @@
+// Core files of real processes: a gcore of every CPython 3.10+ on the machine, whose Python
+// frames must equal a live capture taken just before; a kernel core of a process killed by
+// SIGABRT, written to the test's own directory, read through `hangscope dump --core`; and cores
+// that are not cores, named.
+#include "hangscope/capture/core_capture.h"
+
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+
+#include "command.h"
+#include "hangscope/capture/process_capture.h"
+#include "hangscope/common/error.h"
+#include "python_targets.h"
+#include "stack_assertions.h"
+#include "target_process.h"
+
+namespace hangscope {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::PythonInterpreter;
+
+const std::string kTarget = HANGSCOPE_SOURCE_DIR "/tests/fixtures/python/py_target.py";
+
+// A directory of the test's own, removed with everything in it.
+struct ScratchDir {
+  fs::path path = fs::path(testing::temp_path("cores"));
+  ScratchDir() { fs::create_directories(path); }
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+};
+
+bool have_gcore() {
+  return testing::run_command("command -v gcore >/dev/null").exit_code == 0;
+}
+
+// gcore's file for `pid` in `dir`, or "" when gcore failed.
+std::string gcore(pid_t pid, const fs::path& dir) {
+  const std::string prefix = (dir / "core").string();
+  const auto result = testing::run_command("gcore -o " + prefix + " " + std::to_string(pid));
+  const std::string path = prefix + "." + std::to_string(pid);
+  return result.exit_code == 0 && fs::exists(path) ? path : "";
+}
+
+std::string describe(const model::FrameList& frames) {
+  std::string out;
+  for (const auto& f : frames) {
+    out += "  " + f.qualname + " " + f.file + ":" + std::to_string(f.line) + "\n";
+  }
+  return out;
+}
+
+const model::ThreadDump* thread_of(const model::ProcessDump& dump, pid_t tid) {
+  for (const auto& t : dump.threads) {
+    if (t.tid == tid) return &t;
+  }
+  return nullptr;
+}
+
+class CoreCapture : public ::testing::TestWithParam<PythonInterpreter> {};
+
+TEST_P(CoreCapture, GcorePythonFramesEqualALiveCaptureJustBefore) {
+  if (!have_gcore()) GTEST_SKIP() << "gcore (gdb) is not installed";
+  ScratchDir dir;
+  testing::TargetProcess target({GetParam().path, kTarget, "--truth", (dir.path / "t.json")});
+  target.wait_for_line("ready");
+  const auto live = capture::capture_process(target.pid(), {});
+  const std::string core_path = gcore(target.pid(), dir.path);
+  ASSERT_FALSE(core_path.empty()) << "gcore failed";
+  EXPECT_TRUE(testing::no_thread_stopped(target.pid()));
+  target.kill_all();
+
+  const auto core = capture::capture_core(core_path, {});
+  EXPECT_EQ(core.pid, live.pid);
+  EXPECT_EQ(core.python, live.python);
+  ASSERT_EQ(core.threads.size(), live.threads.size());
+  int python_threads = 0;
+  for (const auto& want : live.threads) {
+    SCOPED_TRACE("thread " + std::to_string(want.tid));
+    const auto* got = thread_of(core, want.tid);
+    ASSERT_NE(got, nullptr);
+    EXPECT_EQ(got->state, '?');  // a core records no state: never guessed
+    EXPECT_EQ(got->py_thread_name, want.py_thread_name);
+    EXPECT_EQ(got->python_frames, want.python_frames) << "live:\n"
+                                                      << describe(want.python_frames) << "core:\n"
+                                                      << describe(got->python_frames);
+    if (!want.python_frames.empty()) {
+      ++python_threads;
+      EXPECT_EQ(got->merge, "ok") << testing::describe_stack(*got);
+      ASSERT_FALSE(got->frames.empty());
+      EXPECT_EQ(got->frames.front().kind, model::Frame::Kind::kNative);  // the native leaf
+    }
+  }
+  EXPECT_GE(python_threads, 5);
+  const bool says_unknown = std::any_of(core.notes.begin(), core.notes.end(), [](const auto& n) {
+    return n.find("no thread state") != std::string::npos && n.find("gcore") != std::string::npos;
+  });
+  EXPECT_TRUE(says_unknown);
+}
+
+INSTANTIATE_TEST_SUITE_P(Interpreters, CoreCapture,
+                         ::testing::ValuesIn(testing::python_interpreters()),
+                         [](const auto& param_info) { return param_info.param.label; });
+
+// Where the kernel writes a core: into the process's working directory when core_pattern is a
+// relative name; nullopt when it is a pipe (systemd-coredump, apport) or an absolute path.
+std::optional<std::string> relative_core_pattern() {
+  std::ifstream in("/proc/sys/kernel/core_pattern");
+  std::string pattern;
+  std::getline(in, pattern);
+  if (pattern.empty() || pattern[0] == '|' || pattern[0] == '/') return std::nullopt;
+  return pattern;
+}
+
+TEST(KernelCore, SigabrtCoreInTheTestsDirectoryReadsLikeALiveDump) {
+  const auto pattern = relative_core_pattern();
+  if (!pattern)
+    GTEST_SKIP() << "core_pattern is a pipe or an absolute path: cores do not land here";
+  const auto interpreters = testing::python_interpreters();
+  ASSERT_FALSE(interpreters.empty());
+  ScratchDir dir;
+  const std::string python = interpreters.front().path;
+  const std::string script = (dir.path / "abort_me.py").string();
+  {
+    std::ofstream out(script);
+    out << "import os, sys, threading\n"
+           "def hold(event):\n"
+           "    event.wait()\n"
+           "def abort_here():\n"
+           "    os.abort()\n"
+           "threading.Thread(target=hold, args=(threading.Event(),), name='holder').start()\n"
+           "abort_here()\n";
+  }
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The child's own core limit and working directory; nothing global changes.
+    const rlimit unlimited{RLIM_INFINITY, RLIM_INFINITY};
+    ::setrlimit(RLIMIT_CORE, &unlimited);
+    if (::chdir(dir.path.c_str()) != 0) ::_exit(127);
+    ::execl(python.c_str(), python.c_str(), script.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  ASSERT_EQ(WTERMSIG(status), SIGABRT);
+  if (!WCOREDUMP(status)) GTEST_SKIP() << "the kernel wrote no core (limits or filesystem)";
+  std::string core_path;
+  for (const auto& entry : fs::directory_iterator(dir.path)) {
+    if (entry.path().filename().string().rfind("core", 0) == 0) core_path = entry.path();
+  }
+  ASSERT_FALSE(core_path.empty()) << "no core file in " << dir.path;
+
+  const auto result =
+      testing::run_command(std::string(HANGSCOPE_BINARY) + " dump --core " + core_path);
+  EXPECT_EQ(result.exit_code, 0) << result.out;
+  EXPECT_NE(result.out.find("written by the kernel"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("ended by SIGABRT"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("? (unknown state)"), std::string::npos) << result.out;
+  // The aborting call and the thread that waits, with the script's lines.
+  EXPECT_NE(result.out.find("[py] abort_here (" + script + ":5)"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("[py] hold (" + script + ":3)"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("abort"), std::string::npos);
+
+  const auto json =
+      testing::run_command(std::string(HANGSCOPE_BINARY) + " dump --json --core " + core_path);
+  EXPECT_EQ(json.exit_code, 0);
+  EXPECT_NE(json.out.find("\"state\": \"?\""), std::string::npos);
+}
+
+TEST(CoreInput, FilesThatAreNoCoreAreNamedWithTheReason) {
+  ScratchDir dir;
+  const std::string text = (dir.path / "notes.txt").string();
+  std::ofstream(text) << "not a core\n";
+  const auto not_elf = testing::run_command(std::string(HANGSCOPE_BINARY) + " dump --core " + text);
+  EXPECT_EQ(not_elf.exit_code, 1);
+  EXPECT_NE(not_elf.err.find(text + ": not an ELF file"), std::string::npos) << not_elf.err;
+
+  const auto executable = testing::run_command(std::string(HANGSCOPE_BINARY) + " dump --core " +
+                                               std::string(HANGSCOPE_BINARY));
+  EXPECT_EQ(executable.exit_code, 1);
+  EXPECT_NE(executable.err.find("an ELF file but not a core"), std::string::npos) << executable.err;
+
+  const auto missing = testing::run_command(std::string(HANGSCOPE_BINARY) + " dump --core " +
+                                            (dir.path / "absent").string());
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("absent"), std::string::npos) << missing.err;
+
+  const auto both =
+      testing::run_command(std::string(HANGSCOPE_BINARY) + " dump --pid 1 --core " + text);
+  EXPECT_EQ(both.exit_code, 2) << both.err;
+  const auto neither = testing::run_command(std::string(HANGSCOPE_BINARY) + " dump");
+  EXPECT_EQ(neither.exit_code, 2) << neither.err;
+  EXPECT_NE(neither.err.find("--core FILE"), std::string::npos) << neither.err;
+}
+
+}  // namespace
+}  // namespace hangscope
