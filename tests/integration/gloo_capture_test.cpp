@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "command.h"
+#include "hangscope/capture/core_capture.h"
 #include "hangscope/capture/process_capture.h"
 #include "hangscope/common/files.h"
 #include "stack_assertions.h"
@@ -174,9 +175,11 @@ TEST(GlooCores, DiagnoseCoresOfAHungJobNamesTheDivergedRankZero) {
     pids.push_back(pid_from_line(
         job.wait_for_line("rank " + std::to_string(r) + " pid", std::chrono::seconds(120))));
   }
+  model::ProcessDump live;  // rank 1, just before its core
   ASSERT_TRUE(testing::eventually(
       [&] {
-        return thread_with(capture::capture_process(pids[1], {}), "gloo::barrier") != nullptr &&
+        live = capture::capture_process(pids[1], {});
+        return thread_with(live, "gloo::barrier") != nullptr &&
                thread_with(capture::capture_process(pids[2], {}), "gloo::barrier") != nullptr;
       },
       std::chrono::seconds(60)));
@@ -185,6 +188,18 @@ TEST(GlooCores, DiagnoseCoresOfAHungJobNamesTheDivergedRankZero) {
               0);
   }
   job.kill_all();  // the job is gone
+
+  // The gloo rank's core reads like the live capture: the same Python frames on every thread,
+  // gloo's barrier wait under them.
+  const auto core = capture::capture_core(dir + "/core." + std::to_string(pids[1]), {});
+  EXPECT_EQ(core.distributed, live.distributed);
+  for (const auto& want : live.threads) {
+    const auto it = std::find_if(core.threads.begin(), core.threads.end(),
+                                 [&](const auto& t) { return t.tid == want.tid; });
+    ASSERT_NE(it, core.threads.end()) << "thread " << want.tid;
+    EXPECT_EQ(it->python_frames, want.python_frames) << testing::describe_stack(*it);
+  }
+  EXPECT_NE(thread_with(core, "gloo::barrier"), nullptr);
 
   const auto result = testing::run_command(std::string(HANGSCOPE_BINARY) + " diagnose --cores " +
                                            dir + " --quiet -o " + bundle);
