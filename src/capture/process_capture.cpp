@@ -199,6 +199,25 @@ void attach_python(model::ProcessDump& dump, const std::vector<python::PyThread>
   }
 }
 
+// Gives the dump its asyncio tasks, each with the thread that runs its loop when known.
+void attach_tasks(model::ProcessDump& dump, python::AsyncTasks tasks,
+                  const std::vector<python::PyThread>& py_threads, ThreadMatcher& matcher) {
+  std::map<std::uint64_t, pid_t> thread_of_loop;
+  for (const auto& [loop, tstate] : tasks.loop_threads) {
+    for (const auto& py : py_threads) {
+      if (py.tstate != tstate) continue;
+      if (const auto tid = matcher.host_tid(py)) thread_of_loop[loop] = *tid;
+    }
+  }
+  for (auto& task : tasks.tasks) {
+    if (const auto it = thread_of_loop.find(task.loop); it != thread_of_loop.end()) {
+      task.tid = it->second;
+    }
+  }
+  for (auto& note : tasks.notes) dump.notes.push_back("asyncio tasks: " + note);
+  dump.tasks = std::move(tasks.tasks);
+}
+
 }  // namespace
 
 model::ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
@@ -240,12 +259,16 @@ model::ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
   std::vector<python::PyThread> py_threads;
   bool python_read = false;
   std::string python_error;
+  std::optional<python::AsyncTasks> tasks;
   const auto read_python = [&](int attempts) {
     try {
       py_threads = python->read_threads(options.locals, attempts);
     } catch (const Error& e) {
       python_error = e.what();
     }
+    // Tasks after the threads, at the same instant when they are stopped: their thread
+    // states say which thread runs which loop.
+    if (options.tasks) tasks = python->read_tasks(py_threads);
     python_read = true;
   };
 
@@ -295,6 +318,7 @@ model::ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
           std::max(dump.max_paused, reread_torn_threads(py_threads, *python, matcher, options));
     }
     attach_python(dump, py_threads, matcher, python->interpreter().module_path, options.stacks);
+    if (tasks) attach_tasks(dump, std::move(*tasks), py_threads, matcher);
   }
   phases.lap("threads described and merged");
   for (auto& note : image.notes()) dump.notes.push_back(std::move(note));

@@ -99,4 +99,13 @@ std::optional<model::DistributedState> PythonSession::read_process_groups() {
   return state;
 }
 
+std::optional<python::AsyncTasks> PythonSession::read_tasks(
+    const std::vector<python::PyThread>& threads) {
+  memory::PageCache pages(memory_);
+  python::ObjectReader objects(pages, maps_, layout_);
+  std::vector<std::uint64_t> tstates;
+  for (const auto& t : threads) tstates.push_back(t.tstate);
+  return python::AsyncTaskReader(objects, interpreter_.runtime_address).read(tstates);
+}
+
 }  // namespace hangscope::capture

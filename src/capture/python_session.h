@@ -11,6 +11,7 @@
 #include "hangscope/elf/process_image.h"
 #include "hangscope/memory/memory_reader.h"
 #include "hangscope/model/process_dump.h"
+#include "hangscope/python/async_tasks.h"
 #include "hangscope/python/interpreter.h"
 #include "hangscope/python/layout.h"
 #include "hangscope/python/objects.h"
@@ -34,6 +35,9 @@ class PythonSession {
   // torch.distributed's groups in the process (nullopt: never imported). Read once, before the
   // threads: their frames' locals then show the groups they name ("<process group 3>").
   std::optional<model::DistributedState> read_process_groups();
+
+  // asyncio's tasks and which of `threads` runs each loop (nullopt: asyncio never imported).
+  std::optional<python::AsyncTasks> read_tasks(const std::vector<python::PyThread>& threads);
 
  private:
   PythonSession(python::Interpreter interpreter, python::Layout layout,

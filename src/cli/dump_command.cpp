@@ -23,6 +23,7 @@ struct DumpArguments {
   bool native_only = false;
   bool python_only = false;
   bool locals = false;
+  bool tasks = false;
 };
 
 int run_dump(const DumpArguments& args) {
@@ -35,6 +36,7 @@ int run_dump(const DumpArguments& args) {
                    : args.python_only ? capture::StackKinds::kPythonOnly
                                       : capture::StackKinds::kMerged;
   options.locals = args.locals;
+  options.tasks = args.tasks;
   // ptrace cannot attach to its caller: say so instead of the capture's guess (privileges).
   if (args.pid == ::getpid()) {
     throw Error("pid " + std::to_string(args.pid) +
@@ -65,6 +67,10 @@ CommandRunner register_dump_command(CLI::App& app) {
       ->excludes(native_only);
   app.add_flag("--locals", args->locals,
                "Python locals of every frame (simple values; secrets masked)");
+  app.add_flag("--tasks", args->tasks,
+               "asyncio tasks of every event loop (name, state, coroutine chain, what each "
+               "awaits), under the thread that runs their loop")
+      ->excludes(native_only);
   app.add_option("--stop-mode", args->stop_mode,
                  "each: stop one thread at a time (shortest pause); all: stop every thread at once")
       ->check(CLI::IsMember({"each", "all"}))
@@ -80,6 +86,7 @@ CommandRunner register_dump_command(CLI::App& app) {
       "Examples:\n"
       "  hangscope dump --pid 1234\n"
       "  hangscope dump --pid 1234 --locals\n"
+      "  hangscope dump --pid 1234 --tasks --stop-mode all   # asyncio tasks, one instant\n"
       "  hangscope dump --pid 1234 --python-only   # nothing is stopped\n"
       "  hangscope dump --pid 1234 --json > rank0.json");
   return [args] { return run_dump(*args); };
