@@ -102,7 +102,7 @@ _hangscope() {
       return 0
       ;;
     dump)
-      opts="-h --help -p --pid --json --native-only --python-only --locals --stop-mode
+      opts="-h --help -p --pid --json --native-only --python-only --locals --tasks --stop-mode
             --max-stack-kib --stop-timeout-ms"
       ;;
     collect)
