@@ -52,6 +52,9 @@ class PythonSession {
   memory::MemoryReader& memory_;
   const proc::MemoryMap& maps_;
   std::map<std::uint64_t, std::string> group_labels_;
+  // asyncio.tasks, looked up with the process groups' modules (their pages still cached):
+  // nullopt inside when asyncio was not imported then; unset until then.
+  std::optional<std::optional<std::uint64_t>> tasks_module_;
 };
 
 }  // namespace hangscope::capture

@@ -32,17 +32,14 @@ AsyncTaskReader::AsyncTaskReader(ObjectReader& objects, std::uint64_t runtime_ad
       options_(options),
       frames_(objects, runtime_address, StackReaderOptions{}) {}
 
-std::optional<std::uint64_t> AsyncTaskReader::tasks_module_globals() {
+std::optional<std::uint64_t> AsyncTaskReader::find_tasks_module() {
   static const std::vector<std::string_view> kModule = {"asyncio.tasks"};
   const auto interp = objects_.read_field(runtime_, layout_.runtime_interpreters_head);
   if (!interp || !objects_.plausible(*interp)) return std::nullopt;
   const auto modules = objects_.read_field(*interp, layout_.interp_modules);
   if (!modules || !objects_.plausible(*modules)) return std::nullopt;
   for (const auto& [key, value] : objects_.dict_items(*modules, 1 << 16)) {
-    if (!objects_.ascii_key_index(key, kModule)) continue;
-    const auto globals = objects_.read_field(value, layout_.module_dict);
-    if (globals && objects_.plausible(*globals)) return globals;
-    return std::nullopt;
+    if (objects_.ascii_key_index(key, kModule)) return value;
   }
   return std::nullopt;
 }
@@ -300,10 +297,18 @@ model::AsyncTask AsyncTaskReader::read_task(std::uint64_t task) {
   return out;
 }
 
-std::optional<AsyncTasks> AsyncTaskReader::read(const std::vector<std::uint64_t>& tstates) {
-  const auto globals = tasks_module_globals();
-  if (!globals) return std::nullopt;  // asyncio was never imported
+std::optional<AsyncTasks> AsyncTaskReader::read(const std::vector<std::uint64_t>& tstates,
+                                                std::optional<std::uint64_t> module) {
+  if (!module) module = find_tasks_module();
+  if (!module) return std::nullopt;  // asyncio was never imported
   AsyncTasks out;
+  const auto globals = objects_.plausible(*module)
+                           ? objects_.read_field(*module, layout_.module_dict)
+                           : std::nullopt;
+  if (!globals || !objects_.plausible(*globals)) {
+    out.notes.push_back("the module asyncio.tasks could not be read");
+    return out;
+  }
   if (!asyncio_) {
     out.notes.push_back("asyncio tasks of CPython " + layout_.version.to_string() +
                         " are not read (known: 3.10 to 3.13)");

@@ -35,12 +35,16 @@ class AsyncTaskReader {
   AsyncTaskReader(ObjectReader& objects, std::uint64_t runtime_address,
                   AsyncTasksOptions options = {});
 
+  // The module object asyncio.tasks (one pass over sys.modules); nullopt when never imported.
+  std::optional<std::uint64_t> find_tasks_module();
+
   // nullopt when asyncio.tasks was never imported. `tstates`: the thread states whose running
-  // loops are looked up. Throws nothing: what cannot be read becomes a note.
-  std::optional<AsyncTasks> read(const std::vector<std::uint64_t>& tstates);
+  // loops are looked up. `module`: asyncio.tasks when the caller found it already (else it is
+  // looked up). Throws nothing: what cannot be read becomes a note.
+  std::optional<AsyncTasks> read(const std::vector<std::uint64_t>& tstates,
+                                 std::optional<std::uint64_t> module = std::nullopt);
 
  private:
-  std::optional<std::uint64_t> tasks_module_globals();
   void add_registry(std::uint64_t set, bool weak, bool eager, std::vector<std::uint64_t>& order,
                     std::map<std::uint64_t, bool>& found);
   std::vector<std::uint64_t> set_keys(std::uint64_t set);
