@@ -8,7 +8,7 @@
 namespace hangscope::python {
 namespace {
 
-constexpr std::size_t kMaxSetSlots = std::size_t{1} << 22;  // 4 Mi slots: 64 MiB of table
+constexpr std::size_t kMaxSetSlots = std::size_t{1} << 20;  // 1 Mi slots (16 MiB): > max_tasks
 constexpr int kMaxTypeDepth = 32;
 
 bool in_asyncio(const model::Frame& frame) {
