@@ -14,6 +14,8 @@ packages=(
   libunwind-dev libelf-dev libre2-dev
   # real targets and peers for tests and benchmarks
   python3 python3-torch python3-setproctitle python3.11-dbg elfutils gdb graphviz
+  # asyncio tasks on uvloop (tests/integration/asyncio_tasks_test.cpp): vLLM serves on it
+  python3-uvloop
   procps iproute2 util-linux psmisc openssl libssl-dev
   # deployment paths (tests/deploy): systemd-analyze, a single-machine Slurm, the manifest's
   # YAML, zsh completions, the man page

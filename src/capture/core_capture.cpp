@@ -187,12 +187,14 @@ CoreReading read_core(const std::string& path, const CoreOptions& options) {
     }
   }
   std::vector<python::PyThread> py_threads;
+  std::optional<python::AsyncTasks> tasks;
   if (python) {
     try {
       py_threads = python->read_threads(options.locals, 1);
     } catch (const Error& e) {
       dump.notes.push_back(std::string("Python stacks unavailable: ") + e.what());
     }
+    if (options.tasks) tasks = python->read_tasks(py_threads);
   }
   phases.lap("Python");
 
@@ -233,6 +235,7 @@ CoreReading read_core(const std::string& path, const CoreOptions& options) {
   if (python && !py_threads.empty()) {
     ThreadMatcher matcher(copies, memory);
     attach_python(dump, py_threads, matcher, python->interpreter().module_path, options.stacks);
+    if (tasks) attach_tasks(dump, std::move(*tasks), py_threads, matcher);
   }
   if (options.stacks != StackKinds::kPythonOnly) check_build_ids(*core, image, dump);
   for (auto& note : image.notes()) dump.notes.push_back(std::move(note));

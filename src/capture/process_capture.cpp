@@ -157,12 +157,16 @@ model::ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
   std::vector<python::PyThread> py_threads;
   bool python_read = false;
   std::string python_error;
+  std::optional<python::AsyncTasks> tasks;
   const auto read_python = [&](int attempts) {
     try {
       py_threads = python->read_threads(options.locals, attempts);
     } catch (const Error& e) {
       python_error = e.what();
     }
+    // Tasks after the threads, at the same instant when they are stopped: their thread
+    // states say which thread runs which loop.
+    if (options.tasks) tasks = python->read_tasks(py_threads);
     python_read = true;
   };
 
@@ -206,6 +210,7 @@ model::ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
           std::max(dump.max_paused, reread_torn_threads(py_threads, *python, matcher, options));
     }
     attach_python(dump, py_threads, matcher, python->interpreter().module_path, options.stacks);
+    if (tasks) attach_tasks(dump, std::move(*tasks), py_threads, matcher);
   }
   phases.lap("threads described and merged");
   for (auto& note : image.notes()) dump.notes.push_back(std::move(note));

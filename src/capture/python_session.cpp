@@ -96,7 +96,22 @@ std::optional<model::DistributedState> PythonSession::read_process_groups() {
   python::ObjectReader objects(pages, maps_, layout_);
   auto state = python::ProcessGroupReader(objects, interpreter_.runtime_address).read();
   if (state) group_labels_ = python::ProcessGroupReader::labels(*state);
+  // The same pass over sys.modules again, from the pages just read: nearly free.
+  tasks_module_ =
+      python::AsyncTaskReader(objects, interpreter_.runtime_address).find_tasks_module();
   return state;
+}
+
+std::optional<python::AsyncTasks> PythonSession::read_tasks(
+    const std::vector<python::PyThread>& threads) {
+  memory::PageCache pages(memory_);
+  python::ObjectReader objects(pages, maps_, layout_);
+  std::vector<std::uint64_t> tstates;
+  for (const auto& t : threads) tstates.push_back(t.tstate);
+  python::AsyncTaskReader reader(objects, interpreter_.runtime_address);
+  if (!tasks_module_) return reader.read(tstates);
+  if (!*tasks_module_) return std::nullopt;  // asyncio was not imported when the capture began
+  return reader.read(tstates, *tasks_module_);
 }
 
 }  // namespace hangscope::capture

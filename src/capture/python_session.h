@@ -11,6 +11,7 @@
 #include "hangscope/elf/process_image.h"
 #include "hangscope/memory/memory_reader.h"
 #include "hangscope/model/process_dump.h"
+#include "hangscope/python/async_tasks.h"
 #include "hangscope/python/interpreter.h"
 #include "hangscope/python/layout.h"
 #include "hangscope/python/objects.h"
@@ -35,6 +36,9 @@ class PythonSession {
   // threads: their frames' locals then show the groups they name ("<process group 3>").
   std::optional<model::DistributedState> read_process_groups();
 
+  // asyncio's tasks and which of `threads` runs each loop (nullopt: asyncio never imported).
+  std::optional<python::AsyncTasks> read_tasks(const std::vector<python::PyThread>& threads);
+
  private:
   PythonSession(python::Interpreter interpreter, python::Layout layout,
                 memory::MemoryReader& memory, const proc::MemoryMap& maps)
@@ -48,6 +52,9 @@ class PythonSession {
   memory::MemoryReader& memory_;
   const proc::MemoryMap& maps_;
   std::map<std::uint64_t, std::string> group_labels_;
+  // asyncio.tasks, looked up with the process groups' modules (their pages still cached):
+  // nullopt inside when asyncio was not imported then; unset until then.
+  std::optional<std::optional<std::uint64_t>> tasks_module_;
 };
 
 }  // namespace hangscope::capture

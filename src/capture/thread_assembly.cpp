@@ -101,4 +101,23 @@ void attach_python(model::ProcessDump& dump, const std::vector<python::PyThread>
   }
 }
 
+// Gives the dump its asyncio tasks, each with the thread that runs its loop when known.
+void attach_tasks(model::ProcessDump& dump, python::AsyncTasks tasks,
+                  const std::vector<python::PyThread>& py_threads, ThreadMatcher& matcher) {
+  std::map<std::uint64_t, pid_t> thread_of_loop;
+  for (const auto& [loop, tstate] : tasks.loop_threads) {
+    for (const auto& py : py_threads) {
+      if (py.tstate != tstate) continue;
+      if (const auto tid = matcher.host_tid(py)) thread_of_loop[loop] = *tid;
+    }
+  }
+  for (auto& task : tasks.tasks) {
+    if (const auto it = thread_of_loop.find(task.loop); it != thread_of_loop.end()) {
+      task.tid = it->second;
+    }
+  }
+  for (auto& note : tasks.notes) dump.notes.push_back("asyncio tasks: " + note);
+  dump.tasks = std::move(tasks.tasks);
+}
+
 }  // namespace hangscope::capture

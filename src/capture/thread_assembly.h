@@ -16,6 +16,7 @@
 #include "hangscope/model/process_dump.h"
 #include "hangscope/native/freezer.h"
 #include "hangscope/native/unwinder.h"
+#include "hangscope/python/async_tasks.h"
 #include "hangscope/python/stack_reader.h"
 
 namespace hangscope::capture {
@@ -49,5 +50,9 @@ class ThreadMatcher {
 void attach_python(model::ProcessDump& dump, const std::vector<python::PyThread>& py_threads,
                    ThreadMatcher& matcher, const std::string& interpreter_module,
                    StackKinds stacks);
+
+// Gives the dump its asyncio tasks, each with the thread that runs its loop when known.
+void attach_tasks(model::ProcessDump& dump, python::AsyncTasks tasks,
+                  const std::vector<python::PyThread>& py_threads, ThreadMatcher& matcher);
 
 }  // namespace hangscope::capture

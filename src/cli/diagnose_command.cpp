@@ -312,6 +312,7 @@ analysis::Bundle from_cores(const DiagnoseArguments& args, const Progress& progr
   options.executable = args.core_exe;
   options.sysroot = args.sysroot;
   options.locals = args.locals;
+  options.tasks = true;                                    // as agents capture them
   options.modules = std::make_shared<elf::ModuleCache>();  // one libpython parse for all cores
   std::size_t read = 0;
   for (const auto& pattern : args.cores) {

@@ -28,6 +28,7 @@ struct DumpArguments {
   std::string core;     // --core FILE
   std::string exe;      // --exe PATH (with --core)
   std::string sysroot;  // --sysroot DIR (with --core)
+  bool tasks = false;
 };
 
 capture::StackKinds stack_kinds(const DumpArguments& args) {
@@ -42,6 +43,7 @@ model::ProcessDump dump_core(const DumpArguments& args) {
   options.sysroot = args.sysroot;
   options.stacks = stack_kinds(args);
   options.locals = args.locals;
+  options.tasks = args.tasks;
   return capture::capture_core(args.core, options);
 }
 
@@ -53,6 +55,7 @@ model::ProcessDump dump_live(const DumpArguments& args) {
   options.freeze.stop_timeout = std::chrono::milliseconds(args.stop_timeout_ms);
   options.stacks = stack_kinds(args);
   options.locals = args.locals;
+  options.tasks = args.tasks;
   // ptrace cannot attach to its caller: say so instead of the capture's guess (privileges).
   if (args.pid == ::getpid()) {
     throw Error("pid " + std::to_string(args.pid) +
@@ -102,6 +105,10 @@ CommandRunner register_dump_command(CLI::App& app) {
       ->excludes(native_only);
   app.add_flag("--locals", args->locals,
                "Python locals of every frame (simple values; secrets masked)");
+  app.add_flag("--tasks", args->tasks,
+               "asyncio tasks of every event loop (name, state, coroutine chain, what each "
+               "awaits), under the thread that runs their loop")
+      ->excludes(native_only);
   app.add_option("--stop-mode", args->stop_mode,
                  "each: stop one thread at a time (shortest pause); all: stop every thread at once")
       ->check(CLI::IsMember({"each", "all"}))
@@ -120,6 +127,7 @@ CommandRunner register_dump_command(CLI::App& app) {
       "Examples:\n"
       "  hangscope dump --pid 1234\n"
       "  hangscope dump --pid 1234 --locals\n"
+      "  hangscope dump --pid 1234 --tasks --stop-mode all   # asyncio tasks, one instant\n"
       "  hangscope dump --pid 1234 --python-only   # nothing is stopped\n"
       "  hangscope dump --pid 1234 --json > rank0.json\n"
       "  hangscope dump --core core.1234                # a dead process\n"

@@ -216,6 +216,33 @@ void StackReader::read_locals(const CodeInfo& code, std::uint64_t frame_address,
   }
 }
 
+std::optional<PyFrame> StackReader::read_frame(std::uint64_t frame_address) {
+  std::vector<std::uint8_t> frame(layout_.frame_size);
+  if (!objects_.plausible(frame_address) ||
+      !objects_.read(frame_address, frame.data(), frame.size())) {
+    return std::nullopt;
+  }
+  std::uint64_t code = field(frame, layout_.frame_code);
+  if (layout_.stack_refs) code &= ~std::uint64_t{3};
+  const CodeInfo& info = code_info(code);
+  if (!info.valid) return std::nullopt;
+  std::uint64_t instr = 0;
+  switch (layout_.frame_kind) {
+    case FrameKind::kFrameObject:
+      instr = static_cast<std::uint64_t>(field(frame, *layout_.frame_lasti));
+      break;
+    case FrameKind::kInterpreterFrame:
+      instr = field(frame, *layout_.frame_instr_ptr);
+      break;
+  }
+  PyFrame py;
+  py.function = info.name;
+  py.qualname = info.qualname;
+  py.file = info.file;
+  py.line = line_of(info, code, instr);
+  return py;
+}
+
 void StackReader::walk_frames(std::uint64_t frame_address, PyThread& thread) {
   std::set<std::uint64_t> seen;
   std::vector<std::uint8_t> frame(layout_.frame_size);

@@ -60,6 +60,8 @@ nlohmann::json dump_to_json(const model::ProcessDump& dump) {
                        {"native_frames", frames_json(t.native_frames)},
                        {"python_frames", frames_json(t.python_frames)}});
   }
+  nlohmann::json tasks = nlohmann::json::array();
+  for (const auto& task : dump.tasks) tasks.push_back(task_to_json(task));
   return {{"pid", dump.pid},
           {"command", dump.command},
           {"python", json_or_null(dump.python)},
@@ -68,7 +70,22 @@ nlohmann::json dump_to_json(const model::ProcessDump& dump) {
           {"max_paused_us", micros(dump.max_paused)},
           {"distributed",
            dump.distributed ? distributed_to_json(*dump.distributed) : nlohmann::json(nullptr)},
-          {"threads", std::move(threads)}};
+          {"threads", std::move(threads)},
+          {"tasks", std::move(tasks)}};
+}
+
+nlohmann::json task_to_json(const model::AsyncTask& task) {
+  return {{"address", task.address},
+          {"loop", task.loop},
+          {"tid", json_or_null(task.tid)},
+          {"name", task.name},
+          {"state", task_state_name(task.state)},
+          {"eager", task.eager},
+          {"running", task.running},
+          {"coroutine", frames_json(task.coroutine)},
+          {"awaited_task", json_or_null(task.awaited_task)},
+          {"awaits", nullable(task.awaits)},
+          {"notes", task.notes}};
 }
 
 nlohmann::json distributed_to_json(const model::DistributedState& state) {

@@ -1,5 +1,7 @@
 #include <cinttypes>
 #include <cstdio>
+#include <map>
+#include <optional>
 #include <sstream>
 
 #include "hangscope/analysis/rank_set.h"
@@ -40,7 +42,63 @@ std::string frame_line(std::size_t index, const model::Frame& frame) {
   return line.str();
 }
 
+// The tasks of each loop that runs on `tid` (nullopt: loops no known thread runs).
+std::string loop_tasks(const model::ProcessDump& dump, std::optional<pid_t> tid) {
+  std::map<std::uint64_t, std::vector<const model::AsyncTask*>> loops;
+  for (const auto& task : dump.tasks) {
+    if (task.tid == tid) loops[task.loop].push_back(&task);
+  }
+  std::ostringstream out;
+  for (const auto& [loop, tasks] : loops) {
+    out << (tid ? "  " : "\n") << (tid ? "asyncio tasks of loop " : "Tasks of loop ") << hex(loop)
+        << (tid ? "" : " (no thread runs it)") << ": " << tasks.size() << "\n";
+    for (const auto* task : tasks) out << task_to_text(*task, dump, tid ? "    " : "  ");
+  }
+  return out.str();
+}
+
+const model::AsyncTask* task_at(const model::ProcessDump& dump, std::uint64_t address) {
+  for (const auto& task : dump.tasks) {
+    if (task.address == address) return &task;
+  }
+  return nullptr;
+}
+
 }  // namespace
+
+std::string task_state_name(model::AsyncTask::State state) {
+  switch (state) {
+    case model::AsyncTask::State::kPending:
+      return "pending";
+    case model::AsyncTask::State::kCancelled:
+      return "cancelled";
+    case model::AsyncTask::State::kFinished:
+      return "finished";
+  }
+  return "?";
+}
+
+std::string task_to_text(const model::AsyncTask& task, const model::ProcessDump& dump,
+                         const std::string& indent) {
+  std::ostringstream out;
+  out << indent << "Task \"" << task.name << "\" " << task_state_name(task.state);
+  if (task.running) out << " [running]";
+  if (task.eager) out << " [eager]";
+  if (task.awaited_task) {
+    const auto* awaited = task_at(dump, *task.awaited_task);
+    out << ", awaits Task";
+    if (awaited) out << " \"" << awaited->name << "\"";
+    out << " (" << hex(*task.awaited_task) << ")";
+  } else if (!task.awaits.empty()) {
+    out << ", awaits " << task.awaits;
+  }
+  out << "\n";
+  for (const auto& note : task.notes) out << indent << "  note: " << note << "\n";
+  for (std::size_t i = 0; i < task.coroutine.size(); ++i) {
+    out << indent << frame_line(i, task.coroutine[i]) << "\n";
+  }
+  return out.str();
+}
 
 std::string group_ranks_text(const model::ProcessGroupState& group) {
   if (group.ranks.empty() && group.size > 0) return "0-" + std::to_string(group.size - 1);
@@ -92,7 +150,10 @@ std::string dump_to_text(const model::ProcessDump& dump) {
     }
     for (const auto& kernel_frame : thread.kernel_stack)
       out << "  [kernel] " << kernel_frame << "\n";
+    out << loop_tasks(dump, thread.tid);
   }
+  // Tasks of loops no thread runs (not running, or their thread was not matched).
+  out << loop_tasks(dump, std::nullopt);
   return out.str();
 }
 

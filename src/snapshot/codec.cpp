@@ -236,12 +236,37 @@ std::map<std::string, std::string> common_facts(const snapshot::NodeSnapshot& no
   return common;
 }
 
+void encode_task(const model::AsyncTask& t, v1::AsyncTask& out, StackTable& stacks) {
+  out.set_address(t.address);
+  out.set_loop(t.loop);
+  if (t.tid) out.set_tid(*t.tid);
+  out.set_name(valid_utf8(t.name));
+  switch (t.state) {
+    case model::AsyncTask::State::kPending:
+      out.set_state(v1::AsyncTask::PENDING);
+      break;
+    case model::AsyncTask::State::kCancelled:
+      out.set_state(v1::AsyncTask::CANCELLED);
+      break;
+    case model::AsyncTask::State::kFinished:
+      out.set_state(v1::AsyncTask::FINISHED);
+      break;
+  }
+  out.set_eager(t.eager);
+  out.set_running(t.running);
+  if (!t.coroutine.empty()) out.set_coroutine_stack(stacks.intern(t.coroutine));
+  if (t.awaited_task) out.set_awaited_task(*t.awaited_task);
+  out.set_awaits(valid_utf8(t.awaits));
+  for (const auto& n : t.notes) out.add_notes(valid_utf8(n));
+}
+
 void encode_dump(const model::ProcessDump& dump, v1::ProcessSnapshot& p, StackTable& stacks) {
   if (dump.python) p.set_python(valid_utf8(*dump.python));
   for (const auto& n : dump.notes) p.add_notes(valid_utf8(n));
   p.set_max_paused_ns(static_cast<std::uint64_t>(dump.max_paused.count()));
   for (const auto& t : dump.threads) encode_thread(t, *p.add_threads(), stacks);
   if (dump.distributed) encode_distributed(*dump.distributed, *p.mutable_distributed());
+  for (const auto& t : dump.tasks) encode_task(t, *p.add_tasks(), stacks);
 }
 
 void encode_process(const snapshot::ProcessRecord& r,
@@ -347,6 +372,31 @@ void decode_identity(const v1::RankIdentity& id, snapshot::ProcessRecord& r) {
   r.identity.sources.insert(id.sources().begin(), id.sources().end());
 }
 
+model::AsyncTask decode_task(const v1::AsyncTask& t, const StackLookup& stacks) {
+  model::AsyncTask task;
+  task.address = t.address();
+  task.loop = t.loop();
+  if (t.has_tid()) task.tid = t.tid();
+  task.name = t.name();
+  switch (t.state()) {
+    case v1::AsyncTask::CANCELLED:
+      task.state = model::AsyncTask::State::kCancelled;
+      break;
+    case v1::AsyncTask::FINISHED:
+      task.state = model::AsyncTask::State::kFinished;
+      break;
+    default:  // PENDING, or a state a newer writer added
+      task.state = model::AsyncTask::State::kPending;
+  }
+  task.eager = t.eager();
+  task.running = t.running();
+  if (t.coroutine_stack() != 0) task.coroutine = stacks(t.coroutine_stack());
+  if (t.has_awaited_task()) task.awaited_task = t.awaited_task();
+  task.awaits = t.awaits();
+  task.notes.assign(t.notes().begin(), t.notes().end());
+  return task;
+}
+
 model::ProcessDump decode_dump(const v1::ProcessSnapshot& p, const StringLookup& s,
                                const StackLookup& stacks) {
   model::ProcessDump dump;
@@ -357,6 +407,7 @@ model::ProcessDump decode_dump(const v1::ProcessSnapshot& p, const StringLookup&
   dump.max_paused = std::chrono::nanoseconds(p.max_paused_ns());
   for (const auto& t : p.threads()) dump.threads.push_back(decode_thread(t, s, stacks));
   if (p.has_distributed()) dump.distributed = decode_distributed(p.distributed());
+  for (const auto& t : p.tasks()) dump.tasks.push_back(decode_task(t, stacks));
   return dump;
 }
 

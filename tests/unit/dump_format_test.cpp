@@ -95,6 +95,70 @@ TEST(DumpText, ShowsNamedAndUnnamedFrames) {
 
 // A process dump travels in the one wire schema, snapshot.proto (process.proto is gone): the
 // frames, their kinds and locals, and the raw stacks come back as they were.
+// Tasks print under the thread that runs their loop, innermost coroutine first, naming the task
+// they await; a loop no thread runs gets its own heading after the threads.
+TEST(DumpText, ShowsAsyncioTasksUnderTheirThread) {
+  auto dump = sample_dump();
+  model::Frame get;
+  get.kind = model::Frame::Kind::kPython;
+  get.function = "get";
+  get.qualname = "Queue.get";
+  get.file = "/usr/lib/python3.11/asyncio/queues.py";
+  get.line = 158;
+  model::Frame handler = get;
+  handler.function = handler.qualname = "generate";
+  handler.file = "/srv/vllm/engine/async_llm.py";
+  handler.line = 301;
+  model::AsyncTask waiting;
+  waiting.address = 0x7f00000010;
+  waiting.loop = 0x7f000000a0;
+  waiting.tid = 124;
+  waiting.name = "Task-7";
+  waiting.coroutine = std::vector<model::Frame>{get, handler};
+  waiting.awaits = "Queue.get";
+  model::AsyncTask parent;
+  parent.address = 0x7f00000020;
+  parent.loop = 0x7f000000a0;
+  parent.tid = 124;
+  parent.name = "request-1";
+  parent.running = true;
+  parent.awaited_task = waiting.address;
+  model::AsyncTask idle;
+  idle.address = 0x7f00000030;
+  idle.loop = 0x7f000000b0;
+  idle.name = "never-started";
+  idle.state = model::AsyncTask::State::kCancelled;
+  dump.tasks = {waiting, parent, idle};
+  const std::string text = dump_to_text(dump);
+  const auto thread = text.find("Thread 124 ");
+  const auto loop = text.find("  asyncio tasks of loop 0x7f000000a0: 2\n", thread);
+  ASSERT_NE(thread, std::string::npos) << text;
+  ASSERT_NE(loop, std::string::npos) << text;
+  EXPECT_NE(text.find("    Task \"Task-7\" pending, awaits Queue.get\n"
+                      "      #0  [py] Queue.get (/usr/lib/python3.11/asyncio/queues.py:158)\n"
+                      "      #1  [py] generate (/srv/vllm/engine/async_llm.py:301)\n",
+                      loop),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("    Task \"request-1\" pending [running], awaits Task \"Task-7\" "
+                      "(0x7f00000010)\n",
+                      loop),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\nTasks of loop 0x7f000000b0 (no thread runs it): 1\n"
+                      "  Task \"never-started\" cancelled\n"),
+            std::string::npos)
+      << text;
+  const auto json = dump_to_json(dump);
+  ASSERT_EQ(json["tasks"].size(), 3u);
+  EXPECT_EQ(json["tasks"][0]["awaits"], "Queue.get");
+  EXPECT_EQ(json["tasks"][0]["coroutine"][0]["qualname"], "Queue.get");
+  EXPECT_EQ(json["tasks"][1]["awaited_task"], waiting.address);
+  EXPECT_TRUE(json["tasks"][1]["awaits"].is_null());
+  EXPECT_TRUE(json["tasks"][2]["tid"].is_null());
+  EXPECT_EQ(json["tasks"][2]["state"], "cancelled");
+}
+
 TEST(DumpProto, RoundTripsThroughTheSnapshotSchema) {
   snapshot::NodeSnapshot node;
   node.node_name = "node0";

@@ -61,6 +61,67 @@ TEST(SnapshotCodec, RoundTripsAndInternsRepeatedStrings) {
 
 // The ranks of a node that stand in the same stack hold one decoded copy of it (the memory of
 // diagnose at 32,768 ranks), and changing one thread's frames leaves the others as they were.
+// Schema 2.2 carries asyncio tasks: every field comes back, and thousands of tasks suspended in
+// the same coroutines send that chain once.
+TEST(SnapshotCodec, AsyncioTasksRoundTripWithSharedCoroutineChains) {
+  auto node = sample_node(1);
+  auto& dump = *node.processes[0].dump;
+  model::Frame wait;
+  wait.kind = model::Frame::Kind::kPython;
+  wait.function = "get";
+  wait.qualname = "Queue.get";
+  wait.file = "/usr/lib/python3.11/asyncio/queues.py";
+  wait.line = 158;
+  model::Frame handler = wait;
+  handler.function = handler.qualname = "create_chat_completion";
+  handler.file = "/usr/lib/python3/dist-packages/vllm/entrypoints/openai/api_server.py";
+  handler.line = 512;
+  for (int i = 0; i < 3000; ++i) {
+    model::AsyncTask task;
+    task.address = 0x7f0000001000 + 0x100 * static_cast<std::uint64_t>(i);
+    task.loop = 0x7f00000a0000;
+    task.tid = 100;
+    task.name = "Task-" + std::to_string(i + 2);
+    task.coroutine = std::vector<model::Frame>{wait, handler};
+    task.awaits = "Queue.get";
+    dump.tasks.push_back(task);
+  }
+  model::AsyncTask odd;
+  odd.address = 0x7f0000000800;
+  odd.name = "bad \xff name";
+  odd.state = model::AsyncTask::State::kCancelled;
+  odd.eager = true;
+  odd.running = true;
+  odd.awaited_task = dump.tasks[5].address;
+  odd.notes = {"unreadable task state"};
+  dump.tasks.push_back(odd);
+
+  v1::NodeSnapshot wire;
+  snapshot::encode(node, wire);
+  EXPECT_EQ(wire.schema_minor(), 2u);
+  // 3,000 tasks in one chain: about 45 bytes a task (addresses, name, awaits), the chain once.
+  EXPECT_LT(wire.ByteSizeLong(), 3000u * 50u);
+  EXPECT_EQ(wire.stacks_size(), 2);  // the thread's stack and the tasks' chain
+  const auto back = snapshot::decode(wire);
+  const auto& tasks = back.processes.at(0).dump->tasks;
+  ASSERT_EQ(tasks.size(), 3001u);
+  EXPECT_EQ(tasks[7].name, "Task-9");
+  EXPECT_EQ(tasks[7].tid, 100);
+  EXPECT_EQ(tasks[7].loop, 0x7f00000a0000u);
+  EXPECT_EQ(tasks[7].coroutine, dump.tasks[7].coroutine);
+  EXPECT_EQ(tasks[7].awaits, "Queue.get");
+  EXPECT_FALSE(tasks[7].awaited_task);
+  const auto& last = tasks.back();
+  EXPECT_EQ(last.name, "bad \xef\xbf\xbd name");  // invalid UTF-8 replaced, not fatal
+  EXPECT_EQ(last.state, model::AsyncTask::State::kCancelled);
+  EXPECT_TRUE(last.eager);
+  EXPECT_TRUE(last.running);
+  EXPECT_FALSE(last.tid);
+  EXPECT_TRUE(last.coroutine.empty());
+  EXPECT_EQ(last.awaited_task, dump.tasks[5].address);
+  EXPECT_EQ(last.notes, odd.notes);
+}
+
 TEST(SnapshotCodec, DecodedThreadsShareOneCopyOfAStackUntilChanged) {
   v1::NodeSnapshot wire;
   snapshot::encode(sample_node(4), wire);
@@ -160,7 +221,7 @@ TEST(SnapshotSchema, TheFlightRecordTravelsAsAMessage) {
   v1::NodeSnapshot wire;
   snapshot::encode(old.at(0), wire);
   EXPECT_EQ(wire.schema_major(), 2u);
-  EXPECT_EQ(wire.schema_minor(), 1u);
+  EXPECT_EQ(wire.schema_minor(), 2u);
   ASSERT_GT(wire.processes_size(), 0);
   for (const auto& p : wire.processes()) {
     EXPECT_TRUE(p.has_flight());

@@ -19,6 +19,7 @@ struct CoreOptions {
   std::string sysroot;     // --sysroot: a copy of the machine's files ("" = this machine's)
   StackKinds stacks = StackKinds::kMerged;
   bool locals = false;
+  bool tasks = false;  // asyncio tasks of every event loop
   std::size_t max_native_frames = 2048;
   std::shared_ptr<elf::ModuleCache> modules;  // shared by the cores of one diagnosis
 };

@@ -25,6 +25,7 @@ struct CaptureOptions {
   std::size_t max_native_frames = 2048;
   StackKinds stacks = StackKinds::kMerged;
   bool locals = false;  // Python locals of every frame (simple values, masked)
+  bool tasks = false;   // asyncio tasks of every event loop (ProcessDump::tasks)
   // Parsed ELF modules shared across the processes and samples of a node (optional).
   std::shared_ptr<elf::ModuleCache> modules;
 };

@@ -61,6 +61,10 @@ class StackReader {
   // cannot be reached (not initialised yet, finalising, or memory that does not fit the layout).
   std::vector<PyThread> read_threads();
 
+  // One frame that is on no thread's stack (a suspended coroutine's): its code and line, no
+  // locals. nullopt when the frame or its code object cannot be read.
+  std::optional<PyFrame> read_frame(std::uint64_t frame_address);
+
  private:
   struct CodeInfo {
     bool valid = false;

@@ -18,6 +18,13 @@ nlohmann::json distributed_to_json(const model::DistributedState& state);
 // One line per group for people: "process group 3 (gloo, vllm:tp): ranks 0,1; this rank 1; 12
 // collectives issued".
 std::string distributed_to_text(const model::DistributedState& state);
+// An asyncio task's state as the dump prints it: "pending", "cancelled", "finished".
+std::string task_state_name(model::AsyncTask::State state);
+// One task for people: `Task "Task-3" pending [running], awaits Task "Task-2" (0x7f…)`, then its
+// coroutine chain innermost first, each line indented by `indent`.
+std::string task_to_text(const model::AsyncTask& task, const model::ProcessDump& dump,
+                         const std::string& indent);
+nlohmann::json task_to_json(const model::AsyncTask& task);
 // A group's global ranks, compressed: "0-7", "0,2,4,6".
 std::string group_ranks_text(const model::ProcessGroupState& group);
 

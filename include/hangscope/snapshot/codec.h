@@ -15,7 +15,7 @@ class NodeSnapshot;
 namespace hangscope::snapshot {
 
 inline constexpr unsigned kSchemaMajor = 2;  // 2: shared stacks, facts and log lines
-inline constexpr unsigned kSchemaMinor = 1;  // 1: the flight record as a message
+inline constexpr unsigned kSchemaMinor = 2;  // 1: the flight record as a message; 2: tasks
 
 void encode(const snapshot::NodeSnapshot& node, v1::NodeSnapshot& out);
 

@@ -1,0 +1,94 @@
+// Where asyncio keeps its tasks, and where a coroutine keeps what it awaits, per CPython version:
+// the C _asyncio module's TaskObj and FutureIter, generator/coroutine objects and their frames,
+// the registries asyncio.tasks holds, and where a thread's running loop lives
+// (docs/python-capture.md, "asyncio tasks").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "hangscope/python/layout.h"
+
+namespace hangscope::python {
+
+// Which registries of asyncio.tasks hold the tasks.
+enum class TaskRegistry {
+  kAllTasks,           // 3.10/3.11: _all_tasks, a WeakSet
+  kScheduledAndEager,  // 3.12/3.13: _scheduled_tasks (WeakSet) and _eager_tasks (set)
+};
+
+// How a generator or coroutine object leads to its frame.
+enum class CoroutineFrame {
+  kFrameObject,  // 3.10: gi_frame, a PyFrameObject* (NULL once finished); f_state in the frame
+  kEmbedded,     // 3.11+: gi_iframe, an _PyInterpreterFrame inside the object; gi_frame_state
+};
+
+// How CPython decides that a suspended generator is inside `yield from` / `await`
+// (_PyGen_yf), so that the top of its value stack is the object it awaits.
+enum class YieldFromTest {
+  kYieldFromOpcode,   // 3.10: the instruction after f_lasti is YIELD_FROM
+  kResumeAfterYield,  // 3.11/3.12: the code unit after prev_instr is RESUME with oparg >= 2
+  kSuspendedState,    // 3.13+: gi_frame_state == FRAME_SUSPENDED_YIELD_FROM
+};
+
+// Where a thread keeps the event loop it runs (asyncio._set_running_loop).
+enum class RunningLoopPlace {
+  kThreadDict,   // 3.10-3.12: PyThreadState.dict["__asyncio_running_event_loop__"]
+  kThreadState,  // 3.13: _PyThreadStateImpl.asyncio_running_loop
+};
+
+struct AsyncioLayout {
+  TaskRegistry registry = TaskRegistry::kAllTasks;
+  CoroutineFrame coroutine_frame = CoroutineFrame::kEmbedded;
+  YieldFromTest yield_from = YieldFromTest::kSuspendedState;
+  RunningLoopPlace running_loop = RunningLoopPlace::kThreadDict;
+
+  // Frame states (PyFrameState): a frame is suspended when its state is below `executing` and
+  // not `created`; above it, it has finished.
+  int state_created = -2;
+  int state_executing = 0;
+  int state_suspended_yield_from = -1;  // YieldFromTest::kSuspendedState
+
+  // Generator / coroutine objects (PyGenObject, PyCoroObject: the same head)
+  std::optional<FieldOffset<RemoteAddress>> gen_frame_object;  // kFrameObject: gi_frame
+  std::optional<FieldOffset<RemoteAddress>> gen_code;          // kFrameObject: gi_code
+  // 3.10: the code object has no co_qualname; the generator's gi_qualname names it.
+  std::optional<FieldOffset<RemoteAddress>> gen_qualname;
+  std::uint64_t gen_iframe = 0;                                // kEmbedded: gi_iframe
+  std::optional<FieldOffset<std::int8_t>> gen_frame_state;     // kEmbedded
+  std::optional<FieldOffset<std::int8_t>> frame_object_state;  // kFrameObject: f_state
+  std::optional<FieldOffset<RemoteAddress>> frame_valuestack;  // kFrameObject
+  std::optional<FieldOffset<std::int32_t>> frame_stackdepth;   // kFrameObject
+  std::optional<FieldOffset<std::int32_t>> frame_stacktop;     // kEmbedded: index in localsplus
+  std::optional<FieldOffset<RemoteAddress>> code_code;         // kYieldFromOpcode: co_code
+  std::uint8_t yield_from_opcode = 72;                         // kYieldFromOpcode
+  std::vector<std::uint8_t> resume_opcodes;  // kResumeAfterYield: RESUME and its variants
+
+  // Threads
+  std::optional<FieldOffset<RemoteAddress>> tstate_dict;          // kThreadDict
+  std::optional<FieldOffset<RemoteAddress>> tstate_running_loop;  // kThreadState
+  // 3.10/3.11: the dict holds a _RunningLoopHolder {PyObject_HEAD, rl_loop, rl_pid}.
+  std::optional<FieldOffset<RemoteAddress>> running_loop_holder_loop;
+
+  // Sets (PySetObject; setentry = {key, hash}) and weak references (PyWeakReference)
+  FieldOffset<std::int64_t> set_mask{32};
+  FieldOffset<RemoteAddress> set_table{40};
+  std::uint64_t set_entry_size = 16;
+  FieldOffset<RemoteAddress> weakref_object{16};  // wr_object (Py_None once dead)
+  FieldOffset<RemoteAddress> type_base{256};      // PyTypeObject.tp_base
+
+  // _asyncio.Task (TaskObj, FutureObj_HEAD(task)) and _asyncio.FutureIter
+  FieldOffset<RemoteAddress> task_loop{16};  // task_loop
+  FieldOffset<std::int32_t> task_state;  // task_state (fut_state: 0 pending, 1 cancelled, 2 done)
+  FieldOffset<RemoteAddress> task_fut_waiter;
+  FieldOffset<RemoteAddress> task_coro;
+  FieldOffset<RemoteAddress> task_name;  // a str, or an int until get_name() runs (3.12+)
+  FieldOffset<RemoteAddress> future_iter_future{16};
+};
+
+// The asyncio layout of the interpreter whose layout is given; nullopt for versions whose tasks
+// hangscope does not read (3.14 keeps them in per-thread linked lists, not read yet).
+std::optional<AsyncioLayout> asyncio_layout(const Layout& layout);
+
+}  // namespace hangscope::python
