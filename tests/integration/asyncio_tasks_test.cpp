@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "command.h"
+#include "hangscope/capture/core_capture.h"
 #include "hangscope/capture/process_capture.h"
 #include "hangscope/report/dump_format.h"
 #include "python_targets.h"
@@ -239,6 +240,48 @@ TEST(AsyncioTasksCli, DumpShowsTasksUnderTheirThread) {
     }
   }
   EXPECT_TRUE(nested) << json.out;
+}
+
+}  // namespace
+}  // namespace hangscope
+
+namespace hangscope {
+namespace {
+
+// A core holds the tasks too: gcore of the fixture, read with `hangscope dump --core --tasks`'s
+// reader, gives the tasks a live read gave just before (the spinning task aside: it runs).
+TEST(AsyncioTasksCore, ACoresTasksAreTheLiveOnes) {
+  if (testing::run_command("command -v gcore").exit_code != 0) GTEST_SKIP() << "no gcore (gdb)";
+  const auto targets = async_targets();
+  ASSERT_FALSE(targets.empty());
+  AsyncFixture target(targets.back(), 50);
+  const auto live = capture_tasks(target.pid());
+  const std::string prefix = testing::temp_path("asyncio-core");
+  ASSERT_EQ(
+      testing::run_command("gcore -o " + prefix + " " + std::to_string(target.pid())).exit_code, 0);
+  const std::string core_path = prefix + "." + std::to_string(target.pid());
+  capture::CoreOptions options;
+  options.tasks = true;
+  const auto core = capture::capture_core(core_path, options);
+  ::unlink(core_path.c_str());
+  ASSERT_EQ(core.tasks.size(), live.tasks.size());
+  std::map<std::uint64_t, const model::AsyncTask*> by_address;
+  for (const auto& task : core.tasks) by_address[task.address] = &task;
+  int compared = 0;
+  for (const auto& want : live.tasks) {
+    const auto it = by_address.find(want.address);
+    ASSERT_NE(it, by_address.end()) << want.name;
+    if (want.running) continue;
+    const auto& got = *it->second;
+    EXPECT_EQ(got.name, want.name);
+    EXPECT_EQ(got.state, want.state) << want.name;
+    EXPECT_EQ(got.coroutine, want.coroutine) << want.name;
+    EXPECT_EQ(got.awaited_task, want.awaited_task) << want.name;
+    EXPECT_EQ(got.awaits, want.awaits) << want.name;
+    EXPECT_EQ(got.tid, want.tid) << want.name;
+    ++compared;
+  }
+  EXPECT_GE(compared, 50);
 }
 
 }  // namespace
