@@ -73,6 +73,12 @@ analysis::Analysis diagnose(const analysis::Bundle& bundle, const rules::RuleSet
     auto generic = analysis::generic_verdicts(job);
     verdicts.insert(verdicts.end(), generic.begin(), generic.end());
   }
+  //    The serving chain (analysis/serving_chain.cpp): API servers → engine cores → the
+  //    workers' job; its front-end verdict names the rank where the workers' graph ends, ahead
+  //    of the verdicts about that rank alone (inserted first: at equal confidence it leads).
+  result.serving = analysis::serving_chains(bundle, result.jobs, result.others);
+  auto serving = analysis::serving_verdicts(result.serving, result.jobs, verdicts);
+  verdicts.insert(verdicts.begin(), serving.begin(), serving.end());
   timer.lap("verdicts");
   for (auto& v : verdicts) analysis::add_evidence(result.jobs, v);
   timer.lap("evidence");
