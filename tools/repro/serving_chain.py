@@ -18,9 +18,10 @@ multiproc_executor.py). Every request stays pending.
 
 Lines on stdout, one per process when it reaches its final wait: "rank R pid P stuck" (the
 stuck worker), "rank R pid P waiting" (the others), "engine core pid P waiting", "api server pid
-P: K requests in flight"; then "serving chain ready". The script runs until SIGTERM or SIGINT and
-then kills the whole process group it leads (API server, engine core, workers) and removes the
-broadcast rings left in /dev/shm.
+P: K requests in flight"; then "serving chain ready", once the broadcast rings' names were removed
+from /dev/shm (they stay mapped; a SIGKILLed deployment leaves nothing behind). The script runs
+until SIGTERM or SIGINT and then kills the whole process group it leads (API server, engine
+core, workers).
 """
 import argparse
 import glob
@@ -32,6 +33,15 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIM = os.path.join(HERE, "sim")
+
+
+def remove_rings(before):
+    """Removes the broadcast rings created since `before` from /dev/shm."""
+    for path in set(glob.glob("/dev/shm/psm_*")) - before:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 def main():
@@ -74,11 +84,7 @@ def main():
                     os.kill(int(entry), signal.SIGKILL)
             except OSError:
                 pass
-        for path in set(glob.glob("/dev/shm/psm_*")) - before:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+        remove_rings(before)
         os._exit(0)
 
     signal.signal(signal.SIGTERM, stop)
@@ -93,6 +99,9 @@ def main():
                 " pid " in line:
             seen += 1
             if seen == wanted:
+                # The rings stay mapped (hangscope reads them through /proc/PID/map_files);
+                # their names go now, so that a SIGKILLed deployment leaves nothing in /dev/shm.
+                remove_rings(before)
                 print("serving chain ready", flush=True)
         if time.monotonic() > deadline and seen < wanted:
             print(f"serving chain not ready after {args.timeout} s", flush=True)
