@@ -655,7 +655,7 @@ std::string engine_wait_text(const ServingProcess& e) {
 
 Verdict base_verdict(const ServingChain& chain) {
   Verdict v;
-  v.id = "serving-stalled";
+  v.id = kServingStalled;
   v.job = chain.job;
   v.evidence.push_back("serving chain (" + chain.framework + "), front first:");
   for (const auto& l : chain.links) v.evidence.push_back("  " + l);

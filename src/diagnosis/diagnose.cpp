@@ -85,6 +85,18 @@ analysis::Analysis diagnose(const analysis::Bundle& bundle, const rules::RuleSet
   //    Known bugs: the signature rules (rules/engine.cpp), which mark the generic verdicts they
   //    explain.
   auto signatures = rules::signature_verdicts(rules.rules, result.jobs, result.others, verdicts);
+  //    A known bug that explains the rank where a serving chain ends explains the chain's
+  //    verdict too: it is that rank's symptom at the front.
+  for (auto& v : verdicts) {
+    if (v.id != analysis::kServingStalled || !v.explained_by.empty()) continue;
+    for (const auto& g : verdicts) {
+      if (!g.explained_by.empty() && g.job == v.job &&
+          g.diverged_ranks.intersects(v.diverged_ranks)) {
+        v.explained_by = g.explained_by;
+        break;
+      }
+    }
+  }
   verdicts.insert(verdicts.begin(), signatures.begin(), signatures.end());
   timer.lap("signature rules");
 

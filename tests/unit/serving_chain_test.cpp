@@ -11,6 +11,7 @@
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/diagnosis/diagnose.h"
 #include "hangscope/report/report.h"
+#include "hangscope/rules/rule.h"
 
 namespace hangscope::analysis {
 namespace {
@@ -466,6 +467,36 @@ TEST(ServingChain, PendingRequestsWhileTheEngineCoreIdlesAreNamed) {
             0u)
       << v.summary;
   EXPECT_NE(v.summary.find("EngineCoreProc._process_input_queue"), std::string::npos) << v.summary;
+}
+
+// A known bug (a signature rule) that explains the stuck worker comes first and explains the
+// front-end verdict too, as it explains the worker's own.
+TEST(ServingChain, ASignatureThatExplainsTheWorkerExplainsTheChain) {
+  auto bundle = stuck_workers().bundle();
+  Front front;
+  front.engine = [](int) { return engine_blocked(); };
+  front.tasks = [](int) { return stuck_requests(37); };
+  add_front(bundle, front);
+  rules::RuleSet rules;
+  rules.rules.push_back(rules::parse_rule(R"({
+    "id": "kv-save-hang", "title": "A KV connector's save never finished",
+    "description": "test rule", "confidence": 0.8,
+    "groups": {
+      "stuck": {"frames": [{"function": "execute_model", "file": "vllm/v1/worker/gpu_model_runner.py"}],
+                "wait_kinds": ["lock"]},
+      "waiting": {"frames": [{"function": "all_reduce"}], "wait_kinds": ["collective"]}
+    },
+    "diverged": "stuck", "waiting": "waiting",
+    "summary": "Rank {stuck.members} never finished its KV save.",
+    "explains": ["rank-diverged", "rank-straggler"]
+  })",
+                                          "test"));
+  const auto a = diagnosis::diagnose(bundle, rules);
+  ASSERT_GE(a.verdicts.size(), 3u);
+  EXPECT_EQ(a.verdicts[0].id, "kv-save-hang");
+  EXPECT_EQ(a.verdicts[1].id, "serving-stalled");
+  EXPECT_EQ(a.verdicts[1].explained_by, "kv-save-hang");
+  EXPECT_EQ(a.verdicts[2].explained_by, "kv-save-hang");
 }
 
 // Without any serving process the verdicts are the job's own.

@@ -222,6 +222,8 @@ Progress progress_of(const RankEntry& entry);
 // wait-for graph is linked), with the workers the engine waits for and the roots they lead to.
 std::vector<ServingChain> serving_chains(const Bundle& bundle, const std::vector<Job>& jobs,
                                          const std::vector<OtherProcess>& others);
+// The id of the front-end verdict.
+inline constexpr char kServingStalled[] = "serving-stalled";
 // The front-end verdict (`serving-stalled`): requests pending at the API server (or a step in
 // flight in the engine core) while the engine core is blocked on workers whose graph ends at
 // a stuck rank, named first; or pending requests while the engine core idles. `found`: the
