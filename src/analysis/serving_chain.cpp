@@ -90,6 +90,20 @@ const std::vector<FramePattern>& api_thread_frames() {
   return patterns;
 }
 
+// `vllm serve`'s own process: the API server when it serves in-process (uvloop.run(run_server)),
+// a launcher of API servers and engine cores when it waits for them.
+const std::vector<FramePattern>& serve_command_frames() {
+  static const std::vector<FramePattern> patterns = {{"vllm/entrypoints/cli/serve.py", {}}};
+  return patterns;
+}
+const std::vector<FramePattern>& serve_launcher_frames() {
+  static const std::vector<FramePattern> patterns = {
+      {"vllm/entrypoints/cli/serve.py",
+       {"run_multi_api_server", "wait_for_completion_or_failure", "run_headless"}},
+  };
+  return patterns;
+}
+
 // The engine core's busy loop (vLLM V1, synchronous: its thread stack shows the edge).
 const std::vector<FramePattern>& busy_loop_frames() {
   static const std::vector<FramePattern> patterns = {
@@ -534,7 +548,10 @@ std::vector<ServingChain> serving_chains(const Bundle& bundle, const std::vector
       coordinators.push_back(std::move(s));
     } else if (title_has(p, "APIServer") || p.identity.role == "api" || has_request_tasks(p) ||
                any_thread_has(p, api_thread_frames()) ||
-               (engine_parents.count({o.node, p.pid}) && p.dump && !p.dump->tasks.empty())) {
+               (engine_parents.count({o.node, p.pid}) &&
+                ((p.dump && !p.dump->tasks.empty()) ||
+                 (any_thread_has(p, serve_command_frames()) &&
+                  !any_thread_has(p, serve_launcher_frames()))))) {
       s.role = "api";
       read_tasks(bundle, o.node, s);
       apis.push_back(std::move(s));

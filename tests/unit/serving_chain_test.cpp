@@ -183,6 +183,7 @@ struct Front {
   std::function<std::vector<model::AsyncTask>(int sample)> tasks;
   std::string api_cmdline = "/usr/bin/python3 -m vllm.entrypoints.openai.api_server --model m";
   std::string api_main = kApiServer;
+  std::vector<model::Frame> api_frames;  // empty: an idle event loop under api_main
 };
 
 snapshot::ProcessRecord front_process(pid_t pid, pid_t ppid, std::string title, std::string cmdline,
@@ -213,8 +214,9 @@ void add_front(Bundle& bundle, const Front& front) {
     if (s.node_name != "node0") continue;
     const int sample = s.sample_index;
     if (front.tasks) {
-      auto api = front_process(kApiPid, 1, "", front.api_cmdline, event_loop_idle(front.api_main),
-                               'S', 500);
+      auto api = front_process(
+          kApiPid, 1, "", front.api_cmdline,
+          front.api_frames.empty() ? event_loop_idle(front.api_main) : front.api_frames, 'S', 500);
       api.identity.role = "unidentified";
       api.dump->tasks = front.tasks(sample);
       s.processes.push_back(std::move(api));
@@ -497,6 +499,42 @@ TEST(ServingChain, ASignatureThatExplainsTheWorkerExplainsTheChain) {
   EXPECT_EQ(a.verdicts[1].id, "serving-stalled");
   EXPECT_EQ(a.verdicts[1].explained_by, "kv-save-hang");
   EXPECT_EQ(a.verdicts[2].explained_by, "kv-save-hang");
+}
+
+// `vllm serve` serving in-process is the API server even when its tasks were not read; the same
+// command waiting for the API servers and engine cores it launched is not.
+TEST(ServingChain, VllmServeIsTheApiServerUnlessItLaunchesThem) {
+  const std::string serve = kSite + "vllm/entrypoints/cli/serve.py";
+  {
+    auto bundle = stuck_workers().bundle();
+    Front front;
+    front.engine = [](int) { return engine_blocked(); };
+    front.tasks = [](int) { return std::vector<model::AsyncTask>{}; };
+    front.api_cmdline = "/usr/bin/python3 /usr/local/bin/vllm serve m --tensor-parallel-size 4";
+    front.api_main = serve;
+    add_front(bundle, front);
+    const auto a = diagnosis::diagnose(bundle);
+    ASSERT_EQ(a.serving.size(), 1u);
+    ASSERT_EQ(a.serving[0].api_servers.size(), 1u);
+    EXPECT_EQ(a.serving[0].api_servers[0].process->pid, kApiPid);
+  }
+  {
+    auto bundle = stuck_workers().bundle();
+    Front front;
+    front.engine = [](int) { return engine_blocked(); };
+    front.tasks = [](int) { return std::vector<model::AsyncTask>{}; };
+    front.api_cmdline = "/usr/bin/python3 /usr/local/bin/vllm serve m --api-server-count 2";
+    front.api_frames = {native("clock_nanosleep"),
+                        py("wait", "/usr/lib/python3.12/multiprocessing/connection.py", 1136),
+                        py("wait_for_completion_or_failure", serve, 240),
+                        py("run_multi_api_server", serve, 200), py("cmd", serve, 60)};
+    add_front(bundle, front);
+    const auto a = diagnosis::diagnose(bundle);
+    ASSERT_EQ(a.serving.size(), 1u);
+    EXPECT_TRUE(a.serving[0].api_servers.empty());
+    ASSERT_FALSE(a.verdicts.empty());
+    EXPECT_EQ(a.verdicts[0].id, "serving-stalled");  // the engine core's stack alone
+  }
 }
 
 // Without any serving process the verdicts are the job's own.
