@@ -516,6 +516,43 @@ void describe(const std::vector<Job>& jobs, ServingChain& chain) {
 
 }  // namespace
 
+std::optional<std::string> serving_role(const Analysis& analysis,
+                                        const snapshot::ProcessRecord& process) {
+  for (const auto& chain : analysis.serving) {
+    for (const auto* list : {&chain.api_servers, &chain.engines, &chain.coordinators}) {
+      for (const auto& s : *list) {
+        if (s.process == &process) return s.role;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::string serving_note(const std::vector<ServingChain>& chains) {
+  std::string out;
+  for (const auto& chain : chains) {
+    std::vector<std::string> parts;
+    for (const auto& a : chain.api_servers) {
+      if (a.tasks == 0) continue;
+      parts.push_back("the API server (" + who(a.node, *a.process) + ") has " +
+                      (a.pending_requests == 0 ? std::string("no request")
+                                               : std::to_string(a.pending_requests) + " request" +
+                                                     (a.pending_requests == 1 ? "" : "s")) +
+                      " in flight");
+    }
+    for (const auto& e : chain.engines) {
+      std::string text = "the engine core (" + who(e.node, *e.process) + ") is " + e.activity;
+      if (e.progressing.value_or(false)) text += " and progresses (" + e.progress + ")";
+      parts.push_back(text);
+    }
+    if (parts.empty()) continue;
+    out += " Serving chain: ";
+    for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? "; " : "") + parts[i];
+    out += ".";
+  }
+  return out;
+}
+
 bool ServingChain::tasks_read() const {
   return std::any_of(api_servers.begin(), api_servers.end(),
                      [](const ServingProcess& a) { return a.tasks > 0; });

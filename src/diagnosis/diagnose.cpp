@@ -108,7 +108,8 @@ analysis::Analysis diagnose(const analysis::Bundle& bundle, const rules::RuleSet
       std::all_of(post_mortem.begin(), post_mortem.end(), [](bool p) { return p; });
   result.conclusion = !verdicts.empty() ? verdicts.front().summary
                       : all_post_mortem ? analysis::postmortem_no_divergence(result.jobs)
-                                        : analysis::no_divergence(result.jobs, result.samples);
+                                        : analysis::no_divergence(result.jobs, result.samples) +
+                                              analysis::serving_note(result.serving);
   return result;
 }
 

@@ -262,6 +262,7 @@ json report_json(const Bundle& bundle, const analysis::Analysis& analysis, bool 
   for (const auto& o : analysis.others) {
     const auto& p = *o.process;
     processes.push_back({{"role", p.identity.role},
+                         {"serving_role", json_or_null(analysis::serving_role(analysis, p))},
                          {"node", o.node},
                          {"pid", p.pid},
                          {"comm", p.comm},

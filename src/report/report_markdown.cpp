@@ -298,9 +298,10 @@ std::string others_section(const analysis::Analysis& a) {
         "|---|---|---|---|---|---|\n";
   for (const auto& o : a.others) {
     const auto& p = *o.process;
-    md << "| " << p.identity.role << " | " << cell(o.node) << " | " << p.pid << " | "
-       << cell(p.comm) << " | " << cell(p.identity.job) << " | "
-       << (p.dump ? cell(o.wait.describe()) : "-") << " |\n";
+    const auto serving = analysis::serving_role(a, p);
+    md << "| " << p.identity.role << (serving ? " (serving: " + *serving + ")" : "") << " | "
+       << cell(o.node) << " | " << p.pid << " | " << cell(p.comm) << " | " << cell(p.identity.job)
+       << " | " << (p.dump ? cell(o.wait.describe()) : "-") << " |\n";
   }
   md << "\n";
   return md.str();

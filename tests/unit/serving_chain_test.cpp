@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -347,6 +348,13 @@ TEST(ServingChain, TheTopVerdictNamesTheStuckWorkerBehindTheApiServersRequests) 
   EXPECT_EQ(json["serving"][0]["api_servers"][0]["stuck_requests"], 37);
   EXPECT_EQ(json["serving"][0]["engines"][0]["activity"], "blocked");
   EXPECT_EQ(json["verdicts"][0]["id"], "serving-stalled");
+  // The processes that are no rank say what they are in the chain (the engine core is a
+  // launcher to the capture: the parent of ranks).
+  std::map<int, nlohmann::json> roles;
+  for (const auto& p : json["processes"]) roles[p["pid"].get<int>()] = p["serving_role"];
+  EXPECT_EQ(roles[kApiPid], "api");
+  EXPECT_EQ(roles[kEnginePid], "engine");
+  EXPECT_NE(md.find("| launcher (serving: engine) | node0 | 900 |"), std::string::npos);
 }
 
 // Before the task reader (or a capture without tasks): the engine core's stack alone shows a
@@ -405,6 +413,10 @@ TEST(ServingChain, AnIdleHealthyServerHasNoVerdict) {
   ASSERT_EQ(a.serving.size(), 1u);
   EXPECT_EQ(a.serving[0].engines[0].activity, "idle");
   EXPECT_EQ(a.serving[0].api_servers[0].pending_requests, 0u);
+  EXPECT_NE(a.conclusion.find("Serving chain: the API server (node0 pid 800) has no request in "
+                              "flight; the engine core (node0 pid 900) is idle."),
+            std::string::npos)
+      << a.conclusion;
 }
 
 // Requests in flight for the whole capture, but the engine core steps (its stack moves, CPU
@@ -425,6 +437,11 @@ TEST(ServingChain, PendingRequestsWhileTheEngineMakesProgressIsNoVerdict) {
   ASSERT_EQ(a.serving.size(), 1u);
   EXPECT_EQ(a.serving[0].engines[0].progressing, std::optional<bool>(true));
   EXPECT_EQ(a.serving[0].api_servers[0].stuck_requests, 12u);
+  EXPECT_NE(a.conclusion.find("Serving chain: the API server (node0 pid 800) has 12 requests in "
+                              "flight; the engine core (node0 pid 900) is "),
+            std::string::npos)
+      << a.conclusion;
+  EXPECT_NE(a.conclusion.find(" and progresses (CPU "), std::string::npos) << a.conclusion;
 }
 
 // Requests that complete between samples (new tasks each time) are no stuck requests: the

@@ -222,6 +222,13 @@ Progress progress_of(const RankEntry& entry);
 // wait-for graph is linked), with the workers the engine waits for and the roots they lead to.
 std::vector<ServingChain> serving_chains(const Bundle& bundle, const std::vector<Job>& jobs,
                                          const std::vector<OtherProcess>& others);
+// The role a process plays in a serving chain of `analysis` ("api", "engine", "coordinator"),
+// nullopt when it is in none.
+std::optional<std::string> serving_role(const Analysis& analysis,
+                                        const snapshot::ProcessRecord& process);
+// What the serving chains say when no verdict was reached (appended to the conclusion):
+// requests in flight, the engine cores' activity and progress; "" without a chain.
+std::string serving_note(const std::vector<ServingChain>& chains);
 // The id of the front-end verdict.
 inline constexpr char kServingStalled[] = "serving-stalled";
 // The front-end verdict (`serving-stalled`): requests pending at the API server (or a step in
