@@ -243,6 +243,10 @@ bool every_node_answered(const Bundle& bundle) {
 
 }  // namespace
 
+Progress progress_of(const RankEntry& entry) {
+  return measure_progress(entry);
+}
+
 std::string_view to_string(RankState state) {
   switch (state) {
     case RankState::kRunning:

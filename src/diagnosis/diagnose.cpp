@@ -73,12 +73,30 @@ analysis::Analysis diagnose(const analysis::Bundle& bundle, const rules::RuleSet
     auto generic = analysis::generic_verdicts(job);
     verdicts.insert(verdicts.end(), generic.begin(), generic.end());
   }
+  //    The serving chain (analysis/serving_chain.cpp): API servers → engine cores → the
+  //    workers' job; its front-end verdict names the rank where the workers' graph ends, ahead
+  //    of the verdicts about that rank alone (inserted first: at equal confidence it leads).
+  result.serving = analysis::serving_chains(bundle, result.jobs, result.others);
+  auto serving = analysis::serving_verdicts(result.serving, result.jobs, verdicts);
+  verdicts.insert(verdicts.begin(), serving.begin(), serving.end());
   timer.lap("verdicts");
   for (auto& v : verdicts) analysis::add_evidence(result.jobs, v);
   timer.lap("evidence");
   //    Known bugs: the signature rules (rules/engine.cpp), which mark the generic verdicts they
   //    explain.
   auto signatures = rules::signature_verdicts(rules.rules, result.jobs, result.others, verdicts);
+  //    A known bug that explains the rank where a serving chain ends explains the chain's
+  //    verdict too: it is that rank's symptom at the front.
+  for (auto& v : verdicts) {
+    if (v.id != analysis::kServingStalled || !v.explained_by.empty()) continue;
+    for (const auto& g : verdicts) {
+      if (!g.explained_by.empty() && g.job == v.job &&
+          g.diverged_ranks.intersects(v.diverged_ranks)) {
+        v.explained_by = g.explained_by;
+        break;
+      }
+    }
+  }
   verdicts.insert(verdicts.begin(), signatures.begin(), signatures.end());
   timer.lap("signature rules");
 
@@ -90,7 +108,8 @@ analysis::Analysis diagnose(const analysis::Bundle& bundle, const rules::RuleSet
       std::all_of(post_mortem.begin(), post_mortem.end(), [](bool p) { return p; });
   result.conclusion = !verdicts.empty() ? verdicts.front().summary
                       : all_post_mortem ? analysis::postmortem_no_divergence(result.jobs)
-                                        : analysis::no_divergence(result.jobs, result.samples);
+                                        : analysis::no_divergence(result.jobs, result.samples) +
+                                              analysis::serving_note(result.serving);
   return result;
 }
 

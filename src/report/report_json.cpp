@@ -185,6 +185,48 @@ std::string utc_time(std::int64_t unix_ns) {
 
 namespace {
 
+// One process at the front of a serving chain (docs/report.md, "serving").
+json serving_process_json(const analysis::ServingProcess& s) {
+  json out = {{"role", s.role},
+              {"node", s.node},
+              {"pid", s.process->pid},
+              {"title", s.title.empty() ? json(nullptr) : json(s.title)},
+              {"progressing", json_or_null(s.progressing)},
+              {"progress", s.progress.empty() ? json(nullptr) : json(s.progress)}};
+  if (s.role == "engine") {
+    out["activity"] = s.activity;
+    out["waits_in"] = s.waits_in;
+  } else if (s.role == "api") {
+    const bool read = s.tasks > 0;
+    out["tasks"] = s.tasks;
+    out["pending_requests"] = read ? json(s.pending_requests) : json(nullptr);
+    out["stuck_requests"] = read ? json(s.stuck_requests) : json(nullptr);
+    out["output_handlers"] = read ? json(s.output_handlers) : json(nullptr);
+    out["requests_wait_in"] = s.requests_wait_in.empty() ? json(nullptr) : json(s.requests_wait_in);
+  } else {
+    out["waits_in"] = s.wait.describe();
+  }
+  return out;
+}
+
+json serving_json(const analysis::ServingChain& chain) {
+  json apis = json::array(), engines = json::array(), coordinators = json::array();
+  for (const auto& s : chain.api_servers) apis.push_back(serving_process_json(s));
+  for (const auto& s : chain.engines) engines.push_back(serving_process_json(s));
+  for (const auto& s : chain.coordinators) coordinators.push_back(serving_process_json(s));
+  return {
+      {"framework", chain.framework},
+      {"job", chain.job.empty() ? json(nullptr) : json(chain.job)},
+      {"job_link", chain.job_link.empty() ? json(nullptr) : json(chain.job_link)},
+      {"api_servers", std::move(apis)},
+      {"engines", std::move(engines)},
+      {"coordinators", std::move(coordinators)},
+      {"awaited_workers", chain.awaited.list()},
+      {"awaited_reason", chain.awaited_reason.empty() ? json(nullptr) : json(chain.awaited_reason)},
+      {"roots", chain.roots.list()},
+      {"chain", chain.links}};
+}
+
 json report_json(const Bundle& bundle, const analysis::Analysis& analysis, bool with_ranks) {
   json verdicts = json::array();
   for (const auto& v : analysis.verdicts) verdicts.push_back(verdict_json(v, analysis));
@@ -221,6 +263,7 @@ json report_json(const Bundle& bundle, const analysis::Analysis& analysis, bool 
   for (const auto& o : analysis.others) {
     const auto& p = *o.process;
     processes.push_back({{"role", p.identity.role},
+                         {"serving_role", json_or_null(analysis::serving_role(analysis, p))},
                          {"node", o.node},
                          {"pid", p.pid},
                          {"comm", p.comm},
@@ -229,6 +272,8 @@ json report_json(const Bundle& bundle, const analysis::Analysis& analysis, bool 
                          {"state", std::string(1, p.state)},
                          {"wait_point", wait_point_json(o.wait, p.dump.has_value())}});
   }
+  json serving = json::array();
+  for (const auto& chain : analysis.serving) serving.push_back(serving_json(chain));
   json nodes = json::array();
   for (const auto& n : bundle.nodes) {
     nodes.push_back({{"name", n.name},
@@ -243,6 +288,7 @@ json report_json(const Bundle& bundle, const analysis::Analysis& analysis, bool 
           {"verdicts", std::move(verdicts)},
           {"ranks", std::move(ranks)},
           {"processes", std::move(processes)},
+          {"serving", std::move(serving)},
           {"classes", std::move(classes)},
           {"jobs", std::move(jobs)},
           {"nodes", std::move(nodes)},

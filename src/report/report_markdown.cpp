@@ -229,6 +229,24 @@ std::string chain_section(const analysis::Analysis& a) {
   return md.str();
 }
 
+// The serving deployments: API servers → engine cores → workers, front first (docs/report.md).
+std::string serving_section(const analysis::Analysis& a) {
+  if (a.serving.empty()) return "";
+  std::ostringstream md;
+  md << "## Serving chain\n\n";
+  for (const auto& chain : a.serving) {
+    md << "- " << chain.framework << " deployment"
+       << (chain.job.empty() ? ", no workers' job linked"
+                             : ", workers' job `" + chain.job + "` (" + chain.job_link + ")")
+       << ":\n";
+    for (std::size_t i = 0; i < chain.links.size(); ++i) {
+      md << "  " << i + 1 << ". " << cell(chain.links[i]) << "\n";
+    }
+  }
+  md << "\n";
+  return md.str();
+}
+
 std::string tree_section(const analysis::Analysis& a) {
   std::ostringstream md;
   for (const auto& job : a.jobs) {
@@ -280,9 +298,10 @@ std::string others_section(const analysis::Analysis& a) {
         "|---|---|---|---|---|---|\n";
   for (const auto& o : a.others) {
     const auto& p = *o.process;
-    md << "| " << p.identity.role << " | " << cell(o.node) << " | " << p.pid << " | "
-       << cell(p.comm) << " | " << cell(p.identity.job) << " | "
-       << (p.dump ? cell(o.wait.describe()) : "-") << " |\n";
+    const auto serving = analysis::serving_role(a, p);
+    md << "| " << p.identity.role << (serving ? " (serving: " + *serving + ")" : "") << " | "
+       << cell(o.node) << " | " << p.pid << " | " << cell(p.comm) << " | " << cell(p.identity.job)
+       << " | " << (p.dump ? cell(o.wait.describe()) : "-") << " |\n";
   }
   md << "\n";
   return md.str();
@@ -385,11 +404,12 @@ std::string capture_section(const analysis::Analysis& a) {
 std::string report_markdown(const Bundle& bundle, const analysis::Analysis& analysis) {
   // In order of importance; a section that does not fit is collapsed to a pointer.
   const std::vector<std::pair<std::string, std::string>> sections = {
-      {"verdict", verdict_section(analysis)}, {"ranks", ranks_section(analysis)},
-      {"chain", chain_section(analysis)},     {"tree", tree_section(analysis)},
-      {"stacks", stacks_section(analysis)},   {"others", others_section(analysis)},
-      {"network", network_section(analysis)}, {"nodes", nodes_section(bundle)},
-      {"facts", facts_section(analysis)},     {"capture", capture_section(analysis)},
+      {"verdict", verdict_section(analysis)}, {"serving", serving_section(analysis)},
+      {"ranks", ranks_section(analysis)},     {"chain", chain_section(analysis)},
+      {"tree", tree_section(analysis)},       {"stacks", stacks_section(analysis)},
+      {"others", others_section(analysis)},   {"network", network_section(analysis)},
+      {"nodes", nodes_section(bundle)},       {"facts", facts_section(analysis)},
+      {"capture", capture_section(analysis)},
   };
   std::string md;
   for (const auto& [name, text] : sections) {

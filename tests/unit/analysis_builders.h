@@ -94,6 +94,12 @@ class JobBuilder {
     return *this;
   }
 
+  // The parent pid of every rank process (the engine core or API server that started them).
+  JobBuilder& parent(pid_t ppid) {
+    ppid_ = ppid;
+    return *this;
+  }
+
   // torch.distributed's state read from the rank's memory, in every sample.
   JobBuilder& distributed(int rank, model::DistributedState state) {
     distributed_[rank] = std::move(state);
@@ -147,6 +153,7 @@ class JobBuilder {
   snapshot::ProcessRecord process(const Rank& r, int sample) const {
     snapshot::ProcessRecord p;
     p.pid = 1000 + r.rank;
+    p.ppid = ppid_;
     p.comm = "python3";
     p.state = r.state;
     p.start_time_ticks = 500;
@@ -177,6 +184,7 @@ class JobBuilder {
   }
 
   int world_size_;
+  pid_t ppid_ = 1;
   std::string job_;
   int samples_;
   std::vector<Rank> ranks_;

@@ -21,7 +21,9 @@
 # told its node index, the node count, --ranks and node 0's address; the cluster is up when
 # every rank announced itself ("rank R ..."; a rank its launcher left out: "rank R absent") and,
 # for --scenario compiled-dag in ARGS, node 0's driver. DIR receives: agents (one HOST:PORT per line), token, node
-# logs. Needs root.
+# logs. --scenario serving-chain (one node) runs a simulated vLLM V1 server on node 0 whose
+# --ranks workers hang at worker --diverged (tools/repro/serving_chain.py); up once it says
+# "serving chain ready". Needs root.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -100,7 +102,8 @@ up() {
     if [ "$ready" -ge $((nodes * ranks)) ] && [ "$(cat "$dir"/node*.log | grep -c 'listening on')" -ge "$nodes" ] &&
        { [ "$variety" = 0 ] || [ "$nodes" -lt 2 ] || [ "$extra_ranks" -ge 2 ]; } &&
        { [ "$scenario" != compiled-dag ] || [ -n "$job" ] || [ "$drivers" -ge 1 ]; } &&
-       { [[ " $job " != *" compiled-dag "* ]] || [ "$drivers" -ge 1 ]; }; then
+       { [[ " $job " != *" compiled-dag "* ]] || [ "$drivers" -ge 1 ]; } &&
+       { [ "$scenario" != serving-chain ] || grep -q '^serving chain ready' "$dir"/node*.log; }; then
       sleep 1  # let the waiting ranks enter the barrier
       return 0
     fi

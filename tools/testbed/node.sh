@@ -8,6 +8,8 @@
 # cluster.sh --job) the node runs tools/repro/parallel_job.py's launcher instead: one per node,
 # the ranks its launcher starts (no rank variables here; GLOO_SOCKET_IFNAME=eth0 and a fresh
 # VLLM_CACHE_ROOT for the node, as a user's job script sets them), the agent without options.
+# --scenario serving-chain runs a simulated vLLM V1 server on node 0 (tools/repro/serving_chain.py:
+# API server, engine core, the node's ranks as its workers, worker DIVERGED stuck).
 set -u
 name=$1 index=$2 addr=$3 port=$4 dir=$5 hangscope=$6 nodes=$7 ranks=$8 diverged=$9 master=${10}
 scenario=${11:-store-wait} variety=${12:-0} job=${13:-}
@@ -30,6 +32,17 @@ if [ -n "$job" ]; then
   GLOO_SOCKET_IFNAME=eth0 /usr/bin/python3 "$repo/tools/repro/parallel_job.py" --nodes "$nodes" \
     --node-index "$index" --ranks-per-node "$ranks" --master-addr "$master" --master-port 29500 \
     $job &
+  wait
+  exit 0
+fi
+if [ "$scenario" = serving-chain ]; then
+  # A vLLM V1 serving deployment on node 0 (tools/repro/serving_chain.py): the API server, its
+  # engine core and RANKS workers (gloo over loopback), worker DIVERGED stuck; killed with the
+  # node.
+  if [ "$index" = 0 ]; then
+    GLOO_SOCKET_IFNAME=lo /usr/bin/python3 "$repo/tools/repro/serving_chain.py" --tp "$ranks" \
+      --stuck-rank "$diverged" --requests 37 &
+  fi
   wait
   exit 0
 fi

@@ -144,12 +144,51 @@ struct OtherProcess {
   waits::WaitPoint wait;
 };
 
+// A process at the front of a serving deployment (vLLM V1, SGLang): an API server, an engine
+// core or a DP coordinator, with what it does (docs/analysis.md, "The serving chain").
+struct ServingProcess {
+  std::string role;  // "api" | "engine" | "coordinator"
+  std::string node;
+  const snapshot::ProcessRecord* process = nullptr;  // its latest sample
+  std::string title;                                 // setproctitle's, "" when none
+  // engine: "blocked" (its busy loop waits on the workers' output), "idle" (it waits for
+  // input), "working" (on CPU, no wait), "unknown" (no busy loop on its stacks)
+  std::string activity;
+  waits::WaitPoint wait;            // engine: where its busy loop waits
+  std::string waits_in;             // engine: that wait with the executor's call site, for people
+  std::optional<bool> progressing;  // across samples; nullopt: one sample
+  std::string progress;             // "no CPU, same stack over 3 samples"
+  // api: asyncio tasks read from its memory (0: none, or the capture read no tasks)
+  std::size_t tasks = 0;
+  std::size_t pending_requests = 0;  // request tasks that await the engine's output
+  std::size_t stuck_requests = 0;    // of those, pending in its first sample too (same task)
+  std::size_t output_handlers = 0;   // tasks that pull the engine's output (output_handler)
+  std::string requests_wait_in;      // where the request tasks wait (their coroutine chain)
+};
+
+// The chain from the front of a serving deployment to the workers it waits for: API servers →
+// engine cores → the workers' job and the ranks where its wait-for graph ends.
+struct ServingChain {
+  std::string framework;  // "vllm" | "sglang"
+  std::vector<ServingProcess> api_servers;
+  std::vector<ServingProcess> engines;
+  std::vector<ServingProcess> coordinators;
+  std::string job;                 // the workers' job ("" when none was linked)
+  std::string job_link;            // how the workers' job was linked to the front
+  RankSet awaited;                 // the workers the engine core waits for directly
+  std::string awaited_reason;      // how those were known
+  RankSet roots;                   // where the workers' wait-for graph ends, from `awaited`
+  std::vector<std::string> links;  // the chain for people, front first
+  bool tasks_read() const;         // some API server's asyncio tasks were read
+};
+
 struct Analysis {
   std::vector<Job> jobs;
   std::vector<OtherProcess> others;
-  std::vector<Verdict> verdicts;  // ordered: signature first, then by confidence
-  std::string conclusion;         // one sentence: the top verdict, or plainly why there is none
-  int samples = 0;                // samples per node (the most any node gave)
+  std::vector<ServingChain> serving;  // serving deployments found (vLLM, SGLang fronts)
+  std::vector<Verdict> verdicts;      // ordered: signature first, then by confidence
+  std::string conclusion;             // one sentence: the top verdict, or plainly why there is none
+  int samples = 0;                    // samples per node (the most any node gave)
   double interval_seconds = 0;
 };
 
@@ -180,6 +219,31 @@ void place_absent_ranks(Job& job, const std::map<int, const OtherProcess*>& foun
 void add_evidence(const std::vector<Job>& jobs, Verdict& v);
 // The conclusion when no verdict names a rank, said plainly.
 std::string no_divergence(const std::vector<Job>& jobs, int samples);
+// A rank's progress across its samples (CPU time, stack, wake-ups), as the rank table measures
+// it; also used for processes that are no rank (an engine core).
+Progress progress_of(const RankEntry& entry);
+// The serving deployments in `bundle` (serving_chain.cpp): API servers (titles, frames, asyncio
+// tasks), engine cores (titles, the busy loop's frames), DP coordinators, linked by parent pid
+// (else the only ones there are) to each other and to the workers' job in `jobs` (whose
+// wait-for graph is linked), with the workers the engine waits for and the roots they lead to.
+std::vector<ServingChain> serving_chains(const Bundle& bundle, const std::vector<Job>& jobs,
+                                         const std::vector<OtherProcess>& others);
+// The role a process plays in a serving chain of `analysis` ("api", "engine", "coordinator"),
+// nullopt when it is in none.
+std::optional<std::string> serving_role(const Analysis& analysis,
+                                        const snapshot::ProcessRecord& process);
+// What the serving chains say when no verdict was reached (appended to the conclusion):
+// requests in flight, the engine cores' activity and progress; "" without a chain.
+std::string serving_note(const std::vector<ServingChain>& chains);
+// The id of the front-end verdict.
+inline constexpr char kServingStalled[] = "serving-stalled";
+// The front-end verdict (`serving-stalled`): requests pending at the API server (or a step in
+// flight in the engine core) while the engine core is blocked on workers whose graph ends at
+// a stuck rank, named first; or pending requests while the engine core idles. `found`: the
+// verdicts so far (the workers' job's root verdicts give the confidence).
+std::vector<Verdict> serving_verdicts(const std::vector<ServingChain>& chains,
+                                      const std::vector<Job>& jobs,
+                                      const std::vector<Verdict>& found);
 // Samples per node and the interval between them.
 void measure_samples(const Bundle& bundle, Analysis& analysis);
 

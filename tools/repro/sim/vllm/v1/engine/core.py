@@ -1,7 +1,9 @@
 """Simulated vllm.v1.engine.core: the engine core and its busy loop (process title
 VLLM::EngineCore; data parallel: one engine per DP rank, VLLM::EngineCore_DP<d>; the DP engines
 run "waves" together, idle ones stepping dummy batches)."""
+import os
 import queue
+import threading
 
 from vllm.logger import init_logger
 from vllm.v1.engine import EngineCoreRequestType
@@ -29,8 +31,9 @@ class EngineCore:
         if not self.scheduler.has_requests():
             return {}, False
         scheduler_output = self.scheduler.schedule()
-        self.model_executor.execute_model(scheduler_output)
-        return {}, scheduler_output.total_num_scheduled_tokens > 0
+        model_output = self.model_executor.execute_model(scheduler_output)
+        engine_core_outputs = self.scheduler.update_from_output(scheduler_output, model_output)
+        return engine_core_outputs, scheduler_output.total_num_scheduled_tokens > 0
 
     def execute_dummy_batch(self):
         """Runs a dummy batch on every worker (the executor's collective_rpc of
@@ -51,6 +54,44 @@ class EngineCoreProc(EngineCore):
         self.output_queue = queue.Queue()
         self.engines_running = False
         self.step_fn = self.step
+
+    @staticmethod
+    def run_engine_core(vllm_config, input_conn, output_conn, dp_rank=0, local_dp_rank=0):
+        """The engine core process's entry point (a multiprocessing target started by the
+        front end's client): titles the process VLLM::EngineCore, builds the engine (its
+        MultiprocExecutor starts the workers), starts the socket threads, runs the busy loop.
+        Simulation: the ZMQ input and output sockets are the two ends of multiprocessing pipes,
+        vllm_config a dict (the parallel config and the scenario's stall)."""
+        import setproctitle
+        setproctitle.setproctitle("VLLM::EngineCore")
+        from vllm.v1.core.sched.scheduler import Scheduler
+        from vllm.v1.executor.multiproc_executor import MultiprocExecutor
+        executor = MultiprocExecutor(vllm_config)
+        engine_core = EngineCoreProc(executor, Scheduler(), engine_index=dp_rank)
+        engine_core.start_socket_threads(input_conn, output_conn)
+        print(f"engine core pid {os.getpid()} ready", flush=True)
+        engine_core.run_busy_loop()
+
+    def start_socket_threads(self, input_conn, output_conn):
+        """The threads that move requests from the input socket to input_queue and outputs from
+        output_queue to the output socket, so that the busy loop never blocks on a socket."""
+        threading.Thread(target=self.process_input_sockets, args=(input_conn,), daemon=True,
+                         name="EngineCoreInputSocket").start()
+        threading.Thread(target=self.process_output_sockets, args=(output_conn,), daemon=True,
+                         name="EngineCoreOutputSocket").start()
+
+    def process_input_sockets(self, input_conn):
+        """Input socket IO thread: each message (request type, request) onto input_queue."""
+        while True:
+            request_type, request = input_conn.recv()
+            self.input_queue.put_nowait((request_type, request))
+
+    def process_output_sockets(self, output_conn):
+        """Output socket IO thread: each (client index, EngineCoreOutputs) off output_queue to
+        the client."""
+        while True:
+            client_index, outputs = self.output_queue.get()
+            output_conn.send(outputs)
 
     def run_busy_loop(self):
         """The engine core's busy loop: handle the input queue (blocks while idle), step,

@@ -1,0 +1,1 @@
+"""Simulated vllm.distributed.kv_transfer: KV-cache transfer between instances."""

@@ -1,0 +1,1 @@
+"""Simulated vllm.distributed.kv_transfer.kv_connector: the KV connectors."""

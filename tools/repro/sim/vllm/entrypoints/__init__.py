@@ -1,0 +1,1 @@
+"""Simulated vllm.entrypoints: the OpenAI-compatible API server."""

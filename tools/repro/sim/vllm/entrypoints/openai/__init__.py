@@ -1,0 +1,1 @@
+"""Simulated vllm.entrypoints.openai: the OpenAI server, its routes and handlers."""
