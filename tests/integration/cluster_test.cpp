@@ -171,9 +171,9 @@ int announced(const std::string& dir, const std::string& prefix, const std::stri
 // flight, its engine core stepping over the shm broadcast ring, and 4 gloo workers of which
 // rank 3 is stuck in its KV connector's wait_for_save. The user sees a stuck API server; the
 // report's first line names worker rank 3, and the chain leads there from the front.
-// The task-dependent part (the API server's request tasks) waits for the asyncio task reader:
-// it runs once tasks are read, and kTaskReaderMerged makes it mandatory.
-constexpr bool kTaskReaderMerged = false;
+// The API server's request tasks come from the asyncio task reader (kTaskReaderMerged: they
+// must be read).
+constexpr bool kTaskReaderMerged = true;
 
 TEST(Cluster, ServingChainNamesTheStuckWorkerBehindTheApiServer) {
   if (::geteuid() != 0) GTEST_SKIP() << "namespaces need root";
@@ -231,9 +231,11 @@ TEST(Cluster, ServingChainNamesTheStuckWorkerBehindTheApiServer) {
     EXPECT_EQ(chain["api_servers"][0]["pending_requests"], 37) << chain.dump(1);
     EXPECT_EQ(chain["api_servers"][0]["stuck_requests"], 37) << chain.dump(1);
     EXPECT_EQ(chain["api_servers"][0]["output_handlers"].get<int>() >= 1, true) << chain.dump(1);
-    EXPECT_NE(chain["api_servers"][0]["requests_wait_in"].get<std::string>().find(
-                  "AsyncLLM.generate (vllm/v1/engine/async_llm.py"),
-              std::string::npos)
+    // The request's coroutine chain ends where it iterates AsyncLLM.generate with `async for`:
+    // async generators are not followed yet (docs/python-capture.md, "asyncio tasks").
+    EXPECT_EQ(chain["api_servers"][0]["requests_wait_in"].get<std::string>().rfind(
+                  "OpenAIServingChat.chat_completion_full_generator (", 0),
+              0u)
         << chain.dump(1);
     EXPECT_NE(summary.find("the API server (node0 pid " + std::to_string(api) +
                            ") has 37 request tasks awaiting the engine core's output"),
