@@ -83,16 +83,6 @@ std::string describe_at(const RankInGroup& rg, std::int64_t seq) {
   return it == rg.by_seq.end() ? "#" + std::to_string(seq) : it->second->describe();
 }
 
-Verdict group_verdict(const Job& job, const char* id, const char* title, double confidence) {
-  Verdict v;
-  v.id = id;
-  v.title = title;
-  v.job = job.key;
-  v.confidence = confidence;
-  v.membership = "flight-recorder";
-  return v;
-}
-
 void add_rank_evidence(Verdict& v, const GroupView& view) {
   for (const auto& rg : view.ranks) {
     v.evidence.push_back("flight recorder, rank " + std::to_string(rg.rank) + ": " +
@@ -113,10 +103,10 @@ std::optional<Verdict> behind(const Job& job, const GroupView& view, std::int64_
     }
   }
   if (late.empty() || front == nullptr) return std::nullopt;
-  auto v = group_verdict(job, "collective-behind",
-                         "Some ranks have not issued the collective the rest of their group "
-                         "reached",
-                         0.9);
+  auto v = flight_verdict(job, "collective-behind",
+                          "Some ranks have not issued the collective the rest of their group "
+                          "reached",
+                          0.9);
   v.diverged_ranks = RankSet(late);
   v.waiting_ranks = RankSet(waiting);
   v.summary = rank_word(late.size()) + compress_ranks(late) + (late.size() == 1 ? " is" : " are") +
@@ -144,8 +134,8 @@ std::optional<Verdict> ahead(const Job& job, const GroupView& view, std::int64_t
     }
   }
   if (early.empty()) return std::nullopt;
-  auto v = group_verdict(job, "collective-ahead",
-                         "A rank issued a collective the rest of its group never issued", 0.85);
+  auto v = flight_verdict(job, "collective-ahead",
+                          "A rank issued a collective the rest of its group never issued", 0.85);
   v.diverged_ranks = RankSet(early);
   v.summary = rank_word(early.size()) + compress_ranks(early) + " issued collective " +
               describe_at(*first, first->enqueued) + " of " + group_name(*view.config) +
@@ -218,8 +208,9 @@ std::set<std::int64_t> sequence_numbers(const GroupView& view) {
 
 Verdict mismatch_verdict(const Job& job, const GroupView& view, std::int64_t seq,
                          const Split& split, const std::string& what) {
-  auto v = group_verdict(job, "collective-mismatch",
-                         "Ranks disagree on a collective (operation, sizes, dtypes or state)", 0.9);
+  auto v =
+      flight_verdict(job, "collective-mismatch",
+                     "Ranks disagree on a collective (operation, sizes, dtypes or state)", 0.9);
   v.waiting_ranks = RankSet(split.front().first);
   for (std::size_t i = 1; i < split.size(); ++i) v.diverged_ranks.insert(RankSet(split[i].first));
   for (const auto& [ranks, e] : split) {
@@ -288,10 +279,10 @@ std::optional<Verdict> transport(const Job& job, const GroupView& view) {
     if (rg.enqueued != seq || e == nullptr || e->state == "completed") return std::nullopt;
     states.insert(e->state);
   }
-  auto v = group_verdict(job, "collective-transport",
-                         "Every rank is in the same collective and none completed it: the "
-                         "transport, not a rank",
-                         0.6);
+  auto v = flight_verdict(job, "collective-transport",
+                          "Every rank is in the same collective and none completed it: the "
+                          "transport, not a rank",
+                          0.6);
   std::vector<int> all;
   for (const auto& rg : view.ranks) all.push_back(rg.rank);
   v.waiting_ranks = RankSet(all);
@@ -329,8 +320,8 @@ std::optional<Verdict> missing(const Job& job, const JobDumps& dumps,
   }
   for (const auto& [rank, why] : dumps.unusable) absent.insert(rank);
   if (absent.empty()) return std::nullopt;
-  auto v = group_verdict(job, "flight-record-missing",
-                         "Ranks of the job left no usable flight-recorder dump", 0.0);
+  auto v = flight_verdict(job, "flight-record-missing",
+                          "Ranks of the job left no usable flight-recorder dump", 0.0);
   v.confidence = waiting.empty() ? 0.5 : 0.8;
   const std::vector<int> list(absent.begin(), absent.end());
   v.diverged_ranks = RankSet(list);

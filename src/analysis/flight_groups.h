@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "hangscope/analysis/analysis.h"
 #include "hangscope/collectives/flight_recorder.h"
 
 namespace hangscope::analysis {
@@ -61,6 +62,19 @@ inline std::string group_line(const RankInGroup& rg) {
   if (const auto* e = rg.last()) line += "; last " + e->describe();
   if (rg.last_p2p != nullptr) line += "; last point-to-point " + rg.last_p2p->describe();
   return line;
+}
+
+// A verdict of the flight-recorder correlation (post-mortem collectives and p2p), before its
+// ranks and evidence.
+inline Verdict flight_verdict(const Job& job, const char* id, const char* title,
+                              double confidence) {
+  Verdict v;
+  v.id = id;
+  v.title = title;
+  v.job = job.key;
+  v.confidence = confidence;
+  v.membership = "flight-recorder";
+  return v;
 }
 
 }  // namespace hangscope::analysis

@@ -169,16 +169,6 @@ std::string wait_line(const Wait& w) {
                     : "whose recv rank " + peer + " never posted");
 }
 
-Verdict p2p_verdict(const Job& job, const char* id, const char* title, double confidence) {
-  Verdict v;
-  v.id = id;
-  v.title = title;
-  v.job = job.key;
-  v.confidence = confidence;
-  v.membership = "flight-recorder";
-  return v;
-}
-
 // The rank each waiting rank ends at by following the waits: a rank that waits for nobody (the
 // culprit), or -1 when the chain runs into a cycle.
 int end_of_chain(int rank, const std::map<int, const Wait*>& first_wait) {
@@ -199,8 +189,8 @@ std::vector<Verdict> unmatched_verdicts(const Job& job, const std::vector<Wait>&
   std::vector<Verdict> out;
   for (const auto& [culprit, waiting] : behind) {
     if (culprit < 0) {
-      auto v = p2p_verdict(job, "p2p-unmatched",
-                           "Ranks wait for each other in point-to-point operations", 0.8);
+      auto v = flight_verdict(job, "p2p-unmatched",
+                              "Ranks wait for each other in point-to-point operations", 0.8);
       v.diverged_ranks = RankSet(std::vector<int>(waiting.begin(), waiting.end()));
       v.summary = "Ranks " + compress_ranks(v.diverged_ranks) +
                   " wait for each other in point-to-point operations, each in a send or recv "
@@ -212,8 +202,8 @@ std::vector<Verdict> unmatched_verdicts(const Job& job, const std::vector<Wait>&
       out.push_back(std::move(v));
       continue;
     }
-    auto v = p2p_verdict(job, "p2p-unmatched",
-                         "A rank never issued the send or recv its peer waits in", 0.85);
+    auto v = flight_verdict(job, "p2p-unmatched",
+                            "A rank never issued the send or recv its peer waits in", 0.85);
     v.diverged_ranks = RankSet(std::vector<int>{culprit});
     v.waiting_ranks = RankSet(std::vector<int>(waiting.begin(), waiting.end()));
     // The rank waiting in a recv from the culprit tells the story best ("never sent").
@@ -246,8 +236,8 @@ std::vector<Verdict> unmatched_verdicts(const Job& job, const std::vector<Wait>&
 }
 
 Verdict mismatch_verdict(const Job& job, const PairMismatch& m) {
-  auto v = p2p_verdict(job, "p2p-mismatch",
-                       "A send and its matching recv disagree (sizes or dtypes)", 0.85);
+  auto v = flight_verdict(job, "p2p-mismatch",
+                          "A send and its matching recv disagree (sizes or dtypes)", 0.85);
   v.diverged_ranks = RankSet(std::vector<int>{m.sender, m.receiver});
   const std::string s = std::to_string(m.sender), r = std::to_string(m.receiver);
   v.summary = "Rank " + s + "'s send to rank " + r + " (" + m.send->describe() + ") and rank " + r +
@@ -264,8 +254,9 @@ Verdict mismatch_verdict(const Job& job, const PairMismatch& m) {
 // Sends and recvs that met (both posted, alike) and never completed, with nothing else wrong in
 // any exchange: no rank differs, the transport (or a device) is the suspect.
 Verdict transport_verdict(const Job& job, const std::vector<Stalled>& stalled) {
-  auto v = p2p_verdict(job, "p2p-transport",
-                       "Sends and recvs met and never completed: the transport, not a rank", 0.6);
+  auto v =
+      flight_verdict(job, "p2p-transport",
+                     "Sends and recvs met and never completed: the transport, not a rank", 0.6);
   std::set<int> ranks;
   for (const auto& s : stalled) {
     ranks.insert({s.sender, s.receiver});
