@@ -18,6 +18,18 @@ T field(const std::vector<std::uint8_t>& bytes, memory::FieldOffset<T> offset) {
   return memory::field_in(std::span<const std::uint8_t>(bytes), offset).value_or(T{});
 }
 
+// The frame's current instruction: its index (3.10's f_lasti) or its address (3.11+ prev_instr /
+// instr_ptr), as the layout says.
+std::uint64_t instruction_of(const std::vector<std::uint8_t>& frame, const Layout& layout) {
+  switch (layout.frame_kind) {
+    case FrameKind::kFrameObject:
+      return static_cast<std::uint64_t>(field(frame, *layout.frame_lasti));
+    case FrameKind::kInterpreterFrame:
+      return field(frame, *layout.frame_instr_ptr);
+  }
+  return 0;
+}
+
 constexpr std::uint64_t kCodeUnit = 2;      // sizeof(_Py_CODEUNIT)
 constexpr std::uint8_t kFastHidden = 0x10;  // CO_FAST_HIDDEN (3.12+): comprehension temporaries
 constexpr std::uint8_t kFastCell = 0x40;
@@ -226,15 +238,7 @@ std::optional<PyFrame> StackReader::read_frame(std::uint64_t frame_address) {
   if (layout_.stack_refs) code &= ~std::uint64_t{3};
   const CodeInfo& info = code_info(code);
   if (!info.valid) return std::nullopt;
-  std::uint64_t instr = 0;
-  switch (layout_.frame_kind) {
-    case FrameKind::kFrameObject:
-      instr = static_cast<std::uint64_t>(field(frame, *layout_.frame_lasti));
-      break;
-    case FrameKind::kInterpreterFrame:
-      instr = field(frame, *layout_.frame_instr_ptr);
-      break;
-  }
+  const std::uint64_t instr = instruction_of(frame, layout_);
   PyFrame py;
   py.function = info.name;
   py.qualname = info.qualname;
@@ -305,22 +309,13 @@ void StackReader::walk_frames(std::uint64_t frame_address, PyThread& thread) {
       address = previous;
       continue;
     }
-    std::uint64_t instr = 0;
-    bool incomplete = false;
-    switch (layout_.frame_kind) {
-      case FrameKind::kFrameObject:
-        instr = static_cast<std::uint64_t>(field(frame, *layout_.frame_lasti));
-        break;
-      case FrameKind::kInterpreterFrame:
-        instr = field(frame, *layout_.frame_instr_ptr);
-        // Frames still being set up are not shown by CPython either (_PyFrame_IsIncomplete).
-        // (32-bit arithmetic as before: a corrupt negative index stays a small wrap.)
-        incomplete = owner != layout_.owner_generator &&
-                     instr < layout_.code_code_adaptive->in(code) +
-                                 static_cast<unsigned>(kCodeUnit) *
-                                     static_cast<unsigned>(info.first_traceable);
-        break;
-    }
+    const std::uint64_t instr = instruction_of(frame, layout_);
+    // Frames still being set up are not shown by CPython either (_PyFrame_IsIncomplete).
+    // (32-bit arithmetic as before: a corrupt negative index stays a small wrap.)
+    const bool incomplete =
+        layout_.frame_kind == FrameKind::kInterpreterFrame && owner != layout_.owner_generator &&
+        instr < layout_.code_code_adaptive->in(code) +
+                    static_cast<unsigned>(kCodeUnit) * static_cast<unsigned>(info.first_traceable);
     if (!incomplete) {
       PyFrame py;
       py.function = info.name;
