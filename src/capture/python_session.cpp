@@ -103,12 +103,14 @@ std::optional<model::DistributedState> PythonSession::read_process_groups() {
 }
 
 std::optional<python::AsyncTasks> PythonSession::read_tasks(
-    const std::vector<python::PyThread>& threads) {
+    const std::vector<python::PyThread>& threads, bool locals) {
   memory::PageCache pages(memory_);
   python::ObjectReader objects(pages, maps_, layout_);
   std::vector<std::uint64_t> tstates;
   for (const auto& t : threads) tstates.push_back(t.tstate);
-  python::AsyncTaskReader reader(objects, interpreter_.runtime_address);
+  python::AsyncTasksOptions options;
+  options.locals = locals;
+  python::AsyncTaskReader reader(objects, interpreter_.runtime_address, options);
   if (!tasks_module_) return reader.read(tstates);
   if (!*tasks_module_) return std::nullopt;  // asyncio was not imported when the capture began
   return reader.read(tstates, *tasks_module_);

@@ -37,7 +37,8 @@ class PythonSession {
   std::optional<model::DistributedState> read_process_groups();
 
   // asyncio's tasks and which of `threads` runs each loop (nullopt: asyncio never imported).
-  std::optional<python::AsyncTasks> read_tasks(const std::vector<python::PyThread>& threads);
+  std::optional<python::AsyncTasks> read_tasks(const std::vector<python::PyThread>& threads,
+                                               bool locals);
 
  private:
   PythonSession(python::Interpreter interpreter, python::Layout layout,

@@ -21,6 +21,12 @@ std::string short_type(std::string name) {
   return name;
 }
 
+StackReaderOptions frame_options(const AsyncTasksOptions& options) {
+  StackReaderOptions frames;
+  frames.locals = options.locals;
+  return frames;
+}
+
 }  // namespace
 
 AsyncTaskReader::AsyncTaskReader(ObjectReader& objects, std::uint64_t runtime_address,
@@ -30,7 +36,7 @@ AsyncTaskReader::AsyncTaskReader(ObjectReader& objects, std::uint64_t runtime_ad
       asyncio_(asyncio_layout(objects.layout())),
       runtime_(runtime_address),
       options_(options),
-      frames_(objects, runtime_address, StackReaderOptions{}) {}
+      frames_(objects, runtime_address, frame_options(options)) {}
 
 std::optional<std::uint64_t> AsyncTaskReader::find_tasks_module() {
   static const std::vector<std::string_view> kModule = {"asyncio.tasks"};

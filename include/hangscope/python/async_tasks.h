@@ -20,6 +20,7 @@ namespace hangscope::python {
 struct AsyncTasksOptions {
   std::size_t max_tasks = 100000;
   std::size_t max_chain = 256;  // coroutines followed per task
+  bool locals = false;          // each coroutine frame's simple local values (masked)
 };
 
 struct AsyncTasks {
