@@ -304,7 +304,14 @@ TEST_P(AsyncioTaskLocals, EachRequestsFramesCarryItsOwnLocalsWithSecretsMasked) 
   capture::CaptureOptions options;
   options.stacks = capture::StackKinds::kPythonOnly;
   options.tasks = true;
-  options.locals = true;
+  options.locals = true;  // thread frames only: snapshots keep tasks' chains shareable
+  const auto snapshot_like = capture::capture_process(target.pid(), options);
+  EXPECT_GE(snapshot_like.tasks.size(), static_cast<std::size_t>(kRequests));
+  for (const auto& task : snapshot_like.tasks) {
+    for (const auto& frame : task.coroutine.vector())
+      EXPECT_TRUE(frame.locals.empty()) << task.name;
+  }
+  options.task_locals = true;
   const auto dump = capture::capture_process(target.pid(), options);
   int requests = 0;
   for (const auto& task : dump.tasks) {
