@@ -144,13 +144,13 @@ AsyncioLayout layout_314() {
 }
 
 // Py_AsyncioModuleDebugOffsets as it lies in the target (13 uint64).
-struct AsyncioDebugTable {
+struct PublishedOffsets {
   std::uint64_t task_size, task_name, task_awaited_by, task_is_task, task_awaited_by_is_set,
       task_coro, task_node;
   std::uint64_t interp_size, interp_head;
   std::uint64_t ts_size, ts_loop, ts_task, ts_head;
 };
-static_assert(sizeof(AsyncioDebugTable) == kAsyncioDebugSize);
+static_assert(sizeof(PublishedOffsets) == kAsyncioDebugSize);
 
 // Bounds for the table's numbers: every offset lies inside its structure, and no structure is
 // larger than any 3.14 build makes it (TaskObj is ~170 bytes, _PyThreadStateImpl a few KiB, a
@@ -179,7 +179,7 @@ void check_size(const char* name, std::uint64_t size, std::uint64_t most) {
 
 // The derived fields need FutureObj_HEAD's order: ten pointers from _loop to _awaited_by after
 // the object head, fut_state and _is_task right after, then the task's pointers in order.
-void check_task_order(const AsyncioDebugTable& t) {
+void check_task_order(const PublishedOffsets& t) {
   if (t.task_awaited_by >= 96 && t.task_is_task == t.task_awaited_by + 12 &&
       t.task_coro >= t.task_awaited_by + 24 && t.task_name == t.task_coro + 8 &&
       t.task_node > t.task_name) {
@@ -198,7 +198,7 @@ AsyncioLayout asyncio_layout_from_debug(const Layout& layout, std::span<const st
     throw Error(".AsyncioDebug is read for CPython 3.14+ only, not " + layout.version.to_string());
   }
   if (table.size() < kAsyncioDebugSize) throw Error(".AsyncioDebug table is truncated");
-  AsyncioDebugTable t;
+  PublishedOffsets t;
   std::memcpy(&t, table.data(), sizeof t);
   check_size("asyncio_task_object", t.task_size, kMaxTaskSize);
   check_size("asyncio_interpreter_state", t.interp_size, kMaxInterpreterSize);
