@@ -40,7 +40,7 @@ std::unique_ptr<PythonSession> PythonSession::open(elf::ProcessImage& image,
     }
   }
   return std::unique_ptr<PythonSession>(
-      new PythonSession(interpreter, std::move(*layout), memory, image.maps()));
+      new PythonSession(interpreter, std::move(*layout), image, memory));
 }
 
 namespace {
@@ -106,13 +106,19 @@ std::optional<python::AsyncTasks> PythonSession::read_tasks(
     const std::vector<python::PyThread>& threads, bool locals) {
   memory::PageCache pages(memory_);
   python::ObjectReader objects(pages, maps_, layout_);
+  if (!tasks_module_) {
+    tasks_module_ =
+        python::AsyncTaskReader(objects, interpreter_.runtime_address).find_tasks_module();
+  }
+  if (!*tasks_module_) return std::nullopt;  // asyncio was not imported when the capture began
   std::vector<std::uint64_t> tstates;
   for (const auto& t : threads) tstates.push_back(t.tstate);
   python::AsyncTasksOptions options;
   options.locals = locals;
-  python::AsyncTaskReader reader(objects, interpreter_.runtime_address, options);
-  if (!tasks_module_) return reader.read(tstates);
-  if (!*tasks_module_) return std::nullopt;  // asyncio was not imported when the capture began
+  if (layout_.version.at_least(3, 14)) {
+    options.asyncio_debug = python::read_asyncio_debug(image_, pages);
+  }
+  python::AsyncTaskReader reader(objects, interpreter_.runtime_address, std::move(options));
   return reader.read(tstates, *tasks_module_);
 }
 

@@ -23,6 +23,7 @@ class PythonSession {
  public:
   // Finds the interpreter and its layout; nullptr with the reason in *note when there is none
   // (kNotPython, kPythonUnsupported, kPythonUnreadable) so the capture goes on with native stacks.
+  // `image` and `memory` must outlive the session.
   static std::unique_ptr<PythonSession> open(elf::ProcessImage& image, memory::MemoryReader& memory,
                                              Diagnostic* note);
 
@@ -41,15 +42,17 @@ class PythonSession {
                                                bool locals);
 
  private:
-  PythonSession(python::Interpreter interpreter, python::Layout layout,
-                memory::MemoryReader& memory, const proc::MemoryMap& maps)
+  PythonSession(python::Interpreter interpreter, python::Layout layout, elf::ProcessImage& image,
+                memory::MemoryReader& memory)
       : interpreter_(std::move(interpreter)),
         layout_(std::move(layout)),
+        image_(image),
         memory_(memory),
-        maps_(maps) {}
+        maps_(image.maps()) {}
 
   python::Interpreter interpreter_;
   python::Layout layout_;
+  elf::ProcessImage& image_;  // 3.14+: where _asyncio's .AsyncioDebug table is looked up
   memory::MemoryReader& memory_;
   const proc::MemoryMap& maps_;
   std::map<std::uint64_t, std::string> group_labels_;
