@@ -3,7 +3,8 @@ dummy health-check server of the nodes that run no HTTP server, the process help
 
 Simulation: PipeSocket / AsyncPipeSocket stand in for the ZMQ sockets get_zmq_socket returns
 (send_pyobj / recv_pyobj over a multiprocessing pipe end); the health-check server is an
-asyncio.start_server loop answering 200 (SGLang: FastAPI on uvicorn).
+asyncio.start_server loop answering 200 (SGLang: FastAPI on uvicorn); torch is imported by
+broadcast_pyobj, the only helper that needs it (only the schedulers load torch).
 """
 import asyncio
 import ctypes
@@ -11,9 +12,6 @@ import logging
 import os
 import pickle
 import signal
-
-import torch
-import torch.distributed as dist
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +83,8 @@ def get_zmq_socket(channel, is_async=False):
 def broadcast_pyobj(data, rank, dist_group=None, src=0, force_cpu_device=True):
     """Broadcasts a Python object from the global rank `src` over `dist_group` (the TP CPU
     group): its pickled size, then its bytes (size 0: an empty list)."""
+    import torch
+    import torch.distributed as dist
     device = torch.device("cpu")
     if rank == src:
         if len(data) == 0:

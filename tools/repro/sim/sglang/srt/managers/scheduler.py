@@ -6,10 +6,12 @@ detokenizer.
 
 Simulation: the scheduler idles 10 ms when it has nothing to run (SGLang polls without
 sleeping); the hierarchical cache is always on (its layer loads are where the stall happens);
-every request gets one token per step and never finishes (max_new_tokens 2^20). At the first
-decode step from step --simulate-stall-step on, the layer loads of rank --simulate-stuck-rank stop at layer
---simulate-stall-layer (it waits in LayerDoneCounter.wait_until; "rank R pid P stuck") and the
-other ranks announce ("rank R pid P waiting") before that layer, whose all-reduce never
+torch and the model modules are imported where first used, so that of a node's processes only
+the schedulers load torch (SGLang's all do, at start; the testbed's start-up time); every
+request gets one token per step and never finishes (max_new_tokens 2^20). At the first decode
+step from step --simulate-stall-step on, the layer loads of rank --simulate-stuck-rank stop at
+layer --simulate-stall-layer (it waits in LayerDoneCounter.wait_until; "rank R pid P stuck")
+and the other ranks announce ("rank R pid P waiting") before that layer, whose all-reduce never
 completes.
 """
 import dataclasses
@@ -22,8 +24,6 @@ import setproctitle
 
 from sglang.srt.managers.cache_controller import HiCacheController
 from sglang.srt.managers.io_struct import BatchTokenIDOut, TokenizedGenerateReqInput
-from sglang.srt.managers.tp_worker import TpModelWorker
-from sglang.srt.model_executor.forward_batch_info import ForwardMode
 from sglang.srt.utils import (NOBLOCK, ZMQError, announce, broadcast_pyobj, configure_logger,
                               get_zmq_socket, kill_itself_when_parent_died)
 
@@ -45,7 +45,7 @@ class Req:
 class ModelWorkerBatch:
     """What the model worker needs of a batch."""
 
-    forward_mode: ForwardMode
+    forward_mode: "ForwardMode"
     input_ids: List[int]
     seq_lens: List[int]
     hicache_consumer_index: int = -1
@@ -57,7 +57,7 @@ class ScheduleBatch:
     """The requests of one forward."""
 
     reqs: List[Req]
-    forward_mode: ForwardMode
+    forward_mode: "ForwardMode"
 
     def get_model_worker_batch(self):
         """The model worker's view: each request's last token (decode) or first (extend)."""
@@ -80,6 +80,7 @@ class Scheduler:
         else:
             self.recv_from_tokenizer = None
             self.send_to_detokenizer = None
+        from sglang.srt.managers.tp_worker import TpModelWorker
         self.tp_worker = TpModelWorker(server_args, gpu_id, tp_rank, moe_ep_rank, pp_rank,
                                        dp_rank, port_args.nccl_port)
         self.tp_group = self.tp_worker.get_tp_group()
@@ -134,6 +135,7 @@ class Scheduler:
 
     def get_next_batch_to_run(self):
         """The waiting requests' prefill, else a decode step of the running ones."""
+        from sglang.srt.model_executor.forward_batch_info import ForwardMode
         if self.waiting_queue:
             reqs, self.waiting_queue = self.waiting_queue, []
             self.running_reqs.extend(reqs)
