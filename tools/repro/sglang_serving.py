@@ -8,15 +8,16 @@ real module paths and function names), for the serving chain of issue 23.
 Runs `python3 -m sglang.launch_server --model-path M --tp T --nnodes N --node-rank R
 --dist-init-addr HOST:PORT --enable-hierarchical-cache --log-level debug` with tools/repro/sim
 first on PYTHONPATH, as a user chasing a hang runs it on each node (its processes share the
-node's stdout: the debug lines of every scheduler, "world_size=4 rank=R ...", are in one log). Node 0's process is the HTTP server (asyncio: the
-TokenizerManager, K request tasks in the /generate handler awaiting TokenizerManager.
-generate_request, its handle_loop task) and starts the detokenizer (sglang::detokenizer) and the
-schedulers of TP ranks 0..T/N-1; node R's process starts the schedulers of its TP ranks and
-then only serves /health. The schedulers (sglang::scheduler_TP<r>) are real gloo ranks of one
-job (init_method tcp://HOST:PORT, world size T): TP rank 0 broadcasts the requests with
-broadcast_pyobj, every forward all-reduces in each layer. At the first decode step from step
-STEP (default 3) on, scheduler S (default T-1) waits forever for its hierarchical cache's layer load (LayerDoneCounter.wait_until)
-and the others wait for it in that layer's all-reduce; every request stays pending.
+node's stdout: the debug lines of every scheduler, "world_size=4 rank=R ...", are in one log).
+Node 0's process is the HTTP server (asyncio: the TokenizerManager, K request tasks in the
+/generate handler awaiting TokenizerManager.generate_request, its handle_loop task) and starts
+the detokenizer (sglang::detokenizer) and the schedulers of TP ranks 0..T/N-1; node R's process
+starts the schedulers of its TP ranks and then only serves /health. The schedulers
+(sglang::scheduler_TP<r>) are real gloo ranks of one job (init_method tcp://HOST:PORT, world
+size T): TP rank 0 broadcasts the requests with broadcast_pyobj, every forward all-reduces in
+each layer. At the first decode step from step STEP (default 3) on, scheduler S (default T-1)
+waits forever for its hierarchical cache's layer load (LayerDoneCounter.wait_until) and the
+others wait for it in that layer's all-reduce; every request stays pending.
 
 Lines on stdout, one per process when it reaches its final wait: "rank R pid P stuck" (the
 stuck scheduler), "rank R pid P waiting" (the others of this node), on node 0 "api server pid

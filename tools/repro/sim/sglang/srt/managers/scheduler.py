@@ -45,7 +45,7 @@ class Req:
 class ModelWorkerBatch:
     """What the model worker needs of a batch."""
 
-    forward_mode: "ForwardMode"
+    forward_mode: object  # ForwardMode (forward_batch_info.py)
     input_ids: List[int]
     seq_lens: List[int]
     hicache_consumer_index: int = -1
@@ -57,7 +57,7 @@ class ScheduleBatch:
     """The requests of one forward."""
 
     reqs: List[Req]
-    forward_mode: "ForwardMode"
+    forward_mode: object  # ForwardMode (forward_batch_info.py)
 
     def get_model_worker_batch(self):
         """The model worker's view: each request's last token (decode) or first (extend)."""

@@ -2,8 +2,6 @@
 initialisation (tcp://<dist-init-addr>, as SGLang's init_torch_distributed) and its forward."""
 import logging
 
-import torch
-
 from sglang.srt.distributed.parallel_state import (init_distributed_environment,
                                                    initialize_model_parallel)
 from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
