@@ -267,7 +267,7 @@ TEST(Cluster, SglangTwoNodeServingNamesTheStuckScheduler) {
   const auto d = cluster.diagnose("bundle");
   const auto& report = d.report;
   ASSERT_FALSE(report.is_null());
-  EXPECT_EQ(d.exit_code, 3);
+  EXPECT_EQ(d.exit_code, 3) << report["nodes"].dump(1) << report["verdicts"].dump(1);
   // The 4 schedulers are one job, keyed by their tcp:// init address (no MASTER_ADDR, no RANK);
   // nothing else is a rank (the detokenizer, the launchers and the resource trackers share the
   // node's log with the schedulers' "world_size=4 rank=R" lines).
