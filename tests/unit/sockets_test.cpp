@@ -176,7 +176,9 @@ TEST(SocketDescriptors, OwnSocketsAreListedInFdOrderAndCapped) {
   EXPECT_EQ(left_out, 0u);
   int seen = 0;
   for (std::size_t i = 0; i < held.size(); ++i) {
-    if (i > 0) EXPECT_LT(held[i - 1].first, held[i].first);
+    if (i > 0) {
+      EXPECT_LT(held[i - 1].first, held[i].first);
+    }
     if (held[i].first == pair[0] || held[i].first == pair[1]) ++seen;
     EXPECT_NE(held[i].first, copy);  // the dup'ed descriptor is the same socket
   }
