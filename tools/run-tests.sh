@@ -50,6 +50,13 @@ summary() {
   if [ "${#timings[@]}" -gt 0 ]; then
     echo "=== run-tests.sh: time per phase (total ${SECONDS} s)"
     printf '%s\n' "${timings[@]}"
+    # .ci/run keeps each CI run's breakdown (HANGSCOPE_TIMINGS_FILE), also when a phase failed.
+    if [ -n "${HANGSCOPE_TIMINGS_FILE:-}" ]; then
+      {
+        echo "run-tests.sh: total ${SECONDS} s, exit $rc${phase_name:+, last phase: $phase_name}"
+        printf '%s\n' "${timings[@]}"
+      } >>"$HANGSCOPE_TIMINGS_FILE" 2>/dev/null || true
+    fi
   fi
   [ "$rc" -ne 0 ] && [ -n "$phase_name" ] && echo "=== run-tests.sh: failed in: $phase_name" >&2
   return "$rc"

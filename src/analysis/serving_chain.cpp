@@ -5,6 +5,7 @@
 // rank that is stuck. The front-end verdict names that rank first (docs/analysis.md, "The
 // serving chain").
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -56,6 +57,16 @@ const std::vector<FramePattern>& request_frames() {
       {"vllm/entrypoints/openai/api_server.py", {"create_chat_completion", "create_completion"}},
       {"sglang/srt/managers/tokenizer_manager.py",
        {"_wait_one_response", "generate_request", "_handle_batch_request"}},
+      // SGLang's handlers take the tokenizer manager's outputs from its async generator
+      // (`await generate_request(...).__anext__()`, `async for`): the chain ends in them.
+      {"sglang/srt/entrypoints/http_server.py",
+       {"generate_request", "openai_v1_completions", "openai_v1_chat_completions", "v1_completions",
+        "v1_chat_completions"}},
+      {"sglang/srt/entrypoints/openai/serving_base.py", {"handle_request"}},
+      {"sglang/srt/entrypoints/openai/serving_chat.py",
+       {"_handle_non_streaming_request", "_generate_chat_stream"}},
+      {"sglang/srt/entrypoints/openai/serving_completions.py",
+       {"_handle_non_streaming_request", "_generate_completion_stream"}},
   };
   return patterns;
 }
@@ -87,6 +98,15 @@ const std::vector<FramePattern>& api_thread_frames() {
       {"vllm/entrypoints/launcher.py", {"serve_http"}},
       {"sglang/srt/entrypoints/http_server.py", {}},
       {"/uvicorn/", {}},
+  };
+  return patterns;
+}
+
+// SGLang's launcher on a node with --node-rank >= 1: it started the node's schedulers and only
+// serves /health (its stack passes through http_server.py's launch_server): no API server.
+const std::vector<FramePattern>& health_check_only_frames() {
+  static const std::vector<FramePattern> patterns = {
+      {"sglang/srt/utils", {"launch_dummy_health_check_server"}},
   };
   return patterns;
 }
@@ -554,6 +574,17 @@ std::string root_what(const RankEntry& r) {
   return "is in an unknown state (not captured)";
 }
 
+// What the chain's ranks are called: SGLang's are its schedulers (sglang::scheduler_TP<r>), one
+// per TP rank; vLLM's are the engine core's workers.
+std::string rank_noun(const ServingChain& chain) {
+  return chain.framework == "sglang" ? "scheduler" : "worker";
+}
+
+std::string capitalized(std::string text) {
+  if (!text.empty()) text[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(text[0])));
+  return text;
+}
+
 // The workers' part of the chain: each rank on the way from the awaited workers to the roots,
 // grouped by what it waits for and where.
 void worker_links(const Job& job, ServingChain& chain) {
@@ -571,17 +602,18 @@ void worker_links(const Job& job, ServingChain& chain) {
     for (const auto* next : job.entries_in(e->waits_for)) frontier.push_back(*next->rank);
   }
   for (const auto& [edge, ranks] : edges) {
-    chain.links.push_back("worker " + ranks_text(RankSet(ranks)) + " (job " + job.key + ") " +
-                          (ranks.size() == 1 ? "waits" : "wait") + " for " +
+    chain.links.push_back(rank_noun(chain) + " " + ranks_text(RankSet(ranks)) + " (job " + job.key +
+                          ") " + (ranks.size() == 1 ? "waits" : "wait") + " for " +
                           ranks_text(edge.second) + " in " + edge.first);
   }
   for (const auto* e : job.entries_in(chain.roots)) {
-    chain.links.push_back("worker rank " + std::to_string(*e->rank) + " (" + e->node + " pid " +
-                          std::to_string(e->pid) + "): " + std::string(to_string(e->state)) + ", " +
-                          root_what(*e) + " — where the chain ends");
+    chain.links.push_back(rank_noun(chain) + " rank " + std::to_string(*e->rank) + " (" + e->node +
+                          " pid " + std::to_string(e->pid) +
+                          "): " + std::string(to_string(e->state)) + ", " + root_what(*e) +
+                          " — where the chain ends");
   }
   if (const auto absent = chain.roots - job.present; !absent.empty()) {
-    chain.links.push_back("worker " + ranks_text(absent) + ": " +
+    chain.links.push_back(rank_noun(chain) + " " + ranks_text(absent) + ": " +
                           std::string(to_string(job.missing_state)) + " — where the chain ends");
   }
 }
@@ -670,6 +702,8 @@ std::vector<ServingChain> serving_chains(const Bundle& bundle, const std::vector
                any_thread_has(p, coordinator_frames())) {
       s.role = "coordinator";
       coordinators.push_back(std::move(s));
+    } else if (any_thread_has(p, health_check_only_frames())) {
+      continue;
     } else if (title_has(p, "APIServer") || p.identity.role == "api" || has_request_tasks(p) ||
                any_thread_has(p, api_thread_frames()) ||
                (engine_parents.count({o.node, p.pid}) &&
@@ -863,10 +897,10 @@ std::optional<Verdict> worker_verdict(const ServingChain& chain, const Job& job,
   std::string head;
   if (roots.size() == 1 && !roots_entries.empty()) {
     const auto& r = *roots_entries.front();
-    head = "Worker rank " + std::to_string(*r.rank) + " (" + r.node + " pid " +
-           std::to_string(r.pid) + ") " + root_what(r);
+    head = capitalized(rank_noun(chain)) + " rank " + std::to_string(*r.rank) + " (" + r.node +
+           " pid " + std::to_string(r.pid) + ") " + root_what(r);
   } else {
-    head = "Worker " + ranks_text(roots) + " " +
+    head = capitalized(rank_noun(chain)) + " " + ranks_text(roots) + " " +
            (roots_entries.empty() ? std::string("are ") + std::string(to_string(job.missing_state))
                                   : "are stuck in " + roots_entries.front()->wait.describe());
   }
@@ -901,9 +935,12 @@ std::optional<Verdict> worker_verdict(const ServingChain& chain, const Job& job,
   if (generic != nullptr) {
     v.evidence.push_back("the workers' verdict `" + generic->id + "`: " + generic->summary);
   }
-  v.remedies.push_back(
-      "the API server and the engine core only wait: look at worker " + ranks_text(roots) +
-      " (its stack below); restarting the API server alone does not free the requests");
+  v.remedies.push_back(std::string(chain.engines.empty() ? "the API server only waits"
+                                                         : "the API server and the engine core "
+                                                           "only wait") +
+                       ": look at " + rank_noun(chain) + " " + ranks_text(roots) +
+                       " (its stack below); restarting the API server alone does not free the "
+                       "requests");
   if (generic != nullptr) v.membership = generic->membership;
   return v;
 }

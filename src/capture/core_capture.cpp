@@ -194,7 +194,7 @@ CoreReading read_core(const std::string& path, const CoreOptions& options) {
     } catch (const Error& e) {
       dump.notes.push_back(std::string("Python stacks unavailable: ") + e.what());
     }
-    if (options.tasks) tasks = python->read_tasks(py_threads);
+    if (options.tasks) tasks = python->read_tasks(py_threads, options.task_locals);
   }
   phases.lap("Python");
 

@@ -151,8 +151,7 @@ snapshot::ProcessRecord describe_process(pid_t pid, FactSources& sources,
   }
   record.logs = identity::read_process_logs(pid);
   for (auto& log : identity::read_ray_worker_logs(pid)) record.logs.push_back(std::move(log));
-  identify_from_logs(record);
-  return record;
+  return record;  // its logs identify it once every process's logs are known
 }
 
 // A process's namespace of one kind ("mnt", "net") as "net:[4026531840]", "" when unreadable:
@@ -611,6 +610,7 @@ snapshot::NodeSnapshot capture_node(const NodeCaptureOptions& options) {
   for (std::size_t w = 1; w < workers; ++w) threads.emplace_back(work);
   work();
   for (auto& t : threads) t.join();
+  identify_from_own_logs(records);
   for (std::size_t i = 0; i < pids.size(); ++i) {
     dump_env.push_back(records[i].environment);
     if (auto home = sources[i].cache_env.find("HOME"); home != sources[i].cache_env.end()) {

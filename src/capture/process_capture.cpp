@@ -167,7 +167,7 @@ model::ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
     }
     // Tasks after the threads, at the same instant when they are stopped: their thread
     // states say which thread runs which loop.
-    if (options.tasks) tasks = python->read_tasks(py_threads);
+    if (options.tasks) tasks = python->read_tasks(py_threads, options.task_locals);
     python_read = true;
   };
 

@@ -40,7 +40,7 @@ std::unique_ptr<PythonSession> PythonSession::open(elf::ProcessImage& image,
     }
   }
   return std::unique_ptr<PythonSession>(
-      new PythonSession(interpreter, std::move(*layout), memory, image.maps()));
+      new PythonSession(interpreter, std::move(*layout), image, memory));
 }
 
 namespace {
@@ -103,14 +103,22 @@ std::optional<model::DistributedState> PythonSession::read_process_groups() {
 }
 
 std::optional<python::AsyncTasks> PythonSession::read_tasks(
-    const std::vector<python::PyThread>& threads) {
+    const std::vector<python::PyThread>& threads, bool locals) {
   memory::PageCache pages(memory_);
   python::ObjectReader objects(pages, maps_, layout_);
+  if (!tasks_module_) {
+    tasks_module_ =
+        python::AsyncTaskReader(objects, interpreter_.runtime_address).find_tasks_module();
+  }
+  if (!*tasks_module_) return std::nullopt;  // asyncio was not imported when the capture began
   std::vector<std::uint64_t> tstates;
   for (const auto& t : threads) tstates.push_back(t.tstate);
-  python::AsyncTaskReader reader(objects, interpreter_.runtime_address);
-  if (!tasks_module_) return reader.read(tstates);
-  if (!*tasks_module_) return std::nullopt;  // asyncio was not imported when the capture began
+  python::AsyncTasksOptions options;
+  options.locals = locals;
+  if (layout_.version.at_least(3, 14)) {
+    options.asyncio_debug = python::read_asyncio_debug(image_, pages);
+  }
+  python::AsyncTaskReader reader(objects, interpreter_.runtime_address, std::move(options));
   return reader.read(tstates, *tasks_module_);
 }
 

@@ -23,6 +23,7 @@ class PythonSession {
  public:
   // Finds the interpreter and its layout; nullptr with the reason in *note when there is none
   // (kNotPython, kPythonUnsupported, kPythonUnreadable) so the capture goes on with native stacks.
+  // `image` and `memory` must outlive the session.
   static std::unique_ptr<PythonSession> open(elf::ProcessImage& image, memory::MemoryReader& memory,
                                              Diagnostic* note);
 
@@ -37,18 +38,21 @@ class PythonSession {
   std::optional<model::DistributedState> read_process_groups();
 
   // asyncio's tasks and which of `threads` runs each loop (nullopt: asyncio never imported).
-  std::optional<python::AsyncTasks> read_tasks(const std::vector<python::PyThread>& threads);
+  std::optional<python::AsyncTasks> read_tasks(const std::vector<python::PyThread>& threads,
+                                               bool locals);
 
  private:
-  PythonSession(python::Interpreter interpreter, python::Layout layout,
-                memory::MemoryReader& memory, const proc::MemoryMap& maps)
+  PythonSession(python::Interpreter interpreter, python::Layout layout, elf::ProcessImage& image,
+                memory::MemoryReader& memory)
       : interpreter_(std::move(interpreter)),
         layout_(std::move(layout)),
+        image_(image),
         memory_(memory),
-        maps_(maps) {}
+        maps_(image.maps()) {}
 
   python::Interpreter interpreter_;
   python::Layout layout_;
+  elf::ProcessImage& image_;  // 3.14+: where _asyncio's .AsyncioDebug table is looked up
   memory::MemoryReader& memory_;
   const proc::MemoryMap& maps_;
   std::map<std::uint64_t, std::string> group_labels_;

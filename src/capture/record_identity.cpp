@@ -11,6 +11,12 @@ void identify_from_logs(snapshot::ProcessRecord& record) {
   identity::identify_from_log(lines, record.identity);
 }
 
+void identify_from_own_logs(std::vector<snapshot::ProcessRecord>& records) {
+  std::vector<identity::ProcessLogs> processes;
+  for (auto& r : records) processes.push_back({&r.logs, &r.identity});
+  identity::identify_from_own_logs(processes);
+}
+
 std::string job_from_init_method(std::string_view method) {
   constexpr std::string_view kTcp = "tcp://";
   if (method.substr(0, kTcp.size()) != kTcp) return "";

@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hangscope/snapshot/node_snapshot.h"
 
@@ -11,6 +12,10 @@ namespace hangscope::capture {
 
 // vLLM's "world_size=… rank=…" line in the process's own logs, when nothing else said.
 void identify_from_logs(snapshot::ProcessRecord& record);
+
+// The same for a node's processes, from the logs only one of them writes
+// (identity::identify_from_own_logs).
+void identify_from_own_logs(std::vector<snapshot::ProcessRecord>& records);
 
 // "tcp://10.0.0.1:29500" → "10.0.0.1:29500", the job key MASTER_ADDR:MASTER_PORT gives.
 std::string job_from_init_method(std::string_view method);

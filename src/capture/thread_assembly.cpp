@@ -1,5 +1,7 @@
 #include "thread_assembly.h"
 
+#include <algorithm>
+
 #include "hangscope/common/redaction.h"
 #include "hangscope/native/symbolizer.h"
 #include "hangscope/python/merge.h"
@@ -114,6 +116,10 @@ void attach_tasks(model::ProcessDump& dump, python::AsyncTasks tasks,
   for (auto& task : tasks.tasks) {
     if (const auto it = thread_of_loop.find(task.loop); it != thread_of_loop.end()) {
       task.tid = it->second;
+    }
+    const auto& chain = task.coroutine.vector();
+    if (std::any_of(chain.begin(), chain.end(), [](const auto& f) { return !f.locals.empty(); })) {
+      mask_locals(task.coroutine.edit());
     }
   }
   for (auto& note : tasks.notes) dump.notes.push_back("asyncio tasks: " + note);

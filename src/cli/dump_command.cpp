@@ -44,6 +44,7 @@ model::ProcessDump dump_core(const DumpArguments& args) {
   options.stacks = stack_kinds(args);
   options.locals = args.locals;
   options.tasks = args.tasks;
+  options.task_locals = args.tasks && args.locals;
   return capture::capture_core(args.core, options);
 }
 
@@ -56,6 +57,7 @@ model::ProcessDump dump_live(const DumpArguments& args) {
   options.stacks = stack_kinds(args);
   options.locals = args.locals;
   options.tasks = args.tasks;
+  options.task_locals = args.tasks && args.locals;
   // ptrace cannot attach to its caller: say so instead of the capture's guess (privileges).
   if (args.pid == ::getpid()) {
     throw Error("pid " + std::to_string(args.pid) +

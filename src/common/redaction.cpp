@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string_view>
+#include <vector>
 
 namespace hangscope {
 namespace {
@@ -13,12 +15,39 @@ std::string lower(std::string_view text) {
   return out;
 }
 
+// A name that holds a token (HF_TOKEN, api_token, --hf-token, authToken, token) rather than a
+// count or ids of tokens (max_tokens, prompt_tokens, token_ids, tokenizer): one of its words
+// (split at '_', '-', '.') ends in "token" and the next word is not a count or ids.
+bool names_a_token(const std::string& lowered) {
+  std::vector<std::string_view> words;
+  std::string_view rest = lowered;
+  while (!rest.empty()) {
+    const auto cut = rest.find_first_of("_-.");
+    words.push_back(rest.substr(0, cut));
+    if (cut == std::string_view::npos) break;
+    rest.remove_prefix(cut + 1);
+  }
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    if (!words[i].ends_with("token")) continue;
+    if (i + 1 < words.size()) {
+      const auto next = words[i + 1];
+      if (next == "id" || next == "ids" || next == "count" || next == "counts" || next == "num" ||
+          next == "len" || next == "length" || next == "budget" || next == "usage") {
+        continue;
+      }
+    }
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool is_secret_name(std::string_view name) {
   const std::string n = lower(name);
-  for (std::string_view word : {"token", "secret", "password", "passwd", "api_key", "apikey",
-                                "api-key", "access_key", "private_key", "credential", "authoriz"}) {
+  if (names_a_token(n)) return true;
+  for (std::string_view word : {"secret", "password", "passwd", "api_key", "apikey", "api-key",
+                                "access_key", "private_key", "credential", "authoriz"}) {
     if (n.find(word) != std::string::npos) return true;
   }
   if (n == "auth" || n.rfind("auth_", 0) == 0 || (n.size() > 5 && n.ends_with("_auth")))

@@ -198,4 +198,18 @@ void identify_from_log(const std::vector<std::string>& lines, RankIdentity& iden
   }
 }
 
+void identify_from_own_logs(const std::vector<ProcessLogs>& processes) {
+  std::map<std::string, int> writers;
+  for (const auto& p : processes) {
+    for (const auto& log : *p.logs) ++writers[log.path];
+  }
+  for (const auto& p : processes) {
+    std::vector<std::string> lines;
+    for (const auto& log : *p.logs) {
+      if (writers[log.path] == 1) lines.insert(lines.end(), log.lines.begin(), log.lines.end());
+    }
+    identify_from_log(lines, *p.identity);
+  }
+}
+
 }  // namespace hangscope::identity

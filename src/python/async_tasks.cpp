@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <set>
 
 #include "hangscope/python/merge.h"
 
@@ -21,16 +22,22 @@ std::string short_type(std::string name) {
   return name;
 }
 
+StackReaderOptions frame_options(const AsyncTasksOptions& options) {
+  StackReaderOptions frames;
+  frames.locals = options.locals;
+  return frames;
+}
+
 }  // namespace
 
 AsyncTaskReader::AsyncTaskReader(ObjectReader& objects, std::uint64_t runtime_address,
                                  AsyncTasksOptions options)
     : objects_(objects),
       layout_(objects.layout()),
-      asyncio_(asyncio_layout(objects.layout())),
+      asyncio_(choose_asyncio_layout(objects.layout(), options.asyncio_debug, layout_notes_)),
       runtime_(runtime_address),
       options_(options),
-      frames_(objects, runtime_address, StackReaderOptions{}) {}
+      frames_(objects, runtime_address, frame_options(options)) {}
 
 std::optional<std::uint64_t> AsyncTaskReader::find_tasks_module() {
   static const std::vector<std::string_view> kModule = {"asyncio.tasks"};
@@ -141,6 +148,20 @@ std::string AsyncTaskReader::task_name(std::uint64_t name) {
   return "<" + type.value_or("?") + ">";
 }
 
+std::uint64_t AsyncTaskReader::stack_depth(std::uint64_t frame) {
+  constexpr std::uint64_t kMaxDepth = 100000;
+  if (asyncio_->frame_stackpointer) {  // 3.14+: a pointer past the top of localsplus
+    const auto pointer = objects_.read_field(frame, *asyncio_->frame_stackpointer);
+    const std::uint64_t base = layout_.frame_localsplus.in(frame);
+    if (!pointer || *pointer <= base || (*pointer - base) % 8 != 0) return 0;
+    const std::uint64_t depth = (*pointer - base) / 8;
+    return depth <= kMaxDepth ? depth : 0;
+  }
+  const auto stacktop = objects_.read_field(frame, *asyncio_->frame_stacktop);
+  if (!stacktop || *stacktop <= 0 || static_cast<std::uint64_t>(*stacktop) > kMaxDepth) return 0;
+  return static_cast<std::uint64_t>(*stacktop);
+}
+
 std::uint64_t AsyncTaskReader::stack_top(std::uint64_t frame) {
   std::optional<std::uint64_t> top;
   switch (asyncio_->coroutine_frame) {
@@ -152,10 +173,9 @@ std::uint64_t AsyncTaskReader::stack_top(std::uint64_t frame) {
       break;
     }
     case CoroutineFrame::kEmbedded: {
-      const auto stacktop = objects_.read_field(frame, *asyncio_->frame_stacktop);
-      if (!stacktop || *stacktop <= 0 || *stacktop > 100000) return 0;
-      top = objects_.pointer_at(
-          layout_.frame_localsplus.item(frame, static_cast<std::uint64_t>(*stacktop - 1)));
+      const std::uint64_t depth = stack_depth(frame);
+      if (depth == 0) return 0;
+      top = objects_.pointer_at(layout_.frame_localsplus.item(frame, depth - 1));
       break;
     }
   }
@@ -297,53 +317,95 @@ model::AsyncTask AsyncTaskReader::read_task(std::uint64_t task) {
   return out;
 }
 
+void AsyncTaskReader::read_registries(std::uint64_t globals, std::vector<std::uint64_t>& order,
+                                      std::map<std::uint64_t, bool>& found, AsyncTasks& out) {
+  const auto weak_set = [&](const char* name) -> std::optional<std::uint64_t> {
+    const auto object = objects_.dict_get(globals, name);
+    if (!object) return std::nullopt;
+    return objects_.attribute(*object, "data");  // WeakSet.data: a set of weak references
+  };
+  if (asyncio_->registry == TaskRegistry::kAllTasks) {
+    if (const auto set = weak_set("_all_tasks")) {
+      add_registry(*set, true, false, order, found);
+    } else {
+      out.notes.push_back("asyncio.tasks._all_tasks could not be read");
+    }
+  } else {
+    if (const auto set = weak_set("_scheduled_tasks")) {
+      add_registry(*set, true, false, order, found);
+    } else {
+      out.notes.push_back("asyncio.tasks._scheduled_tasks could not be read");
+    }
+    if (const auto set = objects_.dict_get(globals, "_eager_tasks")) {
+      add_registry(*set, false, true, order, found);
+    }
+  }
+  if (const auto current = objects_.dict_get(globals, "_current_tasks")) {
+    for (const auto& [loop, task] : objects_.dict_items(*current)) current_[loop] = task;
+  }
+}
+
+bool AsyncTaskReader::add_task_list(std::uint64_t head, std::vector<std::uint64_t>& order,
+                                    std::map<std::uint64_t, bool>& found) {
+  std::set<std::uint64_t> seen;
+  auto node = objects_.pointer_at(head);  // llist_node.next
+  while (node && *node != head) {
+    if (*node == 0 || !seen.insert(*node).second || !objects_.plausible(*node)) return false;
+    if (order.size() >= options_.max_tasks) return true;
+    const std::uint64_t task = *node - asyncio_->task_node;
+    if (is_task(task) && found.emplace(task, false).second) order.push_back(task);
+    node = objects_.pointer_at(*node);
+  }
+  return node.has_value();
+}
+
+void AsyncTaskReader::read_task_lists(const std::vector<std::uint64_t>& tstates,
+                                      std::vector<std::uint64_t>& order,
+                                      std::map<std::uint64_t, bool>& found, AsyncTasks& out) {
+  const auto& a = *asyncio_;
+  for (const std::uint64_t tstate : tstates) {
+    if (!add_task_list(tstate + *a.tstate_tasks_head, order, found)) {
+      out.notes.push_back("the asyncio task list of a thread state is broken: read in part");
+    }
+    const auto loop = running_loop(tstate);
+    const auto task = objects_.read_field(tstate, *a.tstate_running_task);
+    if (loop && task && *task != 0) current_[*loop] = *task;
+  }
+  if (!a.interp_tasks_head) return;  // without the table: noted with the layout
+  const auto interp = objects_.read_field(runtime_, layout_.runtime_interpreters_head);
+  if (!interp || !objects_.plausible(*interp) ||
+      !add_task_list(*interp + *a.interp_tasks_head, order, found)) {
+    out.notes.push_back("the interpreter's asyncio task list is broken: read in part");
+  }
+}
+
 std::optional<AsyncTasks> AsyncTaskReader::read(const std::vector<std::uint64_t>& tstates,
                                                 std::optional<std::uint64_t> module) {
   if (!module) module = find_tasks_module();
   if (!module) return std::nullopt;  // asyncio was never imported
   AsyncTasks out;
-  const auto globals = objects_.plausible(*module)
-                           ? objects_.read_field(*module, layout_.module_dict)
-                           : std::nullopt;
-  if (!globals || !objects_.plausible(*globals)) {
-    out.notes.push_back("the module asyncio.tasks could not be read");
-    return out;
-  }
   if (!asyncio_) {
     out.notes.push_back("asyncio tasks of CPython " + layout_.version.to_string() +
-                        " are not read (known: 3.10 to 3.13)");
+                        " are not read (known: 3.10 to 3.14)");
     return out;
   }
+  out.notes = layout_notes_;
   std::vector<std::uint64_t> order;
   std::map<std::uint64_t, bool> found;  // task → eager
-  const auto weak_set = [&](const char* name) -> std::optional<std::uint64_t> {
-    const auto object = objects_.dict_get(*globals, name);
-    if (!object) return std::nullopt;
-    return objects_.attribute(*object, "data");  // WeakSet.data: a set of weak references
-  };
-  switch (asyncio_->registry) {
-    case TaskRegistry::kAllTasks:
-      if (const auto set = weak_set("_all_tasks"))
-        add_registry(*set, true, false, order, found);
-      else
-        out.notes.push_back("asyncio.tasks._all_tasks could not be read");
-      break;
-    case TaskRegistry::kScheduledAndEager:
-      if (const auto set = weak_set("_scheduled_tasks")) {
-        add_registry(*set, true, false, order, found);
-      } else {
-        out.notes.push_back("asyncio.tasks._scheduled_tasks could not be read");
-      }
-      if (const auto set = objects_.dict_get(*globals, "_eager_tasks")) {
-        add_registry(*set, false, true, order, found);
-      }
-      break;
+  if (asyncio_->registry == TaskRegistry::kThreadLists) {
+    read_task_lists(tstates, order, found, out);
+  } else {
+    const auto globals = objects_.plausible(*module)
+                             ? objects_.read_field(*module, layout_.module_dict)
+                             : std::nullopt;
+    if (!globals || !objects_.plausible(*globals)) {
+      out.notes.push_back("the module asyncio.tasks could not be read");
+      return out;
+    }
+    read_registries(*globals, order, found, out);
   }
   if (order.size() >= options_.max_tasks) {
     out.notes.push_back("stopped after " + std::to_string(options_.max_tasks) + " tasks");
-  }
-  if (const auto current = objects_.dict_get(*globals, "_current_tasks")) {
-    for (const auto& [loop, task] : objects_.dict_items(*current)) current_[loop] = task;
   }
   for (const std::uint64_t tstate : tstates) {
     if (const auto loop = running_loop(tstate)) out.loop_threads[*loop] = tstate;

@@ -244,6 +244,7 @@ std::optional<PyFrame> StackReader::read_frame(std::uint64_t frame_address) {
   py.qualname = info.qualname;
   py.file = info.file;
   py.line = line_of(info, code, instr);
+  if (options_.locals) read_locals(info, frame_address, py);
   return py;
 }
 

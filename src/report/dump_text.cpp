@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <map>
@@ -43,6 +44,69 @@ std::string frame_line(std::size_t index, const model::Frame& frame) {
   return line.str();
 }
 
+const model::AsyncTask* task_at(const model::ProcessDump& dump, std::uint64_t address) {
+  for (const auto& task : dump.tasks) {
+    if (task.address == address) return &task;
+  }
+  return nullptr;
+}
+
+// Everything a task's text says after its name: state, flags, what it awaits, notes, and its
+// coroutine chain. Tasks with the same tail are printed once.
+std::string task_tail(const model::AsyncTask& task, const model::ProcessDump& dump,
+                      const std::string& indent) {
+  std::ostringstream out;
+  out << task_state_name(task.state);
+  if (task.running) out << " [running]";
+  if (task.eager) out << " [eager]";
+  if (task.awaited_task) {
+    const auto* awaited = task_at(dump, *task.awaited_task);
+    out << ", awaits Task";
+    if (awaited) out << " \"" << awaited->name << "\"";
+    out << " (" << hex(*task.awaited_task) << ")";
+  } else if (!task.awaits.empty()) {
+    out << ", awaits " << task.awaits;
+  }
+  out << "\n";
+  for (const auto& note : task.notes) out << indent << "  note: " << note << "\n";
+  for (std::size_t i = 0; i < task.coroutine.size(); ++i) {
+    out << indent << frame_line(i, task.coroutine[i]) << "\n";
+  }
+  return out.str();
+}
+
+// A loop's tasks, those in the same state awaiting the same thing through the same chain
+// printed once under their count and names (a stuck server's hundred request tasks are one
+// entry), largest groups first, then in the order they were read.
+std::string grouped_tasks_text(const std::vector<const model::AsyncTask*>& tasks,
+                               const model::ProcessDump& dump, const std::string& indent) {
+  constexpr std::size_t kNamesShown = 5;
+  std::vector<std::pair<std::string, std::vector<const model::AsyncTask*>>> groups;
+  std::map<std::string, std::size_t> group_of_tail;
+  for (const auto* task : tasks) {
+    auto tail = task_tail(*task, dump, indent);
+    const auto [at, added] = group_of_tail.try_emplace(tail, groups.size());
+    if (added) groups.emplace_back(std::move(tail), std::vector<const model::AsyncTask*>{});
+    groups[at->second].second.push_back(task);
+  }
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
+  std::ostringstream out;
+  for (const auto& [tail, members] : groups) {
+    if (members.size() == 1) {
+      out << indent << "Task \"" << members.front()->name << "\" " << tail;
+      continue;
+    }
+    out << indent << members.size() << " tasks (";
+    for (std::size_t i = 0; i < members.size() && i < kNamesShown; ++i) {
+      out << (i ? ", " : "") << "\"" << members[i]->name << "\"";
+    }
+    if (members.size() > kNamesShown) out << " and " << members.size() - kNamesShown << " more";
+    out << ") " << tail;
+  }
+  return out.str();
+}
+
 // The tasks of each loop that runs on `tid` (nullopt: loops no known thread runs).
 std::string loop_tasks(const model::ProcessDump& dump, std::optional<pid_t> tid) {
   std::map<std::uint64_t, std::vector<const model::AsyncTask*>> loops;
@@ -53,16 +117,9 @@ std::string loop_tasks(const model::ProcessDump& dump, std::optional<pid_t> tid)
   for (const auto& [loop, tasks] : loops) {
     out << (tid ? "  " : "\n") << (tid ? "asyncio tasks of loop " : "Tasks of loop ") << hex(loop)
         << (tid ? "" : " (no thread runs it)") << ": " << tasks.size() << "\n";
-    for (const auto* task : tasks) out << task_to_text(*task, dump, tid ? "    " : "  ");
+    out << grouped_tasks_text(tasks, dump, tid ? "    " : "  ");
   }
   return out.str();
-}
-
-const model::AsyncTask* task_at(const model::ProcessDump& dump, std::uint64_t address) {
-  for (const auto& task : dump.tasks) {
-    if (task.address == address) return &task;
-  }
-  return nullptr;
 }
 
 }  // namespace
@@ -81,24 +138,7 @@ std::string task_state_name(model::AsyncTask::State state) {
 
 std::string task_to_text(const model::AsyncTask& task, const model::ProcessDump& dump,
                          const std::string& indent) {
-  std::ostringstream out;
-  out << indent << "Task \"" << task.name << "\" " << task_state_name(task.state);
-  if (task.running) out << " [running]";
-  if (task.eager) out << " [eager]";
-  if (task.awaited_task) {
-    const auto* awaited = task_at(dump, *task.awaited_task);
-    out << ", awaits Task";
-    if (awaited) out << " \"" << awaited->name << "\"";
-    out << " (" << hex(*task.awaited_task) << ")";
-  } else if (!task.awaits.empty()) {
-    out << ", awaits " << task.awaits;
-  }
-  out << "\n";
-  for (const auto& note : task.notes) out << indent << "  note: " << note << "\n";
-  for (std::size_t i = 0; i < task.coroutine.size(); ++i) {
-    out << indent << frame_line(i, task.coroutine[i]) << "\n";
-  }
-  return out.str();
+  return indent + "Task \"" + task.name + "\" " + task_tail(task, dump, indent);
 }
 
 std::string group_ranks_text(const model::ProcessGroupState& group) {

@@ -286,3 +286,69 @@ TEST(AsyncioTasksCore, ACoresTasksAreTheLiveOnes) {
 
 }  // namespace
 }  // namespace hangscope
+
+namespace hangscope {
+namespace {
+
+// `--tasks --locals`: each coroutine frame of each task carries its own locals (which request a
+// stuck handler serves), secrets masked; tasks whose chains differ only in locals are printed
+// apart, and without --locals the same tasks are one entry. On every CPython 3.10+.
+class AsyncioTaskLocals : public ::testing::TestWithParam<testing::PythonInterpreter> {};
+
+TEST_P(AsyncioTaskLocals, EachRequestsFramesCarryItsOwnLocalsWithSecretsMasked) {
+  constexpr int kRequests = 6;
+  testing::TargetProcess target({GetParam().path,
+                                 HANGSCOPE_SOURCE_DIR "/tests/fixtures/python/asyncio_requests.py",
+                                 std::to_string(kRequests)});
+  target.wait_for_line("ready");
+  capture::CaptureOptions options;
+  options.stacks = capture::StackKinds::kPythonOnly;
+  options.tasks = true;
+  options.locals = true;  // thread frames only: snapshots keep tasks' chains shareable
+  const auto snapshot_like = capture::capture_process(target.pid(), options);
+  EXPECT_GE(snapshot_like.tasks.size(), static_cast<std::size_t>(kRequests));
+  for (const auto& task : snapshot_like.tasks) {
+    for (const auto& frame : task.coroutine.vector())
+      EXPECT_TRUE(frame.locals.empty()) << task.name;
+  }
+  options.task_locals = true;
+  const auto dump = capture::capture_process(target.pid(), options);
+  int requests = 0;
+  for (const auto& task : dump.tasks) {
+    if (task.name.rfind("request-", 0) != 0) continue;
+    ++requests;
+    const int i = std::stoi(task.name.substr(8));
+    const auto& chain = task.coroutine.vector();
+    ASSERT_GE(chain.size(), 3u) << task.name;  // Event.wait, wait_for_output, handle_request
+    std::map<std::string, std::map<std::string, std::string>> locals;
+    for (const auto& frame : chain) {
+      locals[frame.function].insert(frame.locals.begin(), frame.locals.end());
+    }
+    ASSERT_TRUE(locals.count("handle_request")) << task.name;
+    EXPECT_EQ(locals["handle_request"]["request_id"], "'req-" + std::to_string(i) + "'");
+    EXPECT_EQ(locals["handle_request"]["max_tokens"], std::to_string(16 + i));
+    EXPECT_EQ(locals["handle_request"]["prompt_tokens"], std::to_string(2 * (16 + i)));
+    EXPECT_EQ(locals["handle_request"]["api_key"], "<masked>");
+    EXPECT_EQ(locals["wait_for_output"]["waited_for"], "'req-" + std::to_string(i) + "'");
+  }
+  EXPECT_EQ(requests, kRequests);
+
+  const std::string dump_command = std::string(HANGSCOPE_BINARY) +
+                                   " dump --python-only --tasks --pid " +
+                                   std::to_string(target.pid());
+  const auto with_locals = testing::run_command(dump_command + " --locals");
+  ASSERT_EQ(with_locals.exit_code, 0) << with_locals.err;
+  EXPECT_NE(with_locals.out.find("request_id = 'req-5'"), std::string::npos) << with_locals.out;
+  EXPECT_EQ(with_locals.out.find("sk-planted-key"), std::string::npos) << with_locals.out;
+  const auto grouped = testing::run_command(dump_command);
+  ASSERT_EQ(grouped.exit_code, 0) << grouped.err;
+  EXPECT_NE(grouped.out.find("    6 tasks (\"request-"), std::string::npos) << grouped.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Installed, AsyncioTaskLocals,
+                         ::testing::ValuesIn(testing::python_interpreters()),
+                         [](const auto& param_info) { return param_info.param.label; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(AsyncioTaskLocals);
+
+}  // namespace
+}  // namespace hangscope

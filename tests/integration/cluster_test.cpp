@@ -154,11 +154,12 @@ TEST(Cluster, TwoNodesOfFourRanksThroughTheAgents) {
   for (const auto& v : partial["verdicts"]) EXPECT_NE(v["id"], "rank-dead") << v.dump();
 }
 
-// The pid a process of node 0 announced ("<prefix> pid P <suffix>") in the node's log (inside
+// The pid a process of `node` announced ("<prefix> pid P <suffix>") in the node's log (inside
 // its PID namespace, where its agent sees it); 0 if none.
-int announced(const std::string& dir, const std::string& prefix, const std::string& suffix) {
+int announced(const std::string& dir, const std::string& prefix, const std::string& suffix,
+              const std::string& node = "node0") {
   const std::regex line("^" + prefix + " pid ([0-9]+)" + suffix);
-  std::ifstream in(dir + "/node0.log");
+  std::ifstream in(dir + "/" + node + ".log");
   std::string text;
   std::smatch match;
   while (std::getline(in, text)) {
@@ -253,6 +254,89 @@ TEST(Cluster, ServingChainNamesTheStuckWorkerBehindTheApiServer) {
                  "the task reader"
               << std::endl;
   }
+}
+
+// Issue 23, SGLang across two nodes (tools/repro/sglang_serving.py on each node: `python3 -m
+// sglang.launch_server --tp 4 --nnodes 2 --node-rank N --dist-init-addr 198.51.100.1:5000
+// --log-level debug`, every process of a node writing the node's log). Node 0's HTTP server
+// has 23 requests in flight in its TokenizerManager; scheduler TP3 on node 1 waits forever for
+// its hierarchical cache's layer load, TP0-2 wait for it in that layer's all-reduce. The user
+// sees a stuck HTTP server on node 0; the report's first line names scheduler rank 3 on node 1.
+TEST(Cluster, SglangTwoNodeServingNamesTheStuckScheduler) {
+  if (::geteuid() != 0) GTEST_SKIP() << "namespaces need root";
+  const auto begin = std::chrono::steady_clock::now();
+  testing::VirtualCluster cluster(
+      {.nodes = 2, .ranks_per_node = 2, .diverged = 3, .scenario = "sglang-serving"});
+  ASSERT_TRUE(cluster.up());
+  const int stuck = announced(cluster.dir(), "rank 3", " stuck", "node1");
+  const int api = announced(cluster.dir(), "api server", ": 23 requests in flight");
+  ASSERT_NE(stuck * api, 0) << "announcements missing in " << cluster.dir();
+  const auto d = cluster.diagnose("bundle");
+  const auto& report = d.report;
+  ASSERT_FALSE(report.is_null());
+  EXPECT_EQ(d.exit_code, 3);
+  // The 4 schedulers are one job, keyed by their tcp:// init address (no MASTER_ADDR, no RANK);
+  // nothing else is a rank (the detokenizer, the launchers and the resource trackers share the
+  // node's log with the schedulers' "world_size=4 rank=R" lines).
+  ASSERT_EQ(report["ranks"].size(), 4u) << report["ranks"].dump(1);
+  for (int rank = 0; rank < 4; ++rank) {
+    const auto& r = report["ranks"][static_cast<std::size_t>(rank)];
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    EXPECT_EQ(r["rank"], rank);
+    EXPECT_EQ(r["job"], "198.51.100.1:5000");
+    EXPECT_EQ(r["node"], "node" + std::to_string(rank / 2));
+    EXPECT_EQ(r["title"], "sglang::scheduler_TP" + std::to_string(rank));
+    EXPECT_EQ(r["tp"], rank);
+  }
+  EXPECT_EQ(report["ranks"][3]["pid"], stuck);
+  for (const auto& v : report["verdicts"]) EXPECT_NE(v["id"], "rank-dead") << v.dump();
+  // From the request tasks to the schedulers' wait-for graph: scheduler rank 3 first.
+  ASSERT_FALSE(report["verdicts"].empty()) << report["conclusion"];
+  const auto& top = report["verdicts"][0];
+  EXPECT_EQ(top["id"], "serving-stalled") << top.dump(1);
+  EXPECT_EQ(top["diverged_ranks"], nlohmann::json::array({3})) << top.dump(1);
+  const std::string summary = top["summary"];
+  EXPECT_EQ(
+      summary.rfind("Scheduler rank 3 (node1 pid " + std::to_string(stuck) + ") is stuck in ", 0),
+      0u)
+      << summary;
+  EXPECT_NE(summary.find("LayerLoadingEvent.wait"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("the API server (node0 pid " + std::to_string(api) +
+                         ") has 23 request tasks awaiting the ranks of job 198.51.100.1:5000, "
+                         "and ranks 0-2 wait for it in all_reduce"),
+            std::string::npos)
+      << summary;
+  // One API server: node 1's launcher (it serves /health only) is none.
+  ASSERT_EQ(report["serving"].size(), 1u) << report["serving"].dump(1);
+  const auto& chain = report["serving"][0];
+  EXPECT_EQ(chain["framework"], "sglang");
+  EXPECT_EQ(chain["job"], "198.51.100.1:5000");
+  EXPECT_EQ(chain["job_link"], "the API server's child processes");
+  EXPECT_EQ(chain["roots"], nlohmann::json::array({3}));
+  EXPECT_TRUE(chain["engines"].empty());
+  ASSERT_EQ(chain["api_servers"].size(), 1u) << chain.dump(1);
+  const auto& server = chain["api_servers"][0];
+  EXPECT_EQ(server["node"], "node0");
+  EXPECT_EQ(server["pid"], api);
+  EXPECT_EQ(server["pending_requests"], 23) << server.dump(1);
+  EXPECT_EQ(server["stuck_requests"], 23) << server.dump(1);
+  EXPECT_EQ(server["output_handlers"], 1) << server.dump(1);
+  // The handler's chain ends where it takes the tokenizer manager's async generator.
+  EXPECT_EQ(server["requests_wait_in"].get<std::string>().rfind("generate_request (", 0), 0u)
+      << server.dump(1);
+  // report.md: the stuck scheduler first, the chain right after the verdict.
+  std::ifstream md_file(d.bundle + "/report.md");
+  std::stringstream md;
+  md << md_file.rdbuf();
+  EXPECT_EQ(md.str().rfind("# hangscope: Scheduler rank 3 (node1 pid " + std::to_string(stuck), 0),
+            0u)
+      << md.str().substr(0, 400);
+  EXPECT_NE(md.str().find("## Serving chain"), std::string::npos);
+  std::cout << "[sglang-serving] up and diagnosed in "
+            << std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() -
+                                                                begin)
+                   .count()
+            << " s" << std::endl;
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Core files of real processes: a gcore of every CPython 3.10+ on the machine, whose Python
 // frames must equal a live capture taken just before; a kernel core of a process killed by
-// SIGABRT, written to the test's own directory, read through `hangscope dump --core`; and cores
-// that are not cores, named.
+// SIGABRT, written to the test's own directory, read through `hangscope dump --core`; the
+// .AsyncioDebug table of a library a process loaded, found in its gcore; and cores that are
+// not cores, named.
 #include "hangscope/capture/core_capture.h"
 
 #include <gtest/gtest.h>
@@ -11,12 +12,16 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "command.h"
 #include "hangscope/capture/process_capture.h"
 #include "hangscope/common/error.h"
+#include "hangscope/elf/core_file.h"
+#include "hangscope/elf/process_image.h"
+#include "hangscope/python/asyncio_debug.h"
 #include "python_targets.h"
 #include "stack_assertions.h"
 #include "target_process.h"
@@ -176,6 +181,38 @@ TEST(KernelCore, SigabrtCoreInTheTestsDirectoryReadsLikeALiveDump) {
       testing::run_command(std::string(HANGSCOPE_BINARY) + " dump --json --core " + core_path);
   EXPECT_EQ(json.exit_code, 0);
   EXPECT_NE(json.out.find("\"state\": \"?\""), std::string::npos);
+}
+
+// 3.14's asyncio offsets from a core (no 3.14 here: a stand-in library with the section,
+// tests/fixtures/asyncio_debug_fixture.c): the table the process changed after loading it is
+// read from the core's copy of the page, at the library's load address.
+TEST(AsyncioDebugInACore, TheTableIsReadFromTheCoresMemory) {
+  if (!have_gcore()) GTEST_SKIP() << "gcore (gdb) is not installed";
+  ScratchDir dir;
+  const std::string library = ASYNCIO_DEBUG_FIXTURE;
+  testing::TargetProcess target(
+      {"/usr/bin/python3", "-c",
+       "import ctypes, sys, time\n"
+       "table = (ctypes.c_uint64 * 13).in_dll(ctypes.CDLL(sys.argv[1]), '_AsyncioDebug')\n"
+       "table[12] = 888\n"
+       "print('ready', flush=True)\n"
+       "time.sleep(120)\n",
+       library});
+  target.wait_for_line("ready");
+  const std::string core_path = gcore(target.pid(), dir.path);
+  target.kill_all();
+  ASSERT_FALSE(core_path.empty()) << "gcore failed";
+  const auto core = elf::CoreFile::open(core_path);
+  ASSERT_TRUE(core);
+  elf::ProcessImage image(std::make_shared<elf::SysrootFiles>("", "", ""), core->maps());
+  const auto table = python::read_asyncio_debug(image, *core);
+  ASSERT_EQ(table.bytes.size(), python::kAsyncioDebugSize) << table.problem;
+  EXPECT_EQ(table.module_path, library);
+  std::uint64_t values[13];
+  std::memcpy(values, table.bytes.data(), sizeof values);
+  EXPECT_EQ(std::vector<std::uint64_t>(values, values + 13),
+            (std::vector<std::uint64_t>{184, 152, 112, 124, 125, 144, 168, 8192, 7800, 896, 864,
+                                        872, 888}));
 }
 
 TEST(CoreInput, FilesThatAreNoCoreAreNamedWithTheReason) {

@@ -97,6 +97,55 @@ TEST(DumpText, ShowsNamedAndUnnamedFrames) {
 // frames, their kinds and locals, and the raw stacks come back as they were.
 // Tasks print under the thread that runs their loop, innermost coroutine first, naming the task
 // they await; a loop no thread runs gets its own heading after the threads.
+// A stuck server's request tasks share one chain: the text prints it once under their count
+// and first names, largest group first; tasks that differ in anything are printed apart.
+TEST(DumpText, TasksWithTheSameChainArePrintedOnceUnderTheirCount) {
+  auto dump = sample_dump();
+  model::Frame get;
+  get.kind = model::Frame::Kind::kPython;
+  get.function = "get";
+  get.qualname = "RequestOutputCollector.get";
+  get.file = "/srv/vllm/v1/engine/output_processor.py";
+  get.line = 52;
+  std::vector<model::AsyncTask> tasks;
+  const auto add = [&](const std::string& name, const std::string& awaits, int line) {
+    model::AsyncTask task;
+    task.address = 0x7f00001000 + tasks.size() * 0x100;
+    task.loop = 0x7f000000a0;
+    task.tid = 124;
+    task.name = name;
+    task.awaits = awaits;
+    auto frame = get;
+    frame.line = line;
+    task.coroutine = std::vector<model::Frame>{frame};
+    tasks.push_back(task);
+  };
+  add("health", "sleep", 52);
+  for (int i = 1; i <= 7; ++i) add("request-" + std::to_string(i), "Event.wait", 52);
+  add("request-8", "Event.wait", 53);  // another line: its own entry
+  dump.tasks = tasks;
+  const std::string text = dump_to_text(dump);
+  const auto loop = text.find("  asyncio tasks of loop 0x7f000000a0: 9\n");
+  ASSERT_NE(loop, std::string::npos) << text;
+  const std::string group =
+      "    7 tasks (\"request-1\", \"request-2\", \"request-3\", \"request-4\", "
+      "\"request-5\" and 2 more) pending, awaits Event.wait\n"
+      "      #0  [py] RequestOutputCollector.get (/srv/vllm/v1/engine/output_processor.py:52)\n";
+  EXPECT_EQ(text.find(group),
+            loop + std::string("  asyncio tasks of loop 0x7f000000a0: 9\n").size())
+      << text;
+  EXPECT_EQ(text.find("request-6"), std::string::npos) << text;
+  EXPECT_NE(text.find("    Task \"health\" pending, awaits sleep\n", loop), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("    Task \"request-8\" pending, awaits Event.wait\n"
+                      "      #0  [py] RequestOutputCollector.get "
+                      "(/srv/vllm/v1/engine/output_processor.py:53)\n",
+                      loop),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(dump_to_json(dump)["tasks"].size(), 9u);  // JSON keeps every task
+}
+
 TEST(DumpText, ShowsAsyncioTasksUnderTheirThread) {
   auto dump = sample_dump();
   model::Frame get;

@@ -161,5 +161,36 @@ TEST(Identity, ParallelCoordinatesFromVllmsAssignmentLine) {
   EXPECT_FALSE(other.pp);
 }
 
+// `python -m sglang.launch_server --log-level debug > server.log 2>&1`: the launcher, its
+// detokenizer and its schedulers all write server.log, the schedulers' "world_size=4 rank=R"
+// lines among them. The file does not say which process wrote a line: it identifies none of
+// them (the detokenizer was "rank 1" from the last line). A rank's own log still does.
+TEST(Identity, ALogSeveralProcessesWriteIdentifiesNone) {
+  const std::vector<LogExcerpt> shared = {
+      {"/srv/server.log",
+       {"[2026-12-02 07:37:48 TP0] world_size=4 rank=0 local_rank=0 "
+        "distributed_init_method=tcp://10.0.0.1:5000 backend=nccl",
+        "[2026-12-02 07:37:49 TP1] world_size=4 rank=1 local_rank=1 "
+        "distributed_init_method=tcp://10.0.0.1:5000 backend=nccl",
+        "rank 1 in world size 4 is assigned as DP rank 0, PP rank 0, TP rank 1, EP rank N/A"}}};
+  const std::vector<LogExcerpt> own = {
+      {"/srv/rank2.log", {"world_size=4 rank=2 local_rank=0 distributed_init_method=env://"}}};
+  RankIdentity launcher, detokenizer, scheduler, rank2;
+  identify_from_own_logs(
+      {{&shared, &launcher}, {&shared, &detokenizer}, {&shared, &scheduler}, {&own, &rank2}});
+  for (const auto* id : {&launcher, &detokenizer, &scheduler}) {
+    EXPECT_FALSE(id->rank);
+    EXPECT_FALSE(id->tp);
+    EXPECT_EQ(id->role, "unidentified");
+  }
+  EXPECT_EQ(rank2.rank, 2);
+  EXPECT_EQ(rank2.world_size, 4);
+  EXPECT_EQ(rank2.source, "log");
+  // One process alone with the file: its lines are its own.
+  RankIdentity alone;
+  identify_from_own_logs({{&shared, &alone}});
+  EXPECT_EQ(alone.rank, 1);
+}
+
 }  // namespace
 }  // namespace hangscope::identity

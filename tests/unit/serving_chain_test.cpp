@@ -37,6 +37,8 @@ const std::string kAsyncioQueues = "/usr/lib/python3.12/asyncio/queues.py";
 const std::string kSelectors = "/usr/lib/python3.12/selectors.py";
 const std::string kBaseEvents = "/usr/lib/python3.12/asyncio/base_events.py";
 const std::string kTokenizerManager = kSite + "sglang/srt/managers/tokenizer_manager.py";
+const std::string kSglangHttpServer = kSite + "sglang/srt/entrypoints/http_server.py";
+const std::string kSglangLaunchServer = kSite + "sglang/launch_server.py";
 
 constexpr pid_t kApiPid = 800;
 constexpr pid_t kEnginePid = 900;
@@ -599,7 +601,7 @@ TEST(ServingChain, SglangRequestTasksLeadToTheStuckScheduler) {
   const auto& top = a.verdicts.front();
   EXPECT_EQ(top.id, "serving-stalled");
   EXPECT_EQ(top.diverged_ranks, std::vector<int>{1});
-  EXPECT_EQ(top.summary.rfind("Worker rank 1 (node0 pid 1001) is stuck in Event.wait", 0), 0u)
+  EXPECT_EQ(top.summary.rfind("Scheduler rank 1 (node0 pid 1001) is stuck in Event.wait", 0), 0u)
       << top.summary;
   EXPECT_NE(top.summary.find("the API server (node0 pid 800) has 4 request tasks awaiting the "
                              "ranks of job 127.0.0.1:40555, and rank 0 waits"),
@@ -800,6 +802,91 @@ TEST(ServingChain, TheEngineCoresWorkersAreTheRanksConnectedToIt) {
   ASSERT_NE(chain, nullptr);
   EXPECT_EQ(chain->job, "127.0.0.1:40200");
   EXPECT_EQ(chain->job_link, "ranks connected to the engine core over unix socket @vllm-workers");
+}
+
+// The main thread of `python -m sglang.launch_server` on a node with --node-rank >= 1: its
+// schedulers started, it serves /health on its own event loop.
+std::vector<model::Frame> sglang_health_check_only() {
+  return {native("epoll_wait"),
+          method("select", "EpollSelector.select", kSelectors, 468),
+          method("_run_once", "BaseEventLoop._run_once", kBaseEvents, 1949),
+          method("run_forever", "BaseEventLoop.run_forever", kBaseEvents, 641),
+          method("run_until_complete", "BaseEventLoop.run_until_complete", kBaseEvents, 674),
+          method("run", "Runner.run", "/usr/lib/python3.12/asyncio/runners.py", 118),
+          py("launch_dummy_health_check_server", kSite + "sglang/srt/utils.py", 2210),
+          py("_launch_subprocesses", kSite + "sglang/srt/entrypoints/engine.py", 640),
+          py("launch_server", kSglangHttpServer, 1010),
+          py("<module>", kSglangLaunchServer, 14)};
+}
+
+// A two-node SGLang deployment as it really looks (tools/repro/sglang_serving.py): node0's HTTP
+// server whose /generate handlers await the TokenizerManager's async generator (their
+// coroutine chain ends in the handler), its schedulers TP0-1; node1's launcher serving only
+// /health, its schedulers TP2-3, TP3 stuck. The handlers are the request tasks, the chain
+// names scheduler rank 3, and node1's launcher is no API server.
+TEST(ServingChain, SglangTwoNodesHandlersAwaitTheGeneratorAndTheOtherLauncherIsNoApiServer) {
+  JobBuilder b(4, "198.51.100.1:5000");
+  b.parent(kApiPid);
+  for (int r = 0; r < 3; ++r) {
+    b.rank(r, worker_in_all_reduce(), 'S', 0, 2).distributed(r, world(r, 4));
+  }
+  b.rank(3, worker_stuck_in_runner(), 'S', 0, 2).distributed(3, world(3, 4));
+  auto bundle = b.bundle();
+  Front front;
+  front.api_cmdline =
+      "/usr/bin/python3 -m sglang.launch_server --model-path m --tp 4 --nnodes 2 --node-rank 0 "
+      "--dist-init-addr 198.51.100.1:5000";
+  front.api_main = kSglangLaunchServer;
+  front.tasks = [](int) {
+    std::vector<model::AsyncTask> tasks = {
+        task(0x7f00000a0000, "Task-2",
+             {method("handle_loop", "TokenizerManager.handle_loop", kTokenizerManager, 1400),
+              py("print_exception_wrapper", kSite + "sglang/srt/utils.py", 1990)},
+             "Future")};
+    for (int i = 0; i < 23; ++i) {
+      tasks.push_back(task(0x7f0000e00000 + 0x1000 * static_cast<std::uint64_t>(i),
+                           "Task-" + std::to_string(i + 9),
+                           {py("generate_request", kSglangHttpServer, 431)}, "Future"));
+    }
+    return tasks;
+  };
+  add_front(bundle, front);
+  for (auto& s : bundle.snapshots) {
+    if (s.node_name != "node1") continue;
+    auto launcher =
+        front_process(kApiPid, 1, "",
+                      "/usr/bin/python3 -m sglang.launch_server --model-path m --tp 4 --nnodes 2 "
+                      "--node-rank 1 --dist-init-addr 198.51.100.1:5000",
+                      sglang_health_check_only(), 'S', 500);
+    launcher.dump->tasks = {task(0x7f00000b0000, "Task-1",
+                                 {py("serve", kSite + "sglang/srt/utils.py", 2200)}, "Future")};
+    s.processes.push_back(std::move(launcher));
+  }
+  const auto a = diagnosis::diagnose(bundle);
+  ASSERT_EQ(a.serving.size(), 1u);
+  const auto& chain = a.serving[0];
+  EXPECT_EQ(chain.framework, "sglang");
+  EXPECT_EQ(chain.job, "198.51.100.1:5000");
+  EXPECT_EQ(chain.job_link, "the API server's child processes");
+  ASSERT_EQ(chain.api_servers.size(), 1u);
+  EXPECT_EQ(chain.api_servers[0].node, "node0");
+  EXPECT_EQ(chain.api_servers[0].pending_requests, 23u);
+  EXPECT_EQ(chain.api_servers[0].stuck_requests, 23u);
+  EXPECT_EQ(chain.api_servers[0].output_handlers, 1u);
+  EXPECT_EQ(chain.api_servers[0].requests_wait_in.rfind("generate_request (", 0), 0u)
+      << chain.api_servers[0].requests_wait_in;
+  ASSERT_FALSE(a.verdicts.empty());
+  const auto& top = a.verdicts.front();
+  EXPECT_EQ(top.id, "serving-stalled");
+  EXPECT_EQ(top.diverged_ranks, std::vector<int>{3});
+  EXPECT_EQ(top.summary.rfind("Scheduler rank 3 (node1 pid 1003) is stuck in Event.wait", 0), 0u)
+      << top.summary;
+  EXPECT_NE(top.summary.find("the API server (node0 pid 800) has 23 request tasks awaiting the "
+                             "ranks of job 198.51.100.1:5000, and ranks 0-2 wait for it in "),
+            std::string::npos)
+      << top.summary;
+  const auto md = report::report_markdown(bundle, a);
+  EXPECT_EQ(md.rfind("# hangscope: Scheduler rank 3 (node1 pid 1003)", 0), 0u) << md.substr(0, 300);
 }
 
 }  // namespace

@@ -386,5 +386,20 @@ TEST(Redaction, CommandLinesAndEnvironments) {
   EXPECT_EQ(mask_if_secret("password", "x"), "<masked>");
 }
 
+// Token counts and ids are what a stuck request's frames are about; tokens themselves are not.
+TEST(Redaction, TokenCountsAreShownAndTokensMasked) {
+  for (const char* secret : {"token", "HF_TOKEN", "api_token", "hf-token", "authToken",
+                             "access_token", "token_value", "VLLM_API_KEY", "db_password"}) {
+    EXPECT_TRUE(is_secret_name(secret)) << secret;
+  }
+  for (const char* shown : {"max_tokens", "prompt_tokens", "num_tokens", "maxTokens", "tokens",
+                            "tokenizer", "tokenizer_mode", "prompt_token_ids", "token_ids",
+                            "num_token_count", "max_num_batched_tokens", "key", "rank"}) {
+    EXPECT_FALSE(is_secret_name(shown)) << shown;
+  }
+  EXPECT_EQ(mask_command_line("vllm serve m --tokenizer /models/tok --max-tokens 16 --hf-token x"),
+            "vllm serve m --tokenizer /models/tok --max-tokens 16 --hf-token <masked>");
+}
+
 }  // namespace
 }  // namespace hangscope

@@ -23,7 +23,11 @@
 # for --scenario compiled-dag in ARGS, node 0's driver. DIR receives: agents (one HOST:PORT per line), token, node
 # logs. --scenario serving-chain (one node) runs a simulated vLLM V1 server on node 0 whose
 # --ranks workers hang at worker --diverged (tools/repro/serving_chain.py); up once it says
-# "serving chain ready". Needs root.
+# "serving chain ready". --scenario sglang-serving runs one node of a multi-node SGLang server
+# on every node (tools/repro/sglang_serving.py: `python3 -m sglang.launch_server --tp
+# NODES*RANKS --nnodes NODES --node-rank N --dist-init-addr <node 0>:5000`, node 0 with the HTTP
+# server and 23 requests in flight), scheduler --diverged stuck; up once every node says
+# "sglang serving ready". Needs root.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -103,7 +107,9 @@ up() {
        { [ "$variety" = 0 ] || [ "$nodes" -lt 2 ] || [ "$extra_ranks" -ge 2 ]; } &&
        { [ "$scenario" != compiled-dag ] || [ -n "$job" ] || [ "$drivers" -ge 1 ]; } &&
        { [[ " $job " != *" compiled-dag "* ]] || [ "$drivers" -ge 1 ]; } &&
-       { [ "$scenario" != serving-chain ] || grep -q '^serving chain ready' "$dir"/node*.log; }; then
+       { [ "$scenario" != serving-chain ] || grep -q '^serving chain ready' "$dir"/node*.log; } &&
+       { [ "$scenario" != sglang-serving ] ||
+         [ "$(grep -l '^sglang serving ready' "$dir"/node*.log | wc -l)" -ge "$nodes" ]; }; then
       sleep 1  # let the waiting ranks enter the barrier
       return 0
     fi

@@ -9,7 +9,9 @@
 # the ranks its launcher starts (no rank variables here; GLOO_SOCKET_IFNAME=eth0 and a fresh
 # VLLM_CACHE_ROOT for the node, as a user's job script sets them), the agent without options.
 # --scenario serving-chain runs a simulated vLLM V1 server on node 0 (tools/repro/serving_chain.py:
-# API server, engine core, the node's ranks as its workers, worker DIVERGED stuck).
+# API server, engine core, the node's ranks as its workers, worker DIVERGED stuck);
+# --scenario sglang-serving one node of a multi-node SGLang server on each node
+# (tools/repro/sglang_serving.py: scheduler DIVERGED stuck).
 set -u
 name=$1 index=$2 addr=$3 port=$4 dir=$5 hangscope=$6 nodes=$7 ranks=$8 diverged=$9 master=${10}
 scenario=${11:-store-wait} variety=${12:-0} job=${13:-}
@@ -43,6 +45,17 @@ if [ "$scenario" = serving-chain ]; then
     GLOO_SOCKET_IFNAME=lo /usr/bin/python3 "$repo/tools/repro/serving_chain.py" --tp "$ranks" \
       --stuck-rank "$diverged" --requests 37 &
   fi
+  wait
+  exit 0
+fi
+if [ "$scenario" = sglang-serving ]; then
+  # One node of a multi-node SGLang deployment (tools/repro/sglang_serving.py): `python3 -m
+  # sglang.launch_server --tp NODES*RANKS --nnodes NODES --node-rank INDEX --dist-init-addr
+  # MASTER:5000` (node 0: the HTTP server, the detokenizer and its RANKS schedulers; the others:
+  # their RANKS schedulers, gloo over eth0), scheduler DIVERGED stuck; killed with the node.
+  GLOO_SOCKET_IFNAME=eth0 /usr/bin/python3 "$repo/tools/repro/sglang_serving.py" \
+    --node-rank "$index" --nnodes "$nodes" --tp "$world" --dist-init-addr "$master:5000" \
+    --stuck-rank "$diverged" --requests 23 &
   wait
   exit 0
 fi

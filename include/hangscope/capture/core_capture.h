@@ -19,7 +19,8 @@ struct CoreOptions {
   std::string sysroot;     // --sysroot: a copy of the machine's files ("" = this machine's)
   StackKinds stacks = StackKinds::kMerged;
   bool locals = false;
-  bool tasks = false;  // asyncio tasks of every event loop
+  bool tasks = false;        // asyncio tasks of every event loop
+  bool task_locals = false;  // with tasks: each coroutine frame's locals (CaptureOptions)
   std::size_t max_native_frames = 2048;
   std::shared_ptr<elf::ModuleCache> modules;  // shared by the cores of one diagnosis
 };

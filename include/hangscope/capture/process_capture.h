@@ -26,6 +26,9 @@ struct CaptureOptions {
   StackKinds stacks = StackKinds::kMerged;
   bool locals = false;  // Python locals of every frame (simple values, masked)
   bool tasks = false;   // asyncio tasks of every event loop (ProcessDump::tasks)
+  // With tasks: each coroutine frame's locals too (`dump --tasks --locals`). Off for snapshots:
+  // each request's own locals would keep its chain from being shared on the wire.
+  bool task_locals = false;
   // Parsed ELF modules shared across the processes and samples of a node (optional).
   std::shared_ptr<elf::ModuleCache> modules;
 };

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "hangscope/identity/logs.h"
+
 namespace hangscope::identity {
 
 // What a process title (setproctitle) says about the process.
@@ -39,6 +41,17 @@ RankIdentity identify(const std::map<std::string, std::string>& env, bool env_fr
 // vLLM's worker line "world_size=16 rank=4 local_rank=4 …" in a process's own log lines:
 // fills rank, world size and local rank (source "log") when the environment did not.
 void identify_from_log(const std::vector<std::string>& lines, RankIdentity& identity);
+
+// One process's logs and the identity they may complete.
+struct ProcessLogs {
+  const std::vector<LogExcerpt>* logs;
+  RankIdentity* identity;
+};
+
+// identify_from_log on each process's own logs. A log file that several of the processes write
+// (a launcher's stdout its children inherit, `launch_server ... > server.log 2>&1`) does not say
+// which of them wrote a line: its lines identify none of them.
+void identify_from_own_logs(const std::vector<ProcessLogs>& processes);
 
 // The key that groups ranks of one job: MASTER_ADDR:MASTER_PORT, else vLLM's DP master,
 // else the Ray job id; "" when none is known.

@@ -1,0 +1,1 @@
+"""Simulated sglang.srt (the SGLang runtime)."""
