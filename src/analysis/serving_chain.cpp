@@ -13,6 +13,7 @@
 
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/common/numbers.h"
+#include "hangscope/common/text.h"
 #include "hangscope/facts/fact_keys.h"
 
 namespace hangscope::analysis {
@@ -399,6 +400,90 @@ std::string job_of_children(const std::vector<Job>& jobs, const std::string& nod
   return best;
 }
 
+// The sockets of one process, indexed to find the other ends of another process's sockets.
+struct SocketIndex {
+  std::string node;
+  std::map<std::uint64_t, const model::Socket*> unix_by_inode;
+  std::map<std::pair<std::string, std::string>, const model::Socket*> tcp_by_ends;  // established
+  std::set<std::string> listening_ports;                                            // tcp
+
+  SocketIndex(std::string node_name, const snapshot::ProcessRecord& p)
+      : node(std::move(node_name)) {
+    if (!p.dump) return;
+    for (const auto& s : p.dump->sockets) {
+      if (s.family == model::Socket::Family::kUnix) {
+        unix_by_inode[s.inode] = &s;
+      } else if (s.state == "established") {
+        tcp_by_ends[{s.local, s.remote}] = &s;
+      } else if (s.state == "listen") {
+        listening_ports.insert(s.local.substr(s.local.rfind(':') + 1));
+      }
+    }
+  }
+  bool empty() const { return unix_by_inode.empty() && tcp_by_ends.empty(); }
+};
+
+std::string port_of(const std::string& endpoint) {
+  return endpoint.substr(endpoint.rfind(':') + 1);
+}
+
+bool is_loopback(const std::string& endpoint) {
+  return endpoint.rfind("127.", 0) == 0 || endpoint.rfind("[::1]:", 0) == 0;
+}
+
+// How process `p` on `node` talks to the indexed process: a unix socket whose peer is one of
+// the index's ("over ipc:///tmp/…", the bound name of either end), or a TCP connection whose
+// two ends they hold ("over tcp ADDRESS:PORT", the listening end's address; loopback only on
+// one node); "" when no socket of `p` is the other end of one of the index's.
+std::string connection(const std::string& node, const snapshot::ProcessRecord& p,
+                       const SocketIndex& other) {
+  if (!p.dump || other.empty()) return "";
+  const SocketIndex own(node, p);
+  for (const auto& s : p.dump->sockets) {
+    if (s.family == model::Socket::Family::kUnix) {
+      const auto peer = other.unix_by_inode.find(s.peer_inode);
+      if (node != other.node || s.peer_inode == 0 || peer == other.unix_by_inode.end()) continue;
+      const std::string& name = s.path.empty() ? peer->second->path : s.path;
+      if (name.empty()) {
+        return "over a unix socket pair (inodes " + std::to_string(s.inode) + " and " +
+               std::to_string(s.peer_inode) + ")";
+      }
+      return name.front() == '@' ? "over unix socket " + name : "over ipc://" + name;
+    }
+    if (s.state != "established" || !other.tcp_by_ends.count({s.remote, s.local})) continue;
+    if (node != other.node && (is_loopback(s.local) || is_loopback(s.remote))) continue;
+    const bool own_listens = own.listening_ports.count(port_of(s.local)) > 0;
+    return "over tcp " + (own_listens ? s.local : s.remote);
+  }
+  return "";
+}
+
+// The job whose ranks (most of them) are connected to the process through a socket pair, and
+// how; "" when none is.
+std::pair<std::string, std::string> job_of_sockets(const std::vector<Job>& jobs,
+                                                   const std::string& node,
+                                                   const snapshot::ProcessRecord& p) {
+  const SocketIndex index(node, p);
+  if (index.empty()) return {};
+  std::map<std::string, std::pair<int, std::string>> count;  // job → (ranks, one connection)
+  for (const auto& j : jobs) {
+    for (const auto& r : j.ranks) {
+      const auto* q = r.latest();
+      if (q == nullptr) continue;
+      if (auto how = connection(r.node, *q, index); !how.empty()) {
+        auto& [n, first] = count[j.key];
+        if (n++ == 0) first = std::move(how);
+      }
+    }
+  }
+  std::pair<std::string, std::string> best;
+  int most = 0;
+  for (const auto& [key, found] : count) {
+    if (found.first > most) best = {key, found.second}, most = found.first;
+  }
+  return best;
+}
+
 // The job whose ranks map the same broadcast ring as the process (the same ring fact).
 std::string job_of_ring(const std::vector<Job>& jobs, const std::string& node,
                         const snapshot::ProcessRecord& p) {
@@ -437,7 +522,8 @@ std::string api_link(const ServingProcess& a) {
   std::string out = label(a) + ": ";
   if (a.tasks == 0) {
     return out + "its asyncio tasks were not read (no request count); its event loop waits in " +
-           (a.process->dump ? waits::process_wait_point(*a.process->dump).describe() : "?");
+           (a.process->dump ? waits::process_wait_point(*a.process->dump).describe() : "?") +
+           (a.link.empty() ? "" : "; " + a.link);
   }
   out += std::to_string(a.tasks) + " asyncio tasks, " + std::to_string(a.pending_requests) +
          " request task" + (a.pending_requests == 1 ? "" : "s") + " awaiting the engine's output";
@@ -447,6 +533,7 @@ std::string api_link(const ServingProcess& a) {
   }
   out += "; " + std::to_string(a.output_handlers) + " output handler task" +
          (a.output_handlers == 1 ? "" : "s") + " pulling the engine core's outputs";
+  if (!a.link.empty()) out += "; " + a.link;
   return out;
 }
 
@@ -629,7 +716,8 @@ std::vector<ServingChain> serving_chains(const Bundle& bundle, const std::vector
     }
   }
   if (apis.empty() && engines.empty()) return {};
-  // The engines' workers: by parent pid, by a shared broadcast ring, else the only job.
+  // The engines' workers: connected to it by a socket, by parent pid, by a shared broadcast
+  // ring, else the only job.
   std::map<std::string, ServingChain> by_job;
   const auto chain_for = [&](const std::string& job, const std::string& link) -> ServingChain& {
     auto& chain = by_job[job];
@@ -638,8 +726,10 @@ std::vector<ServingChain> serving_chains(const Bundle& bundle, const std::vector
     return chain;
   };
   for (auto& e : engines) {
-    std::string job = job_of_children(jobs, e.node, e.process->pid), link;
+    auto [job, link] = job_of_sockets(jobs, e.node, *e.process);
     if (!job.empty()) {
+      link = "ranks connected to the engine core " + link;
+    } else if (!(job = job_of_children(jobs, e.node, e.process->pid)).empty()) {
       link = "the engine core's child processes";
     } else if (!(job = job_of_ring(jobs, e.node, *e.process)).empty()) {
       link = "ranks that map the engine core's broadcast ring in /dev/shm";
@@ -649,28 +739,54 @@ std::vector<ServingChain> serving_chains(const Bundle& bundle, const std::vector
     chain_for(job, link).engines.push_back(std::move(e));
   }
   for (auto& a : apis) {
-    // Its engines: its children, or siblings (API servers and engine cores started by one
-    // `vllm serve`); an API server linked to none serves every chain (engines elsewhere).
-    bool linked = false;
+    // Its engines: those it is connected to through a socket pair (vLLM's ZMQ ipc:// or tcp://
+    // sockets to each engine core), which parent pids cannot tell apart with several API
+    // servers and engine cores; else its children, or siblings (API servers and engine cores
+    // started by one `vllm serve`); an API server linked to none serves every chain (engines
+    // elsewhere).
+    const SocketIndex api_sockets(a.node, *a.process);
+    std::vector<std::pair<ServingChain*, std::string>> linked;  // chain, how
     for (auto& [job, chain] : by_job) {
+      std::vector<std::string> over;
       for (const auto& e : chain.engines) {
-        if (e.node == a.node &&
-            (e.process->ppid == a.process->pid || e.process->ppid == a.process->ppid)) {
-          chain.api_servers.push_back(a);
-          linked = true;
+        if (auto how = connection(e.node, *e.process, api_sockets); !how.empty()) {
+          over.push_back("engine core " + who(e.node, *e.process) + " " + how);
+        }
+      }
+      if (!over.empty()) linked.emplace_back(&chain, "connected to " + join(over, ", ", 8));
+    }
+    const bool by_socket = !linked.empty();
+    for (auto& [job, chain] : by_job) {
+      if (by_socket) break;
+      for (const auto& e : chain.engines) {
+        const bool child = e.process->ppid == a.process->pid;
+        if (e.node == a.node && (child || e.process->ppid == a.process->ppid)) {
+          linked.emplace_back(&chain, std::string(child ? "parent" : "sibling") +
+                                          " of engine core " + who(e.node, *e.process) +
+                                          " (no socket between them captured)");
           break;
         }
       }
     }
-    if (linked) continue;
+    for (auto& [chain, how] : linked) {
+      ServingProcess linked_api = a;
+      linked_api.link = how;
+      chain->api_servers.push_back(std::move(linked_api));
+    }
+    if (!linked.empty()) continue;
     if (!by_job.empty()) {
       for (auto& [job, chain] : by_job) chain.api_servers.push_back(a);
       continue;
     }
-    // No engine core: the ranks it started (SGLang's schedulers), else the only job.
-    std::string job = job_of_children(jobs, a.node, a.process->pid);
-    std::string link = "the API server's child processes";
-    if (job.empty() && !(job = only_job(jobs)).empty()) link = "the only job captured (assumed)";
+    // No engine core: the ranks it talks to or started (SGLang's schedulers), else the only job.
+    auto [job, link] = job_of_sockets(jobs, a.node, *a.process);
+    if (!job.empty()) {
+      link = "ranks connected to the API server " + link;
+    } else if (!(job = job_of_children(jobs, a.node, a.process->pid)).empty()) {
+      link = "the API server's child processes";
+    } else if (!(job = only_job(jobs)).empty()) {
+      link = "the only job captured (assumed)";
+    }
     chain_for(job, link).api_servers.push_back(a);
   }
   std::vector<ServingChain> out;

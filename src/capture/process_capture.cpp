@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <map>
 
+#include "hangscope/capture/sockets.h"
 #include "hangscope/common/diagnostic.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/phase_timer.h"
@@ -213,6 +214,8 @@ model::ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
     if (tasks) attach_tasks(dump, std::move(*tasks), py_threads, matcher);
   }
   phases.lap("threads described and merged");
+  dump.sockets = read_sockets(pid, dump.notes);
+  phases.lap("sockets");
   for (auto& note : image.notes()) dump.notes.push_back(std::move(note));
   dump.capture_time = std::chrono::steady_clock::now() - begin;
   return dump;

@@ -312,15 +312,38 @@ std::vector<NetworkInterface> network_interfaces(const std::string& proc_pid_dir
   return interfaces;
 }
 
-std::set<std::uint64_t> socket_inodes(const std::string& proc_pid_dir) {
-  std::set<std::uint64_t> inodes;
+bool socket_descriptors(const std::string& proc_pid_dir, std::size_t max,
+                        std::vector<std::pair<int, std::uint64_t>>& out, std::size_t& left_out) {
   const std::string fd_dir = proc_pid_dir + "/fd";
-  for (const auto& fd : list_directory(fd_dir).value_or(std::vector<std::string>{})) {
+  const auto entries = list_directory(fd_dir);
+  if (!entries) return false;
+  std::vector<std::pair<int, std::uint64_t>> found;
+  for (const auto& entry : *entries) {
     char target[128] = {};
-    const ssize_t n = ::readlink((fd_dir + "/" + fd).c_str(), target, sizeof target - 1);
+    const ssize_t n = ::readlink((fd_dir + "/" + entry).c_str(), target, sizeof target - 1);
     if (n <= 0 || std::strncmp(target, "socket:[", 8) != 0) continue;
-    inodes.insert(std::strtoull(target + 8, nullptr, 10));
+    found.emplace_back(std::atoi(entry.c_str()), std::strtoull(target + 8, nullptr, 10));
   }
+  std::sort(found.begin(), found.end());  // list_directory sorts names: "10" before "9"
+  std::set<std::uint64_t> seen;
+  left_out = 0;
+  for (const auto& [fd, inode] : found) {
+    if (!seen.insert(inode).second) continue;  // dup'ed: its first descriptor says it
+    if (out.size() >= max) {
+      ++left_out;
+      continue;
+    }
+    out.emplace_back(fd, inode);
+  }
+  return true;
+}
+
+std::set<std::uint64_t> socket_inodes(const std::string& proc_pid_dir) {
+  std::vector<std::pair<int, std::uint64_t>> held;
+  std::size_t left_out = 0;
+  socket_descriptors(proc_pid_dir, static_cast<std::size_t>(-1), held, left_out);
+  std::set<std::uint64_t> inodes;
+  for (const auto& [fd, inode] : held) inodes.insert(inode);
   return inodes;
 }
 
@@ -339,24 +362,31 @@ bool interface_selected(const std::string& name, const std::string& setting) {
   return exclude ? !match : match;
 }
 
-NamespaceTables read_namespace_tables(const std::string& proc_pid_dir) {
-  NamespaceTables t;
-  t.interfaces = network_interfaces(proc_pid_dir);
+std::vector<TcpSocket> read_tcp_tables(const std::string& proc_pid_dir,
+                                       std::vector<std::string>& notes) {
+  std::vector<TcpSocket> out;
   for (const char* table : {"/net/tcp", "/net/tcp6"}) {
     const auto read = read_file(proc_pid_dir + table);
     if (!read.text) {
       if (read.error != ENOENT)
-        t.notes.push_back(errno_message("cannot read " + proc_pid_dir + table, read.error));
+        notes.push_back(errno_message("cannot read " + proc_pid_dir + table, read.error));
       continue;
     }
     try {
       auto rows = parse_proc_net_tcp(*read.text);
-      t.sockets.insert(t.sockets.end(), std::make_move_iterator(rows.begin()),
-                       std::make_move_iterator(rows.end()));
+      out.insert(out.end(), std::make_move_iterator(rows.begin()),
+                 std::make_move_iterator(rows.end()));
     } catch (const Error& e) {
-      t.notes.push_back(proc_pid_dir + table + ": " + e.what());
+      notes.push_back(proc_pid_dir + table + ": " + e.what());
     }
   }
+  return out;
+}
+
+NamespaceTables read_namespace_tables(const std::string& proc_pid_dir) {
+  NamespaceTables t;
+  t.interfaces = network_interfaces(proc_pid_dir);
+  t.sockets = read_tcp_tables(proc_pid_dir, t.notes);
   return t;
 }
 

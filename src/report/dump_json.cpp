@@ -62,6 +62,8 @@ nlohmann::json dump_to_json(const model::ProcessDump& dump) {
   }
   nlohmann::json tasks = nlohmann::json::array();
   for (const auto& task : dump.tasks) tasks.push_back(task_to_json(task));
+  nlohmann::json sockets = nlohmann::json::array();
+  for (const auto& socket : dump.sockets) sockets.push_back(socket_to_json(socket));
   return {{"pid", dump.pid},
           {"command", dump.command},
           {"python", json_or_null(dump.python)},
@@ -71,7 +73,24 @@ nlohmann::json dump_to_json(const model::ProcessDump& dump) {
           {"distributed",
            dump.distributed ? distributed_to_json(*dump.distributed) : nlohmann::json(nullptr)},
           {"threads", std::move(threads)},
-          {"tasks", std::move(tasks)}};
+          {"tasks", std::move(tasks)},
+          {"sockets", std::move(sockets)}};
+}
+
+nlohmann::json socket_to_json(const model::Socket& socket) {
+  nlohmann::json out = {
+      {"fd", socket.fd}, {"inode", socket.inode}, {"type", socket.type}, {"state", socket.state}};
+  if (socket.family == model::Socket::Family::kUnix) {
+    out["family"] = "unix";
+    out["path"] = nullable(socket.path);
+    out["peer_inode"] =
+        socket.peer_inode == 0 ? nlohmann::json(nullptr) : nlohmann::json(socket.peer_inode);
+  } else {
+    out["family"] = "tcp";
+    out["local"] = socket.local;
+    out["remote"] = socket.remote;
+  }
+  return out;
 }
 
 nlohmann::json task_to_json(const model::AsyncTask& task) {

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "hangscope/analysis/rank_set.h"
+#include "hangscope/common/text.h"
 #include "hangscope/proc/task_stat.h"
 #include "hangscope/report/dump_format.h"
 
@@ -194,7 +195,22 @@ std::string dump_to_text(const model::ProcessDump& dump) {
   }
   // Tasks of loops no thread runs (not running, or their thread was not matched).
   out << loop_tasks(dump, std::nullopt);
+  if (!dump.sockets.empty()) out << "\nSockets: " << dump.sockets.size() << "\n";
+  for (const auto& socket : dump.sockets) out << "  " << socket_to_text(socket) << "\n";
   return out.str();
+}
+
+std::string socket_to_text(const model::Socket& socket) {
+  std::string out = "fd " + std::to_string(socket.fd);
+  if (socket.family == model::Socket::Family::kTcp) {
+    out += " tcp " + socket.state + " " + socket.local;
+    if (socket.state != "listen") out += " -> " + socket.remote;
+  } else {
+    out += " unix " + socket.type + " " + socket.state;
+    if (!socket.path.empty()) out += " " + printable(socket.path);
+    if (socket.peer_inode != 0) out += ", peer inode " + std::to_string(socket.peer_inode);
+  }
+  return out + " (inode " + std::to_string(socket.inode) + ")";
 }
 
 }  // namespace hangscope::report

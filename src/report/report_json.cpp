@@ -203,6 +203,7 @@ json serving_process_json(const analysis::ServingProcess& s) {
     out["stuck_requests"] = read ? json(s.stuck_requests) : json(nullptr);
     out["output_handlers"] = read ? json(s.output_handlers) : json(nullptr);
     out["requests_wait_in"] = s.requests_wait_in.empty() ? json(nullptr) : json(s.requests_wait_in);
+    out["link"] = s.link.empty() ? json(nullptr) : json(s.link);
   } else {
     out["waits_in"] = s.wait.describe();
   }

@@ -260,6 +260,18 @@ void encode_task(const model::AsyncTask& t, v1::AsyncTask& out, StackTable& stac
   for (const auto& n : t.notes) out.add_notes(valid_utf8(n));
 }
 
+void encode_socket(const model::Socket& s, v1::Socket& out) {
+  out.set_family(s.family == model::Socket::Family::kTcp ? v1::Socket::TCP : v1::Socket::UNIX);
+  out.set_fd(s.fd);
+  out.set_inode(s.inode);
+  out.set_type(valid_utf8(s.type));
+  out.set_state(valid_utf8(s.state));
+  out.set_path(valid_utf8(s.path));  // a path or abstract name is any bytes
+  out.set_peer_inode(s.peer_inode);
+  out.set_local(valid_utf8(s.local));
+  out.set_remote(valid_utf8(s.remote));
+}
+
 void encode_dump(const model::ProcessDump& dump, v1::ProcessSnapshot& p, StackTable& stacks) {
   if (dump.python) p.set_python(valid_utf8(*dump.python));
   for (const auto& n : dump.notes) p.add_notes(valid_utf8(n));
@@ -267,6 +279,7 @@ void encode_dump(const model::ProcessDump& dump, v1::ProcessSnapshot& p, StackTa
   for (const auto& t : dump.threads) encode_thread(t, *p.add_threads(), stacks);
   if (dump.distributed) encode_distributed(*dump.distributed, *p.mutable_distributed());
   for (const auto& t : dump.tasks) encode_task(t, *p.add_tasks(), stacks);
+  for (const auto& s : dump.sockets) encode_socket(s, *p.add_sockets());
 }
 
 void encode_process(const snapshot::ProcessRecord& r,
@@ -397,6 +410,21 @@ model::AsyncTask decode_task(const v1::AsyncTask& t, const StackLookup& stacks) 
   return task;
 }
 
+model::Socket decode_socket(const v1::Socket& in) {
+  model::Socket s;
+  s.family =
+      in.family() == v1::Socket::TCP ? model::Socket::Family::kTcp : model::Socket::Family::kUnix;
+  s.fd = in.fd();
+  s.inode = in.inode();
+  s.type = in.type();
+  s.state = in.state();
+  s.path = in.path();
+  s.peer_inode = in.peer_inode();
+  s.local = in.local();
+  s.remote = in.remote();
+  return s;
+}
+
 model::ProcessDump decode_dump(const v1::ProcessSnapshot& p, const StringLookup& s,
                                const StackLookup& stacks) {
   model::ProcessDump dump;
@@ -408,6 +436,7 @@ model::ProcessDump decode_dump(const v1::ProcessSnapshot& p, const StringLookup&
   for (const auto& t : p.threads()) dump.threads.push_back(decode_thread(t, s, stacks));
   if (p.has_distributed()) dump.distributed = decode_distributed(p.distributed());
   for (const auto& t : p.tasks()) dump.tasks.push_back(decode_task(t, stacks));
+  for (const auto& socket : p.sockets()) dump.sockets.push_back(decode_socket(socket));
   return dump;
 }
 

@@ -218,6 +218,13 @@ TEST(Cluster, ServingChainNamesTheStuckWorkerBehindTheApiServer) {
   EXPECT_EQ(chain["engines"][0]["title"], "VLLM::EngineCore");
   ASSERT_EQ(chain["api_servers"].size(), 1u);
   EXPECT_EQ(chain["api_servers"][0]["pid"], api);
+  // The API server is tied to the engine core by the sockets between them (the client's ipc://
+  // endpoints, which the engine core connected to), not by parent pids.
+  EXPECT_EQ(
+      chain["api_servers"][0]["link"].get<std::string>().rfind(
+          "connected to engine core node0 pid " + std::to_string(engine) + " over ipc:///", 0),
+      0u)
+      << chain["api_servers"][0].dump(1);
   // report.md: the worker first, the chain right after the verdict.
   std::ifstream md_file(d.bundle + "/report.md");
   std::stringstream md;

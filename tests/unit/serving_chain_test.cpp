@@ -612,6 +612,198 @@ TEST(ServingChain, SglangRequestTasksLeadToTheStuckScheduler) {
   EXPECT_EQ(a.serving[0].job_link, "the API server's child processes");
 }
 
+model::Socket unix_socket(std::uint64_t inode, std::uint64_t peer, std::string path = "") {
+  model::Socket s;
+  s.family = model::Socket::Family::kUnix;
+  s.fd = 10;
+  s.inode = inode;
+  s.type = "stream";
+  s.state = "connected";
+  s.path = std::move(path);
+  s.peer_inode = peer;
+  return s;
+}
+
+model::Socket tcp_socket(std::uint64_t inode, std::string local, std::string remote,
+                         std::string state = "established") {
+  model::Socket s;
+  s.family = model::Socket::Family::kTcp;
+  s.fd = 11;
+  s.inode = inode;
+  s.type = "stream";
+  s.state = std::move(state);
+  s.local = std::move(local);
+  s.remote = std::move(remote);
+  return s;
+}
+
+// Two API servers and two engine cores, each engine core the child of one API server and
+// each with its own workers' job, all on node0: API server 800 starts engine core 900, API
+// server 801 starts engine core 901. `sockets`: they hold sockets that pair them crosswise
+// (800 with 901 over a unix socket, 801 with 900 over TCP), as processes started by one
+// launcher and handed their endpoints would.
+Bundle crosswise_front(bool sockets) {
+  auto bundle = stuck_workers().bundle();  // job 127.0.0.1:40123, ranks 1000-1003 under 900
+  JobBuilder other(2, "127.0.0.1:40200");
+  other.parent(kEnginePid + 1);
+  other.rank(0, worker_idle_in_ring(), 'S', 0, 4).rank(1, worker_idle_in_ring(), 'S', 0, 4);
+  for (auto& s : other.bundle().snapshots) {
+    for (auto& mine : bundle.snapshots) {
+      if (mine.node_name != s.node_name || mine.sample_index != s.sample_index) continue;
+      for (auto p : s.processes) {
+        p.pid += 100;  // ranks 1100, 1101
+        p.dump->pid = p.pid;
+        p.dump->threads[0].tid = p.pid;
+        mine.processes.push_back(std::move(p));
+      }
+    }
+  }
+  for (auto& s : bundle.snapshots) {
+    for (int i = 0; i < 2; ++i) {
+      auto api = front_process(kApiPid + i, 1, "",
+                               "/usr/bin/python3 -m vllm.entrypoints.openai."
+                               "api_server --model m",
+                               event_loop_idle(kApiServer), 'S', 500);
+      api.identity.role = "unidentified";
+      api.dump->tasks = stuck_requests(2);
+      auto engine = front_process(kEnginePid + i, kApiPid + i, "VLLM::EngineCore",
+                                  "VLLM::EngineCore", engine_blocked(), 'S', 300);
+      if (sockets && i == 0) {
+        api.dump->sockets = {unix_socket(5001, 6001)};
+        engine.dump->sockets = {tcp_socket(7001, "10.0.0.2:41000", "10.0.0.1:5555")};
+      } else if (sockets) {
+        api.dump->sockets = {tcp_socket(7000, "10.0.0.1:5555", "0.0.0.0:0", "listen"),
+                             tcp_socket(7002, "10.0.0.1:5555", "10.0.0.2:41000")};
+        engine.dump->sockets = {unix_socket(6001, 5001, "/tmp/7c2e-input.ipc")};
+      }
+      s.processes.push_back(std::move(api));
+      s.processes.push_back(std::move(engine));
+    }
+  }
+  return bundle;
+}
+
+const ServingChain* chain_of(const Analysis& a, const std::string& job) {
+  for (const auto& chain : a.serving) {
+    if (chain.job == job) return &chain;
+  }
+  return nullptr;
+}
+
+// The socket pairs win over parent pids: each engine core's chain holds the API server it is
+// connected to, and its links say over what.
+TEST(ServingChain, ApiServersAreLinkedToTheEngineCoresTheyAreConnectedTo) {
+  {
+    const auto bundle = crosswise_front(false);
+    const auto a = diagnosis::diagnose(bundle);
+    const auto* first = chain_of(a, "127.0.0.1:40123");
+    ASSERT_NE(first, nullptr);
+    ASSERT_EQ(first->api_servers.size(), 1u);
+    EXPECT_EQ(first->api_servers[0].process->pid, kApiPid);  // by parent pid
+    EXPECT_EQ(first->api_servers[0].link,
+              "parent of engine core node0 pid 900 (no socket between them captured)");
+  }
+  const auto bundle = crosswise_front(true);
+  const auto a = diagnosis::diagnose(bundle);
+  ASSERT_EQ(a.serving.size(), 2u);
+  const auto* first = chain_of(a, "127.0.0.1:40123");
+  const auto* second = chain_of(a, "127.0.0.1:40200");
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  ASSERT_EQ(first->engines.size(), 1u);
+  EXPECT_EQ(first->engines[0].process->pid, kEnginePid);
+  ASSERT_EQ(first->api_servers.size(), 1u);
+  EXPECT_EQ(first->api_servers[0].process->pid, kApiPid + 1);
+  EXPECT_EQ(first->api_servers[0].link,
+            "connected to engine core node0 pid 900 over tcp 10.0.0.1:5555");
+  ASSERT_EQ(second->api_servers.size(), 1u);
+  EXPECT_EQ(second->api_servers[0].process->pid, kApiPid);
+  EXPECT_EQ(second->api_servers[0].link,
+            "connected to engine core node0 pid 901 over ipc:///tmp/7c2e-input.ipc");
+  ASSERT_FALSE(second->links.empty());
+  EXPECT_NE(second->links[0].find("API server (node0 pid 800): "), std::string::npos)
+      << second->links[0];
+  EXPECT_NE(second->links[0].find("; connected to engine core node0 pid 901 over ipc:///tmp/"
+                                  "7c2e-input.ipc"),
+            std::string::npos)
+      << second->links[0];
+}
+
+// A loopback TCP connection pairs processes of one node only: 127.0.0.1:5555 on two nodes is
+// two different sockets.
+TEST(ServingChain, LoopbackConnectionsDoNotPairProcessesOfTwoNodes) {
+  auto bundle = crosswise_front(false);
+  for (auto& s : bundle.snapshots) {
+    for (auto& p : s.processes) {
+      if (p.pid == kApiPid + 1) {
+        p.dump->sockets = {tcp_socket(7002, "127.0.0.1:5555", "127.0.0.1:41000")};
+      } else if (p.pid == kEnginePid) {
+        p.dump->sockets = {tcp_socket(7001, "127.0.0.1:41000", "127.0.0.1:5555")};
+      }
+    }
+  }
+  {
+    const auto a = diagnosis::diagnose(bundle);
+    const auto* first = chain_of(a, "127.0.0.1:40123");
+    ASSERT_NE(first, nullptr);
+    // One node: paired (and API server 800, connected to nothing, by parent pid).
+    bool paired = false;
+    for (const auto& api : first->api_servers) {
+      if (api.process->pid == kApiPid + 1) {
+        paired = true;
+        EXPECT_EQ(api.link, "connected to engine core node0 pid 900 over tcp 127.0.0.1:5555");
+      }
+    }
+    EXPECT_TRUE(paired);
+  }
+  for (auto& s : bundle.snapshots) {
+    std::erase_if(s.processes, [](const auto& p) { return p.pid == kEnginePid; });
+  }
+  // The engine core on another node, holding the same loopback addresses.
+  const auto moved = crosswise_front(false);
+  for (const auto& s : moved.snapshots) {
+    for (const auto& p : s.processes) {
+      if (p.pid != kEnginePid) continue;
+      snapshot::NodeSnapshot node = s;
+      node.node_name = node.hostname = "node9";
+      node.processes = {p};
+      node.processes[0].dump->sockets = {tcp_socket(7001, "127.0.0.1:41000", "127.0.0.1:5555")};
+      bundle.snapshots.push_back(std::move(node));
+    }
+  }
+  bundle.nodes.push_back({"node9", "node9:7447", "ok", "", 0});
+  const auto a = diagnosis::diagnose(bundle);
+  for (const auto& chain : a.serving) {
+    for (const auto& api : chain.api_servers) {
+      EXPECT_EQ(api.link.find("over tcp"), std::string::npos) << api.link;
+    }
+  }
+}
+
+// The engine core's workers: the job whose ranks are connected to it, though it started none.
+TEST(ServingChain, TheEngineCoresWorkersAreTheRanksConnectedToIt) {
+  auto bundle = crosswise_front(false);
+  for (auto& s : bundle.snapshots) {
+    for (auto& p : s.processes) {
+      if (p.pid == kEnginePid) {
+        p.dump->sockets = {unix_socket(8000, 8100, "@vllm-workers")};
+      } else if (p.pid == 1100) {
+        p.dump->sockets = {unix_socket(8100, 8000)};
+      }
+    }
+  }
+  const auto a = diagnosis::diagnose(bundle);
+  const ServingChain* chain = nullptr;
+  for (const auto& c : a.serving) {
+    for (const auto& e : c.engines) {
+      if (e.process->pid == kEnginePid) chain = &c;
+    }
+  }
+  ASSERT_NE(chain, nullptr);
+  EXPECT_EQ(chain->job, "127.0.0.1:40200");
+  EXPECT_EQ(chain->job_link, "ranks connected to the engine core over unix socket @vllm-workers");
+}
+
 // The main thread of `python -m sglang.launch_server` on a node with --node-rank >= 1: its
 // schedulers started, it serves /health on its own event loop.
 std::vector<model::Frame> sglang_health_check_only() {

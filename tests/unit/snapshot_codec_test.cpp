@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "hangscope/cli/options.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/redaction.h"
@@ -98,7 +100,7 @@ TEST(SnapshotCodec, AsyncioTasksRoundTripWithSharedCoroutineChains) {
 
   v1::NodeSnapshot wire;
   snapshot::encode(node, wire);
-  EXPECT_EQ(wire.schema_minor(), 2u);
+  EXPECT_EQ(wire.schema_minor(), 3u);
   // 3,000 tasks in one chain: about 45 bytes a task (addresses, name, awaits), the chain once.
   EXPECT_LT(wire.ByteSizeLong(), 3000u * 50u);
   EXPECT_EQ(wire.stacks_size(), 2);  // the thread's stack and the tasks' chain
@@ -120,6 +122,47 @@ TEST(SnapshotCodec, AsyncioTasksRoundTripWithSharedCoroutineChains) {
   EXPECT_TRUE(last.coroutine.empty());
   EXPECT_EQ(last.awaited_task, dump.tasks[5].address);
   EXPECT_EQ(last.notes, odd.notes);
+}
+
+// Schema 2.3 carries each process's sockets, in binary and in protobuf's JSON; a name that is
+// not UTF-8 (paths and abstract names are any bytes) arrives replaced, not fatal.
+TEST(SnapshotCodec, SocketsRoundTripInBothFileForms) {
+  auto node = sample_node(1);
+  auto& dump = *node.processes[0].dump;
+  model::Socket listener;
+  listener.fd = 5;
+  listener.inode = 4100;
+  listener.type = "stream";
+  listener.state = "listen";
+  listener.path = "/tmp/8ccf1efe-8df7";
+  model::Socket accepted = listener;
+  accepted.fd = 9;
+  accepted.inode = 4101;
+  accepted.state = "connected";
+  accepted.path = "@odd\xff";
+  accepted.peer_inode = 4102;
+  model::Socket tcp;
+  tcp.family = model::Socket::Family::kTcp;
+  tcp.fd = 12;
+  tcp.inode = 4200;
+  tcp.type = "stream";
+  tcp.state = "established";
+  tcp.local = "[2001:db8::1]:5555";
+  tcp.remote = "[2001:db8::2]:41000";
+  dump.sockets = {listener, accepted, tcp};
+  for (const char* name : {"sockets.pb", "sockets.json"}) {
+    const std::string path = ::testing::TempDir() + name;
+    snapshot::write_file(path, std::vector<snapshot::NodeSnapshot>{node});
+    const auto back = snapshot::read_file(path);
+    std::remove(path.c_str());
+    ASSERT_EQ(back.size(), 1u);
+    const auto& sockets = back[0].processes.at(0).dump->sockets;
+    ASSERT_EQ(sockets.size(), 3u) << name;
+    EXPECT_EQ(sockets[0], listener) << name;
+    EXPECT_EQ(sockets[1].path, "@odd\xef\xbf\xbd") << name;
+    EXPECT_EQ(sockets[1].peer_inode, 4102u) << name;
+    EXPECT_EQ(sockets[2], tcp) << name;
+  }
 }
 
 TEST(SnapshotCodec, DecodedThreadsShareOneCopyOfAStackUntilChanged) {
@@ -221,7 +264,7 @@ TEST(SnapshotSchema, TheFlightRecordTravelsAsAMessage) {
   v1::NodeSnapshot wire;
   snapshot::encode(old.at(0), wire);
   EXPECT_EQ(wire.schema_major(), 2u);
-  EXPECT_EQ(wire.schema_minor(), 2u);
+  EXPECT_EQ(wire.schema_minor(), 3u);
   ASSERT_GT(wire.processes_size(), 0);
   for (const auto& p : wire.processes()) {
     EXPECT_TRUE(p.has_flight());

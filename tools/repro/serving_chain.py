@@ -8,7 +8,8 @@ Starts `python3 -m vllm.entrypoints.openai.api_server` (the API server: an async
 K request tasks run the chat-completions handler through AsyncLLM.generate and await their
 RequestOutputCollector) with tools/repro/sim first on PYTHONPATH. Its AsyncLLM starts the engine
 core (a multiprocessing 'spawn' child titled VLLM::EngineCore: EngineCoreProc.run_busy_loop,
-requests in and outputs out over pipes standing in for ZMQ sockets), whose MultiprocExecutor
+requests in and outputs out over the client's two ipc:// endpoints, unix stream sockets under
+the temp dir standing in for ZMQ's, which the engine core connects to), whose MultiprocExecutor
 starts N worker processes (VLLM::Worker_TP<t>: real gloo ranks with vLLM's groups, RPCs over the
 shared-memory broadcast ring, answers on each worker's own ring). At step S (default 2) worker
 R's KV connector never finishes saving (SharedStorageConnector.wait_for_save, after the forward);

@@ -164,6 +164,10 @@ struct ServingProcess {
   std::size_t stuck_requests = 0;    // of those, pending in its first sample too (same task)
   std::size_t output_handlers = 0;   // tasks that pull the engine's output (output_handler)
   std::string requests_wait_in;      // where the request tasks wait (their coroutine chain)
+  // api: how it is linked to its chain's engine cores: "connected to engine core node0 pid 900
+  // over ipc:///tmp/…" (a socket pair), "parent of engine core …"; "" when it serves every
+  // chain (linked to none)
+  std::string link;
 };
 
 // The chain from the front of a serving deployment to the workers it waits for: API servers →

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace hangscope::facts {
@@ -43,6 +44,17 @@ std::vector<NetworkInterface> network_interfaces(const std::string& proc_pid_dir
 
 // Socket inodes of the process's open files ("socket:[123]" links under PROC_PID/fd).
 std::set<std::uint64_t> socket_inodes(const std::string& proc_pid_dir);
+
+// The (fd, inode) of every socket under PROC_PID/fd, in fd order, one per inode (its first
+// descriptor), at most `max`; `left_out` counts the sockets past it. False when the directory
+// cannot be read.
+bool socket_descriptors(const std::string& proc_pid_dir, std::size_t max,
+                        std::vector<std::pair<int, std::uint64_t>>& out, std::size_t& left_out);
+
+// Every row of PROC_PID/net/tcp and tcp6 (the process's network namespace); what could not be
+// read or parsed is said in `notes`.
+std::vector<TcpSocket> read_tcp_tables(const std::string& proc_pid_dir,
+                                       std::vector<std::string>& notes);
 
 // Whether an interface name matches an NCCL/Gloo *_SOCKET_IFNAME value: comma-separated
 // prefixes, "=name" for exact names, a leading "^" to exclude.

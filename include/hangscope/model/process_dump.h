@@ -147,6 +147,26 @@ struct AsyncTask {
   std::vector<std::string> notes;  // what could not be read
 };
 
+// One socket the process holds open (docs/cli.md, "sockets"), described from outside: enough to
+// pair it with the other end held by another process (a unix peer's inode, a TCP connection's
+// two addresses), which is how the serving chain links an API server to its engine cores.
+struct Socket {
+  enum class Family { kUnix, kTcp };  // kTcp: IPv4 and IPv6
+  Family family = Family::kUnix;
+  int fd = -1;              // the first descriptor that holds it
+  std::uint64_t inode = 0;  // socket:[INODE]
+  std::string type;         // "stream" | "dgram" | "seqpacket"
+  // unix: "listen" | "connected" | "unconnected"; tcp: "established", "listen", "syn-sent", …
+  std::string state;
+  // unix: the bound name (an accepted socket carries its listener's): a path, or "@name" for an
+  // abstract name (its NUL bytes as '@', as ss prints them); "" when unnamed.
+  std::string path;
+  std::uint64_t peer_inode = 0;  // unix: the other end's inode (0: none, or unknown)
+  std::string local, remote;     // tcp: "10.0.0.1:5555", "[::1]:80"
+
+  bool operator==(const Socket&) const = default;
+};
+
 struct ProcessDump {
   pid_t pid = 0;
   std::string command;                // comm of the process
@@ -161,6 +181,9 @@ struct ProcessDump {
   // asyncio tasks of every event loop (hangscope dump --tasks; captured by agents); empty when
   // asyncio was never imported or tasks were not asked for.
   std::vector<AsyncTask> tasks;
+  // The unix and TCP sockets it holds (live captures; at most capture::kMaxSockets, a note when
+  // more).
+  std::vector<Socket> sockets;
 };
 
 // How a local that is a known process group shows in a frame's locals: "<process group NAME>".

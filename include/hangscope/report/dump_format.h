@@ -25,6 +25,11 @@ std::string task_state_name(model::AsyncTask::State state);
 std::string task_to_text(const model::AsyncTask& task, const model::ProcessDump& dump,
                          const std::string& indent);
 nlohmann::json task_to_json(const model::AsyncTask& task);
+// One socket: {"fd", "inode", "family" ("unix" | "tcp"), "type", "state", and "path",
+// "peer_inode" (unix) or "local", "remote" (tcp)}.
+nlohmann::json socket_to_json(const model::Socket& socket);
+// One socket for people: "fd 7 unix stream connected /tmp/x.ipc, peer inode 4242 (inode 4241)".
+std::string socket_to_text(const model::Socket& socket);
 // A group's global ranks, compressed: "0-7", "0,2,4,6".
 std::string group_ranks_text(const model::ProcessGroupState& group);
 

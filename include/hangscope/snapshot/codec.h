@@ -15,7 +15,8 @@ class NodeSnapshot;
 namespace hangscope::snapshot {
 
 inline constexpr unsigned kSchemaMajor = 2;  // 2: shared stacks, facts and log lines
-inline constexpr unsigned kSchemaMinor = 2;  // 1: the flight record as a message; 2: tasks
+inline constexpr unsigned kSchemaMinor = 3;  // 1: the flight record as a message; 2: tasks;
+                                             // 3: sockets
 
 void encode(const snapshot::NodeSnapshot& node, v1::NodeSnapshot& out);
 

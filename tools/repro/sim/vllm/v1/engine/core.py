@@ -56,14 +56,19 @@ class EngineCoreProc(EngineCore):
         self.step_fn = self.step
 
     @staticmethod
-    def run_engine_core(vllm_config, input_conn, output_conn, dp_rank=0, local_dp_rank=0):
+    def run_engine_core(vllm_config, input_address, output_address, dp_rank=0, local_dp_rank=0):
         """The engine core process's entry point (a multiprocessing target started by the
         front end's client): titles the process VLLM::EngineCore, builds the engine (its
         MultiprocExecutor starts the workers), starts the socket threads, runs the busy loop.
-        Simulation: the ZMQ input and output sockets are the two ends of multiprocessing pipes,
-        vllm_config a dict (the parallel config and the scenario's stall)."""
+        It connects to the client's ipc:// input and output endpoints first (vLLM's startup
+        handshake). Simulation: the ZMQ sockets are unix stream sockets at those paths
+        (vllm.utils.make_zmq_socket), vllm_config a dict (the parallel config and the
+        scenario's stall)."""
         import setproctitle
+        from vllm.utils import make_zmq_socket
         setproctitle.setproctitle("VLLM::EngineCore")
+        input_conn = make_zmq_socket(input_address, bind=False)
+        output_conn = make_zmq_socket(output_address, bind=False)
         from vllm.v1.core.sched.scheduler import Scheduler
         from vllm.v1.executor.multiproc_executor import MultiprocExecutor
         executor = MultiprocExecutor(vllm_config)

@@ -3,12 +3,15 @@
 AsyncMPClient starts the engine core (vLLM's CoreEngineProcManager: a multiprocessing 'spawn'
 Process running EngineCoreProc.run_engine_core), sends requests on its input socket and reads
 its outputs from its output socket in a background task (process_outputs_socket) into an
-asyncio.Queue that the output handler awaits (get_output_async). Simulation: the ZMQ sockets
-are multiprocessing pipes; the output pipe is read when the event loop says it is readable.
+asyncio.Queue that the output handler awaits (get_output_async). As in vLLM, the client binds
+both sockets on ipc:// endpoints and the engine core connects to them. Simulation: no pyzmq:
+each is a unix stream socket at the endpoint's path carrying pickled messages
+(vllm.utils.make_zmq_socket); the output socket is read when the event loop says it is readable.
 """
 import asyncio
 import multiprocessing
 
+from vllm.utils import accept_zmq_peer, get_open_zmq_ipc_path, make_zmq_socket
 from vllm.v1.engine import EngineCoreRequestType
 
 
@@ -19,15 +22,18 @@ class AsyncMPClient:
         """Starts the engine core process with its input and output sockets."""
         from vllm.v1.engine.core import EngineCoreProc
         context = multiprocessing.get_context("spawn")
-        engine_input, self.input_socket = context.Pipe(duplex=False)
-        self.output_socket, engine_output = context.Pipe(duplex=False)
+        input_address = get_open_zmq_ipc_path()
+        output_address = get_open_zmq_ipc_path()
+        input_listener = make_zmq_socket(input_address, bind=True)
+        output_listener = make_zmq_socket(output_address, bind=True)
         self.proc = context.Process(target=EngineCoreProc.run_engine_core,
                                     name="EngineCore_DP0",
-                                    kwargs=dict(vllm_config=vllm_config, input_conn=engine_input,
-                                                output_conn=engine_output))
+                                    kwargs=dict(vllm_config=vllm_config,
+                                                input_address=input_address,
+                                                output_address=output_address))
         self.proc.start()
-        engine_input.close()
-        engine_output.close()
+        self.input_socket = accept_zmq_peer(input_listener)
+        self.output_socket = accept_zmq_peer(output_listener)
         self.outputs_queue = asyncio.Queue()
         self.queue_task = None
 

@@ -1,0 +1,197 @@
+// The socket reader's parts on bytes built by hand: sock_diag's unix answers (names, peers, an
+// abstract name, the end of the dump, a refusal, and answers cut short or malformed), and the
+// descriptors of this process's own sockets.
+#include "hangscope/capture/sockets.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <string>
+
+#include "hangscope/common/error.h"
+#include "hangscope/facts/network.h"
+
+namespace hangscope::capture {
+namespace {
+
+// Little helpers that append native-endian integers, as the kernel writes them.
+void put8(std::string& out, std::uint8_t v) {
+  out.push_back(static_cast<char>(v));
+}
+void put16(std::string& out, std::uint16_t v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+void put32(std::string& out, std::uint32_t v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+void pad4(std::string& out) {
+  while (out.size() % 4) out.push_back('\0');
+}
+
+// An rtattr: length (header included, padding not), type, payload, padding.
+std::string attribute(std::uint16_t type, const std::string& payload) {
+  std::string out;
+  put16(out, static_cast<std::uint16_t>(4 + payload.size()));
+  put16(out, type);
+  out += payload;
+  pad4(out);
+  return out;
+}
+
+// A netlink message: nlmsghdr (length, type, flags, sequence, port) and its body.
+std::string message(std::uint16_t type, const std::string& body) {
+  std::string out;
+  put32(out, static_cast<std::uint32_t>(16 + body.size()));
+  put16(out, type);
+  put16(out, 2);  // NLM_F_MULTI
+  put32(out, 1);
+  put32(out, 0);
+  out += body;
+  pad4(out);
+  return out;
+}
+
+// unix_diag_msg: family, type, state, pad, inode, cookie[2]; then its attributes.
+std::string unix_message(std::uint8_t type, std::uint8_t state, std::uint32_t inode,
+                         const std::string& attributes) {
+  std::string body;
+  put8(body, 1);  // AF_UNIX
+  put8(body, type);
+  put8(body, state);
+  put8(body, 0);
+  put32(body, inode);
+  put32(body, 0x1234);
+  put32(body, 0);
+  return message(20, body + attributes);  // SOCK_DIAG_BY_FAMILY
+}
+
+std::string peer(std::uint32_t inode) {
+  std::string payload;
+  put32(payload, inode);
+  return attribute(2, payload);  // UNIX_DIAG_PEER
+}
+
+std::string name(const std::string& sun_path) {
+  return attribute(0, sun_path);  // UNIX_DIAG_NAME
+}
+
+std::string done() {
+  std::string body;
+  put32(body, 0);
+  return message(3, body);  // NLMSG_DONE
+}
+
+TEST(UnixDiag, NamesTypesStatesAndPeersAreRead) {
+  const std::string path = std::string("/tmp/a7f3-input.ipc") + '\0';
+  const std::string bytes =
+      unix_message(1, 10, 4100, name(path)) +              // a listener on a path
+      unix_message(1, 1, 4101, name(path) + peer(4102)) +  // the accepted end
+      unix_message(1, 1, 4102, peer(4101)) +               // the client, unnamed
+      unix_message(5, 1, 4103, name(std::string("\0vllm\0x", 7)) + attribute(7, "zzzz")) +
+      unix_message(2, 7, 4104, "") + done();
+  const auto answer = parse_unix_diag(bytes);
+  EXPECT_TRUE(answer.done);
+  ASSERT_EQ(answer.sockets.size(), 5u);
+  EXPECT_EQ(answer.sockets[0].inode, 4100u);
+  EXPECT_EQ(answer.sockets[0].state, "listen");
+  EXPECT_EQ(answer.sockets[0].type, "stream");
+  EXPECT_EQ(answer.sockets[0].path, "/tmp/a7f3-input.ipc");
+  EXPECT_EQ(answer.sockets[0].peer_inode, 0u);
+  EXPECT_EQ(answer.sockets[1].state, "connected");
+  EXPECT_EQ(answer.sockets[1].path, "/tmp/a7f3-input.ipc");
+  EXPECT_EQ(answer.sockets[1].peer_inode, 4102u);
+  EXPECT_EQ(answer.sockets[2].path, "");
+  EXPECT_EQ(answer.sockets[2].peer_inode, 4101u);
+  EXPECT_EQ(answer.sockets[3].type, "seqpacket");
+  EXPECT_EQ(answer.sockets[3].path, "@vllm@x");  // abstract, its NULs as '@'; unknown attr skipped
+  EXPECT_EQ(answer.sockets[4].type, "dgram");
+  EXPECT_EQ(answer.sockets[4].state, "unconnected");
+  for (const auto& s : answer.sockets) EXPECT_EQ(s.family, model::Socket::Family::kUnix);
+}
+
+TEST(UnixDiag, AnAnswerWithoutItsEndIsNotDone) {
+  const auto answer = parse_unix_diag(unix_message(1, 1, 7, peer(8)));
+  EXPECT_FALSE(answer.done);
+  ASSERT_EQ(answer.sockets.size(), 1u);
+  EXPECT_EQ(answer.sockets[0].peer_inode, 8u);
+  EXPECT_TRUE(parse_unix_diag("").sockets.empty());
+}
+
+TEST(UnixDiag, MessagesCutShortOrMalformedAreErrorsNamingTheOffset) {
+  const std::string whole = unix_message(1, 1, 7, peer(8));
+  const std::string two = whole + whole;
+  // Cut inside the second message's header, inside its body, and inside its attribute.
+  for (std::size_t cut : {whole.size() + 10, whole.size() + 20, two.size() - 2}) {
+    try {
+      parse_unix_diag(two.substr(0, cut));
+      ADD_FAILURE() << "cut at " << cut << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("at byte " + std::to_string(whole.size())),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  // A message shorter than unix_diag_msg, an attribute longer than its message, a length
+  // shorter than the netlink header.
+  EXPECT_THROW(parse_unix_diag(message(20, "abcd")), Error);
+  std::string long_attribute;
+  put16(long_attribute, 200);
+  put16(long_attribute, 2);
+  put32(long_attribute, 9);
+  EXPECT_THROW(parse_unix_diag(unix_message(1, 1, 7, long_attribute)), Error);
+  std::string short_length = whole;
+  short_length[0] = 4;
+  short_length[1] = short_length[2] = short_length[3] = 0;
+  EXPECT_THROW(parse_unix_diag(short_length), Error);
+}
+
+TEST(UnixDiag, ARefusalCarriesItsErrno) {
+  std::string body;
+  put32(body, static_cast<std::uint32_t>(-EPERM));
+  try {
+    parse_unix_diag(message(2, body));  // NLMSG_ERROR
+    ADD_FAILURE() << "a refusal accepted";
+  } catch (const SystemError& e) {
+    EXPECT_EQ(e.error_number(), EPERM);
+  }
+}
+
+TEST(UnixDiag, SocketNamesFromSunPath) {
+  EXPECT_EQ(unix_socket_name(std::string("/run/x.sock\0\0", 13)), "/run/x.sock");
+  EXPECT_EQ(unix_socket_name(std::string("\0abc", 4)), "@abc");
+  EXPECT_EQ(unix_socket_name(""), "");
+  EXPECT_EQ(unix_socket_name("\xff\xfe/p"), "\xff\xfe/p");  // bytes kept; encoders make them UTF-8
+}
+
+// This process's own socket pair: both descriptors, in fd order, one per inode, and the cap.
+TEST(SocketDescriptors, OwnSocketsAreListedInFdOrderAndCapped) {
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);
+  const int copy = ::dup(pair[0]);
+  std::vector<std::pair<int, std::uint64_t>> held;
+  std::size_t left_out = 0;
+  ASSERT_TRUE(facts::socket_descriptors("/proc/self", 4096, held, left_out));
+  EXPECT_EQ(left_out, 0u);
+  int seen = 0;
+  for (std::size_t i = 0; i < held.size(); ++i) {
+    if (i > 0) {
+      EXPECT_LT(held[i - 1].first, held[i].first);
+    }
+    if (held[i].first == pair[0] || held[i].first == pair[1]) ++seen;
+    EXPECT_NE(held[i].first, copy);  // the dup'ed descriptor is the same socket
+  }
+  EXPECT_EQ(seen, 2);
+  std::vector<std::pair<int, std::uint64_t>> one;
+  ASSERT_TRUE(facts::socket_descriptors("/proc/self", 1, one, left_out));
+  EXPECT_EQ(one.size(), 1u);
+  EXPECT_EQ(left_out, held.size() - 1);
+  EXPECT_FALSE(facts::socket_descriptors("/proc/no-such-process", 4096, one, left_out));
+  ::close(copy);
+  ::close(pair[0]);
+  ::close(pair[1]);
+}
+
+}  // namespace
+}  // namespace hangscope::capture
