@@ -12,10 +12,6 @@ namespace {
 constexpr std::size_t kMaxSetSlots = std::size_t{1} << 20;  // 1 Mi slots (16 MiB): > max_tasks
 constexpr int kMaxTypeDepth = 32;
 
-bool in_asyncio(const model::Frame& frame) {
-  return frame.file.find("/asyncio/") != std::string::npos;
-}
-
 // What `async for` (__anext__ / asend) and athrow / aclose return: an awaitable that drives its
 // async generator, whose frame the chain continues in.
 bool is_async_gen_step(std::string_view type) {
@@ -340,7 +336,7 @@ model::AsyncTask AsyncTaskReader::read_task(std::uint64_t task) {
   if (target != 0 && out.state == model::AsyncTask::State::kPending) {
     if (is_task(target)) {
       out.awaited_task = target;
-    } else if (!chain.empty() && in_asyncio(chain.front())) {
+    } else if (!chain.empty() && model::in_asyncio(chain.front())) {
       out.awaits = chain.front().qualname;  // "Event.wait", "Queue.get", "sleep", …
     } else {
       out.awaits = short_type(objects_.type_name(target).value_or("?"));
