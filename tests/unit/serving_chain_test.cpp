@@ -637,9 +637,10 @@ std::vector<model::Frame> sglang_health_check_only() {
 
 // A two-node SGLang deployment as it really looks (tools/repro/sglang_serving.py): node0's HTTP
 // server whose /generate handlers await the TokenizerManager's async generator (their
-// coroutine chain ends in the handler), its schedulers TP0-1; node1's launcher serving only
-// /health, its schedulers TP2-3, TP3 stuck. The handlers are the request tasks, the chain
-// names scheduler rank 3, and node1's launcher is no API server.
+// chain ending in the handler, as a snapshot without the async generator's frames has it), its
+// schedulers TP0-1; node1's launcher serving only /health, its schedulers TP2-3, TP3 stuck. The
+// handlers are the request tasks, the chain names scheduler rank 3, and node1's launcher is no API
+// server.
 TEST(ServingChain, SglangTwoNodesHandlersAwaitTheGeneratorAndTheOtherLauncherIsNoApiServer) {
   JobBuilder b(4, "198.51.100.1:5000");
   b.parent(kApiPid);
