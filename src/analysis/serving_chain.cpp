@@ -58,7 +58,7 @@ const std::vector<FramePattern>& request_frames() {
       {"sglang/srt/managers/tokenizer_manager.py",
        {"_wait_one_response", "generate_request", "_handle_batch_request"}},
       // SGLang's handlers take the tokenizer manager's outputs from its async generator
-      // (`await generate_request(...).__anext__()`, `async for`): the chain ends in them.
+      // (`await generate_request(...).__anext__()`, `async for`); the chain goes on into it.
       {"sglang/srt/entrypoints/http_server.py",
        {"generate_request", "openai_v1_completions", "openai_v1_chat_completions", "v1_completions",
         "v1_chat_completions"}},
@@ -231,6 +231,15 @@ void measure(const Bundle& bundle, const std::string& node, const waits::WaitPoi
   s.progress = progress.detail;
 }
 
+// A task's innermost coroutine frame that is not asyncio's own code (its innermost frame when
+// all are); nullptr when it has none.
+const Frame* innermost_own_frame(const model::AsyncTask& task) {
+  for (const auto& f : task.coroutine) {
+    if (!model::in_asyncio(f)) return &f;
+  }
+  return task.coroutine.empty() ? nullptr : &task.coroutine.front();
+}
+
 // The request tasks of an API server, and which of them were pending in its first sample too.
 void read_tasks(const Bundle& bundle, const std::string& node, ServingProcess& s) {
   const auto& dump = s.process->dump;
@@ -254,10 +263,11 @@ void read_tasks(const Bundle& bundle, const std::string& node, ServingProcess& s
     if (find_frame(task.coroutine, request_frames()) == nullptr) continue;
     ++s.pending_requests;
     if (!several || first_pending.count(task.address)) ++s.stuck_requests;
-    // Where it waits: the innermost frame, and the engine client's frame when that is another.
-    std::string where = task.coroutine.empty() ? "?" : place(task.coroutine.front());
-    if (const auto* f = find_frame(task.coroutine, client_frames());
-        f != nullptr && f != &task.coroutine.front()) {
+    // Where it waits: the innermost frame outside asyncio (`awaits` names asyncio's: Event.wait),
+    // and the engine client's frame when that is another.
+    const Frame* inner = innermost_own_frame(task);
+    std::string where = inner == nullptr ? "?" : place(*inner);
+    if (const auto* f = find_frame(task.coroutine, client_frames()); f != nullptr && f != inner) {
       where += " <- " + place(*f);
     }
     if (!task.awaits.empty()) where += ", awaiting " + task.awaits;

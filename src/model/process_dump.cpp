@@ -7,6 +7,10 @@ const std::vector<Frame>& FrameList::vector() const {
   return frames_ ? *frames_ : kNoFrames;
 }
 
+bool in_asyncio(const Frame& frame) {
+  return frame.kind == Frame::Kind::kPython && frame.file.find("/asyncio/") != std::string::npos;
+}
+
 std::vector<Frame>& FrameList::edit() {
   if (!frames_) {
     frames_ = std::make_shared<std::vector<Frame>>();

@@ -12,8 +12,10 @@ namespace {
 constexpr std::size_t kMaxSetSlots = std::size_t{1} << 20;  // 1 Mi slots (16 MiB): > max_tasks
 constexpr int kMaxTypeDepth = 32;
 
-bool in_asyncio(const model::Frame& frame) {
-  return frame.file.find("/asyncio/") != std::string::npos;
+// What `async for` (__anext__ / asend) and athrow / aclose return: an awaitable that drives its
+// async generator, whose frame the chain continues in.
+bool is_async_gen_step(std::string_view type) {
+  return type == "async_generator_asend" || type == "async_generator_athrow";
 }
 
 // "Future" for "_asyncio.Future"; a Python class's name as it is ("_GatheringFuture").
@@ -220,9 +222,31 @@ std::uint64_t AsyncTaskReader::yield_from(std::uint64_t gen, std::uint64_t frame
   return stack_top(frame);
 }
 
+std::optional<std::pair<std::uint64_t, int>> AsyncTaskReader::generator_frame(std::uint64_t gen) {
+  const auto& a = *asyncio_;
+  std::uint64_t frame = 0;
+  int state = 0;
+  switch (a.coroutine_frame) {
+    case CoroutineFrame::kFrameObject: {
+      const auto pointer = objects_.read_field(gen, *a.gen_frame_object);
+      if (!pointer || *pointer == 0) return std::nullopt;  // finished: the frame is gone
+      frame = *pointer;
+      state = objects_.read_field(frame, *a.frame_object_state).value_or(a.state_executing + 1);
+      break;
+    }
+    case CoroutineFrame::kEmbedded:
+      frame = gen + a.gen_iframe;
+      state = objects_.read_field(gen, *a.gen_frame_state).value_or(a.state_executing + 1);
+      break;
+  }
+  if (state > a.state_executing) return std::nullopt;  // finished
+  return std::make_pair(frame, state);
+}
+
 std::uint64_t AsyncTaskReader::follow_chain(std::uint64_t object, std::vector<model::Frame>& frames,
                                             bool* executing, std::vector<std::string>& notes) {
   const auto& a = *asyncio_;
+  std::string driven_by;  // the async generator step that led to `object`, if one did
   for (std::size_t depth = 0; depth < options_.max_chain; ++depth) {
     if (!objects_.plausible(object)) return 0;
     const auto type = objects_.type_name(object).value_or("");
@@ -230,23 +254,28 @@ std::uint64_t AsyncTaskReader::follow_chain(std::uint64_t object, std::vector<mo
       const auto future = objects_.read_field(object, a.future_iter_future);
       return future && objects_.plausible(*future) ? *future : 0;
     }
-    if (type != "coroutine" && type != "generator") return object;  // another awaitable
-    std::uint64_t frame = 0;
-    int state = 0;
-    switch (a.coroutine_frame) {
-      case CoroutineFrame::kFrameObject: {
-        const auto pointer = objects_.read_field(object, *a.gen_frame_object);
-        if (!pointer || *pointer == 0) return 0;  // finished: the frame is gone
-        frame = *pointer;
-        state = objects_.read_field(frame, *a.frame_object_state).value_or(a.state_executing + 1);
-        break;
+    if (is_async_gen_step(type)) {  // `async for`, asend, athrow, aclose: the generator it drives
+      const auto generator = objects_.read_field(object, a.async_gen_step_gen);
+      if (!generator || !objects_.plausible(*generator)) {
+        notes.push_back("the async generator of an " + type + " could not be read");
+        return object;
       }
-      case CoroutineFrame::kEmbedded:
-        frame = object + a.gen_iframe;
-        state = objects_.read_field(object, *a.gen_frame_state).value_or(a.state_executing + 1);
-        break;
+      driven_by = type;
+      object = *generator;
+      continue;
     }
-    if (state > a.state_executing) return 0;  // finished
+    if (type != "coroutine" && type != "generator" && type != "async_generator") {
+      return object;  // another awaitable (an async_generator_wrapped_value, a Python object, …)
+    }
+    const auto suspended = generator_frame(object);
+    if (!suspended) {  // finished: an asend/athrow that is awaited does not drive one
+      if (!driven_by.empty()) {
+        notes.push_back("the async generator that an " + driven_by + " drives has finished");
+      }
+      return 0;
+    }
+    const auto [frame, state] = *suspended;
+    driven_by.clear();
     const auto py = frames_.read_frame(frame);
     if (!py) {
       notes.push_back("a coroutine's frame could not be read (" + type + ")");
@@ -307,7 +336,7 @@ model::AsyncTask AsyncTaskReader::read_task(std::uint64_t task) {
   if (target != 0 && out.state == model::AsyncTask::State::kPending) {
     if (is_task(target)) {
       out.awaited_task = target;
-    } else if (!chain.empty() && in_asyncio(chain.front())) {
+    } else if (!chain.empty() && model::in_asyncio(chain.front())) {
       out.awaits = chain.front().qualname;  // "Event.wait", "Queue.get", "sleep", …
     } else {
       out.awaits = short_type(objects_.type_name(target).value_or("?"));

@@ -1,11 +1,13 @@
 // asyncio tasks read from a live process's memory (python/async_tasks), against what the
 // interpreter itself reports: tests/fixtures/python/asyncio_target.py holds nested awaits,
 // tasks awaiting tasks, futures, an Event, a gather, a TaskGroup, eager, finished, cancelled,
-// named and unnamed tasks, a few thousand more, a task that runs on a second thread's loop and
-// one of a loop no thread runs. After hangscope has read it, it walks its own registries and
-// each task's cr_await chain and writes them as JSON; every task must agree, one by one (name,
-// state, loop and its thread, running, each coroutine's function, file and line, what it
-// awaits). On every CPython 3.10+ of the machine, and on uvloop (Debian's python3-uvloop).
+// named and unnamed tasks, tasks inside async generators (nested `async for`, asend, athrow,
+// aclose), a few thousand more, a task that runs on a second thread's loop and one of a loop no
+// thread runs. After hangscope has read it, it walks its own registries and each task's
+// cr_await chain (through the async generator each asend/athrow drives) and writes them as JSON;
+// every task must agree, one by one (name, state, loop and its thread, running, each coroutine's
+// function, file and line, what it awaits). On every CPython 3.10+ of the machine, and on uvloop
+// (Debian's python3-uvloop).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -173,8 +175,9 @@ TEST_P(AsyncioTasks, EveryTaskIsWhatTheInterpreterReports) {
     ++seen[name.rfind("Task-", 0) == 0 ? "unnamed" : name];
   }
   // The kinds of tasks the fixture makes were all there, read right.
-  std::vector<std::string> kinds = {"nested",    "on-event",      "on-gather", "finished",
-                                    "cancelled", "never-started", "unnamed"};
+  std::vector<std::string> kinds = {"nested",     "on-event",      "on-gather",   "finished",
+                                    "cancelled",  "never-started", "unnamed",     "agen-nested",
+                                    "agen-queue", "agen-asend",    "agen-athrow", "agen-aclose"};
   const auto& version = report["python"];
   if (version[1].get<int>() >= 11) kinds.push_back("group-parent");
   if (version[1].get<int>() >= 12) kinds.push_back("eager-parked");
@@ -194,6 +197,20 @@ TEST_P(AsyncioTasks, EveryTaskIsWhatTheInterpreterReports) {
   EXPECT_EQ(running, 1u) << "the spinning task";
   EXPECT_EQ(eager_running, version[1].get<int>() >= 12 ? 1u : 0u) << "the spinner starts eagerly";
   EXPECT_EQ(without_thread, 1u) << "only the never-run loop's task has no thread";
+
+  // No async generator step leaves a note. `async for` two deep: the chain goes on into both async
+  // generators' frames, down to the one that awaits the Future (the comparison above checks each
+  // frame's file and line).
+  for (const auto& task : dump.tasks) {
+    if (task.name.rfind("agen-", 0) == 0) {
+      EXPECT_TRUE(task.notes.empty()) << task.name << ": " << task.notes.front();
+    }
+    if (task.name != "agen-nested") continue;
+    ASSERT_EQ(task.coroutine.size(), 3u);
+    EXPECT_EQ(task.coroutine[0].function, "numbers");
+    EXPECT_EQ(task.coroutine[1].function, "doubled");
+    EXPECT_EQ(task.awaits, "Future");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Installed, AsyncioTasks, ::testing::ValuesIn(async_targets()),

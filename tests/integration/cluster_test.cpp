@@ -239,12 +239,21 @@ TEST(Cluster, ServingChainNamesTheStuckWorkerBehindTheApiServer) {
     EXPECT_EQ(chain["api_servers"][0]["pending_requests"], 37) << chain.dump(1);
     EXPECT_EQ(chain["api_servers"][0]["stuck_requests"], 37) << chain.dump(1);
     EXPECT_EQ(chain["api_servers"][0]["output_handlers"].get<int>() >= 1, true) << chain.dump(1);
-    // The request's coroutine chain ends where it iterates AsyncLLM.generate with `async for`:
-    // async generators are not followed yet (docs/python-capture.md, "asyncio tasks").
-    EXPECT_EQ(chain["api_servers"][0]["requests_wait_in"].get<std::string>().rfind(
-                  "OpenAIServingChat.chat_completion_full_generator (", 0),
-              0u)
-        << chain.dump(1);
+    // The request's coroutine chain goes on through the `async for` of
+    // chat_completion_full_generator into the async generator AsyncLLM.generate, where it awaits
+    // its RequestOutputCollector, parked in asyncio's Event.wait.
+    const std::string wait_in = chain["api_servers"][0]["requests_wait_in"];
+    EXPECT_EQ(wait_in.rfind("RequestOutputCollector.get (engine/output_processor.py:", 0), 0u)
+        << wait_in;
+    EXPECT_NE(wait_in.find(") <- AsyncLLM.generate (engine/async_llm.py:"), std::string::npos)
+        << wait_in;
+    EXPECT_TRUE(wait_in.ends_with("), awaiting Event.wait")) << wait_in;
+    // report.md's serving chain says it in the API server's link.
+    EXPECT_NE(md.str().find("request tasks awaiting the engine's output (37 pending in every "
+                            "sample) in " +
+                            wait_in + "; "),
+              std::string::npos)
+        << md.str();
     EXPECT_NE(summary.find("the API server (node0 pid " + std::to_string(api) +
                            ") has 37 request tasks awaiting the engine core's output"),
               std::string::npos)
@@ -321,8 +330,11 @@ TEST(Cluster, SglangTwoNodeServingNamesTheStuckScheduler) {
   EXPECT_EQ(server["pending_requests"], 23) << server.dump(1);
   EXPECT_EQ(server["stuck_requests"], 23) << server.dump(1);
   EXPECT_EQ(server["output_handlers"], 1) << server.dump(1);
-  // The handler's chain ends where it takes the tokenizer manager's async generator.
-  EXPECT_EQ(server["requests_wait_in"].get<std::string>().rfind("generate_request (", 0), 0u)
+  // The handler's chain goes on into the tokenizer manager's async generators (generate_request,
+  // then the `async for` over _wait_one_response), where it waits for its state's event.
+  EXPECT_EQ(server["requests_wait_in"].get<std::string>().rfind(
+                "TokenizerManager._wait_one_response (managers/tokenizer_manager.py:", 0),
+            0u)
       << server.dump(1);
   // report.md: the stuck scheduler first, the chain right after the verdict.
   std::ifstream md_file(d.bundle + "/report.md");

@@ -34,6 +34,7 @@ const std::string kModelRunner = kSite + "vllm/v1/worker/gpu_model_runner.py";
 const std::string kThreading = "/usr/lib/python3.12/threading.py";
 const std::string kQueue = "/usr/lib/python3.12/queue.py";
 const std::string kAsyncioQueues = "/usr/lib/python3.12/asyncio/queues.py";
+const std::string kAsyncioLocks = "/usr/lib/python3.12/asyncio/locks.py";
 const std::string kSelectors = "/usr/lib/python3.12/selectors.py";
 const std::string kBaseEvents = "/usr/lib/python3.12/asyncio/base_events.py";
 const std::string kTokenizerManager = kSite + "sglang/srt/managers/tokenizer_manager.py";
@@ -154,7 +155,8 @@ model::AsyncTask task(std::uint64_t address, std::string name, std::vector<model
 
 model::AsyncTask request_task(std::uint64_t address, int n) {
   return task(address, "Task-" + std::to_string(n),
-              {method("get", "RequestOutputCollector.get", kOutputProcessor, 55),
+              {method("wait", "Event.wait", kAsyncioLocks, 212),
+               method("get", "RequestOutputCollector.get", kOutputProcessor, 55),
                method("generate", "AsyncLLM.generate", kAsyncLlm, 330),
                method("chat_completion_full_generator",
                       "OpenAIServingChat.chat_completion_full_generator", kServingChat, 1190),
@@ -317,7 +319,8 @@ TEST(ServingChain, TheTopVerdictNamesTheStuckWorkerBehindTheApiServersRequests) 
       chain.links[0].find("API server (node0 pid 800): 39 asyncio tasks, 37 request tasks "
                           "awaiting the engine's output (37 pending in every sample) in "
                           "RequestOutputCollector.get (vllm/v1/engine/output_processor.py:55) "
-                          "<- AsyncLLM.generate (vllm/v1/engine/async_llm.py:330)"),
+                          "<- AsyncLLM.generate (vllm/v1/engine/async_llm.py:330), awaiting "
+                          "Event.wait; "),
       std::string::npos)
       << chain.links[0];
   EXPECT_NE(chain.links[1].find("engine core (node0 pid 900, VLLM::EngineCore): blocked, a step in "
@@ -587,7 +590,7 @@ TEST(ServingChain, SglangRequestTasksLeadToTheStuckScheduler) {
     for (int i = 0; i < 4; ++i) {
       tasks.push_back(task(
           0x7f0000e00000 + 0x1000 * static_cast<std::uint64_t>(i), "Task-" + std::to_string(i + 9),
-          {method("wait", "Event.wait", "/usr/lib/python3.12/asyncio/locks.py", 212),
+          {method("wait", "Event.wait", kAsyncioLocks, 212),
            method("_wait_one_response", "TokenizerManager._wait_one_response", kTokenizerManager,
                   926),
            method("generate_request", "TokenizerManager.generate_request", kTokenizerManager, 640)},
@@ -610,6 +613,11 @@ TEST(ServingChain, SglangRequestTasksLeadToTheStuckScheduler) {
   ASSERT_EQ(a.serving.size(), 1u);
   EXPECT_EQ(a.serving[0].framework, "sglang");
   EXPECT_EQ(a.serving[0].job_link, "the API server's child processes");
+  // Where its requests wait: their own innermost frame (asyncio's Event.wait is what they await).
+  ASSERT_EQ(a.serving[0].api_servers.size(), 1u);
+  EXPECT_EQ(a.serving[0].api_servers[0].requests_wait_in,
+            "TokenizerManager._wait_one_response (sglang/srt/managers/tokenizer_manager.py:926), "
+            "awaiting Event.wait");
 }
 
 model::Socket unix_socket(std::uint64_t inode, std::uint64_t peer, std::string path = "") {
@@ -821,9 +829,10 @@ std::vector<model::Frame> sglang_health_check_only() {
 
 // A two-node SGLang deployment as it really looks (tools/repro/sglang_serving.py): node0's HTTP
 // server whose /generate handlers await the TokenizerManager's async generator (their
-// coroutine chain ends in the handler), its schedulers TP0-1; node1's launcher serving only
-// /health, its schedulers TP2-3, TP3 stuck. The handlers are the request tasks, the chain
-// names scheduler rank 3, and node1's launcher is no API server.
+// chain ending in the handler, as a snapshot without the async generator's frames has it), its
+// schedulers TP0-1; node1's launcher serving only /health, its schedulers TP2-3, TP3 stuck. The
+// handlers are the request tasks, the chain names scheduler rank 3, and node1's launcher is no API
+// server.
 TEST(ServingChain, SglangTwoNodesHandlersAwaitTheGeneratorAndTheOtherLauncherIsNoApiServer) {
   JobBuilder b(4, "198.51.100.1:5000");
   b.parent(kApiPid);

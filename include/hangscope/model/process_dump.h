@@ -34,6 +34,10 @@ struct Frame {
   bool operator==(const Frame&) const = default;
 };
 
+// A Python frame of asyncio's own code (a file under …/asyncio/): the function an asyncio task
+// is parked in (Event.wait, Queue.get, sleep), which AsyncTask::awaits names.
+bool in_asyncio(const Frame& frame);
+
 // The frames of one stack view, innermost first. Copies share one immutable vector, so the
 // thousands of threads of a large job that stand in the same stack hold it once (decoding a
 // 32,768-rank snapshot set gives each distinct stack one vector); `edit()` copies first when

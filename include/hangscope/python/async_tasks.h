@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hangscope/model/process_dump.h"
@@ -65,10 +66,14 @@ class AsyncTaskReader {
   std::optional<std::uint64_t> running_loop(std::uint64_t tstate);
   model::AsyncTask read_task(std::uint64_t task);
   std::string task_name(std::uint64_t name);
-  // Appends the coroutine chain from `coro` (outermost first) to frames; returns the object
+  // Appends the coroutine chain from `coro` (outermost first) to frames, through the async
+  // generators that `async for`, asend, athrow and aclose drive; returns the object
   // the innermost coroutine awaits (0: none), and sets *executing when a coroutine runs.
   std::uint64_t follow_chain(std::uint64_t coro, std::vector<model::Frame>& frames, bool* executing,
                              std::vector<std::string>& notes);
+  // The frame of a generator, coroutine or async generator and its state (PyFrameState);
+  // nullopt once it has finished.
+  std::optional<std::pair<std::uint64_t, int>> generator_frame(std::uint64_t gen);
   // The object a suspended generator awaits (its yield-from target), 0 when none.
   std::uint64_t yield_from(std::uint64_t gen, std::uint64_t frame, int state);
   std::uint64_t stack_top(std::uint64_t frame);

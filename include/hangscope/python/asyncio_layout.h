@@ -1,6 +1,7 @@
 // Where asyncio keeps its tasks, and where a coroutine keeps what it awaits, per CPython version:
-// the C _asyncio module's TaskObj and FutureIter, generator/coroutine objects and their frames,
-// the registries asyncio.tasks holds (3.14+: the task lists of thread and interpreter states, at
+// the C _asyncio module's TaskObj and FutureIter, generator/coroutine/async generator objects,
+// their frames and the awaitables an async generator's asend/athrow/aclose return, the
+// registries asyncio.tasks holds (3.14+: the task lists of thread and interpreter states, at
 // offsets _asyncio publishes in its .AsyncioDebug section), and where a thread's running loop
 // lives (docs/python-capture.md, "asyncio tasks").
 #pragma once
@@ -57,7 +58,8 @@ struct AsyncioLayout {
   int state_executing = 0;
   int state_suspended_yield_from = -1;  // YieldFromTest::kSuspendedState
 
-  // Generator / coroutine objects (PyGenObject, PyCoroObject: the same head)
+  // Generator / coroutine / async generator objects (PyGenObject, PyCoroObject,
+  // PyAsyncGenObject: the same head)
   std::optional<FieldOffset<RemoteAddress>> gen_frame_object;  // kFrameObject: gi_frame
   std::optional<FieldOffset<RemoteAddress>> gen_code;          // kFrameObject: gi_code
   // 3.10: the code object has no co_qualname; the generator's gi_qualname names it.
@@ -99,6 +101,11 @@ struct AsyncioLayout {
   FieldOffset<RemoteAddress> task_name;  // a str, or an int until get_name() runs (3.12+)
   std::uint64_t task_node = 0;           // kThreadLists: the task's llist_node
   FieldOffset<RemoteAddress> future_iter_future{16};
+
+  // What `async for` (__anext__, asend) and athrow/aclose await: async_generator_asend
+  // (PyAsyncGenASend.ags_gen) and async_generator_athrow (PyAsyncGenAThrow.agt_gen), the async
+  // generator they drive; right after PyObject_HEAD on 3.10 to 3.14.
+  FieldOffset<RemoteAddress> async_gen_step_gen{16};
 };
 
 // The asyncio layout of the interpreter whose layout is given; nullopt for versions whose tasks
