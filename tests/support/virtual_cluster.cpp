@@ -1,7 +1,12 @@
 #include "virtual_cluster.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
 #include <fstream>
 
 #include "command.h"
@@ -12,9 +17,23 @@ namespace {
 
 const std::string kCluster = HANGSCOPE_SOURCE_DIR "/tools/testbed/cluster.sh";
 
+// One testbed per machine (one bridge, one subnet): ctest's RESOURCE_LOCK serializes the
+// clusters of one ctest run only; this flock also makes clusters of other build trees,
+// worktrees and direct runs of the test binaries wait (cluster.sh run takes the same lock).
+int lock_testbed() {
+  const char* path = std::getenv("HANGSCOPE_TESTBED_LOCK");
+  const int fd = ::open(path ? path : "/run/lock/hangscope-testbed.lock",
+                        O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return -1;  // no lock: as before, ctest's lock still holds within one run
+  while (::flock(fd, LOCK_EX) != 0 && errno == EINTR) {
+  }
+  return fd;
+}
+
 }  // namespace
 
-VirtualCluster::VirtualCluster(const ClusterOptions& options) : dir_(temp_path("cluster")) {
+VirtualCluster::VirtualCluster(const ClusterOptions& options)
+    : dir_(temp_path("cluster")), testbed_lock_(lock_testbed()) {
   const auto result = run_command(
       kCluster + " up --dir " + dir_ + " --nodes " + std::to_string(options.nodes) + " --ranks " +
       std::to_string(options.ranks_per_node) + " --diverged " + std::to_string(options.diverged) +
@@ -28,6 +47,7 @@ VirtualCluster::VirtualCluster(const ClusterOptions& options) : dir_(temp_path("
 VirtualCluster::~VirtualCluster() {
   run_command(kCluster + " down --dir " + dir_ + " 2>&1");
   run_command("rm -rf " + dir_);
+  if (testbed_lock_ >= 0) ::close(testbed_lock_);  // releases the flock
 }
 
 std::string VirtualCluster::agents() const {

@@ -43,6 +43,7 @@ class VirtualCluster {
  private:
   std::string dir_;
   bool up_ = false;
+  int testbed_lock_ = -1;  // the machine-wide testbed lock, held from up to down
 };
 
 }  // namespace hangscope::testing

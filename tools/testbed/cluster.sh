@@ -151,6 +151,12 @@ case "$action" in
   up) trap 'down' ERR; up ;;
   down) down ;;
   run)
+    # One testbed per machine (one bridge, one subnet): `run` holds the machine-wide lock from
+    # up to down, as tests/support/virtual_cluster.cpp does around its own up and down, so
+    # clusters of other build trees, worktrees or ctest runs wait instead of colliding.
+    lock=${HANGSCOPE_TESTBED_LOCK:-/run/lock/hangscope-testbed.lock}
+    exec 9>>"$lock"
+    flock 9
     trap 'down' EXIT
     up
     AGENTS=$(paste -sd, "$dir/agents") TOKEN_FILE="$dir/token" "${command[@]}"
