@@ -528,7 +528,10 @@ std::string label(const ServingProcess& s) {
   return name + " (" + who(s.node, *s.process) + (s.title.empty() ? "" : ", " + s.title) + ")";
 }
 
-std::string api_link(const ServingProcess& a) {
+// What an API server's request tasks and output handlers wait on: vLLM's engine core, SGLang's
+// schedulers (requests) and detokenizer (outputs).
+std::string api_link(const ServingProcess& a, const ServingChain& chain) {
+  const bool sglang = chain.framework == "sglang";
   std::string out = label(a) + ": ";
   if (a.tasks == 0) {
     return out + "its asyncio tasks were not read (no request count); its event loop waits in " +
@@ -536,13 +539,15 @@ std::string api_link(const ServingProcess& a) {
            (a.link.empty() ? "" : "; " + a.link);
   }
   out += std::to_string(a.tasks) + " asyncio tasks, " + std::to_string(a.pending_requests) +
-         " request task" + (a.pending_requests == 1 ? "" : "s") + " awaiting the engine's output";
+         " request task" + (a.pending_requests == 1 ? "" : "s") + " awaiting " +
+         (sglang ? "the schedulers' output" : "the engine's output");
   if (a.pending_requests > 0) {
     out += " (" + std::to_string(a.stuck_requests) + " pending in every sample) in " +
            a.requests_wait_in;
   }
   out += "; " + std::to_string(a.output_handlers) + " output handler task" +
-         (a.output_handlers == 1 ? "" : "s") + " pulling the engine core's outputs";
+         (a.output_handlers == 1 ? "" : "s") + " pulling " +
+         (sglang ? "the detokenizer's outputs" : "the engine core's outputs");
   if (!a.link.empty()) out += "; " + a.link;
   return out;
 }
@@ -629,7 +634,7 @@ void worker_links(const Job& job, ServingChain& chain) {
 }
 
 void describe(const std::vector<Job>& jobs, ServingChain& chain) {
-  for (const auto& a : chain.api_servers) chain.links.push_back(api_link(a));
+  for (const auto& a : chain.api_servers) chain.links.push_back(api_link(a, chain));
   for (const auto& c : chain.coordinators) {
     chain.links.push_back(label(c) + ": waits in " + c.wait.describe());
   }
@@ -899,7 +904,7 @@ std::optional<Verdict> worker_verdict(const ServingChain& chain, const Job& job,
   roots.insert(chain.roots - job.present);
   if (roots.empty()) return std::nullopt;  // the workers move: a slow server, not a stuck one
   Verdict v = base_verdict(chain);
-  v.title = "Requests are stuck behind a worker rank of the serving deployment";
+  v.title = "Requests are stuck behind a " + rank_noun(chain) + " rank of the serving deployment";
   v.confidence = generic ? generic->confidence : 0.75;
   v.diverged_ranks = roots;
   v.waiting_ranks = (generic ? generic->waiting_ranks : RankSet()) | (chain.awaited - roots);

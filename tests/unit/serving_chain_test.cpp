@@ -3,6 +3,7 @@
 // The front-end verdict names the stuck worker first; healthy servers get none.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <string>
@@ -613,6 +614,14 @@ TEST(ServingChain, SglangRequestTasksLeadToTheStuckScheduler) {
   ASSERT_EQ(a.serving.size(), 1u);
   EXPECT_EQ(a.serving[0].framework, "sglang");
   EXPECT_EQ(a.serving[0].job_link, "the API server's child processes");
+  // SGLang's words: schedulers, no engine core; outputs come back through the detokenizer.
+  EXPECT_EQ(top.title, "Requests are stuck behind a scheduler rank of the serving deployment");
+  const auto& links = a.serving[0].links;
+  EXPECT_TRUE(std::any_of(links.begin(), links.end(), [](const std::string& l) {
+    return l.find("4 request tasks awaiting the schedulers' output") != std::string::npos &&
+           l.find("pulling the detokenizer's outputs") != std::string::npos &&
+           l.find("engine") == std::string::npos;
+  })) << ::testing::PrintToString(links);
   // Where its requests wait: their own innermost frame (asyncio's Event.wait is what they await).
   ASSERT_EQ(a.serving[0].api_servers.size(), 1u);
   EXPECT_EQ(a.serving[0].api_servers[0].requests_wait_in,
