@@ -32,6 +32,8 @@ import subprocess
 import sys
 import time
 
+from process_group import kill_process_group, lead_process_group
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIM = os.path.join(HERE, "sim")
 
@@ -56,10 +58,7 @@ def main():
     args = parser.parse_args()
     if not 0 <= args.stuck_rank < args.tp or args.tp < 2:
         parser.error("--stuck-rank must be a rank of --tp (>= 2)")
-    try:
-        os.setpgid(0, 0)  # one group for the whole deployment: killed together
-    except PermissionError:
-        pass  # already a group (session) leader
+    lead_process_group()  # one group for the whole deployment: killed together
     before = set(glob.glob("/dev/shm/psm_*"))
     env = dict(os.environ)
     env["PYTHONPATH"] = SIM + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -74,17 +73,7 @@ def main():
     def stop(*_):
         """Kills every other process of this process group (the API server, the engine core,
         the workers), removes the rings they left in /dev/shm, exits."""
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        group = os.getpgid(0)
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) == os.getpid():
-                continue
-            try:
-                if os.getpgid(int(entry)) == group:
-                    os.kill(int(entry), signal.SIGKILL)
-            except OSError:
-                pass
+        kill_process_group()
         remove_rings(before)
         os._exit(0)
 

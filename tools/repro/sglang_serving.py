@@ -32,23 +32,15 @@ import subprocess
 import sys
 import time
 
+from process_group import kill_process_group, lead_process_group
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIM = os.path.join(HERE, "sim")
 
 
 def kill_group_and_exit(*_):
     """Kills every other process of this process group, then exits."""
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    group = os.getpgid(0)
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            if os.getpgid(int(entry)) == group:
-                os.kill(int(entry), signal.SIGKILL)
-        except OSError:
-            pass
+    kill_process_group()
     os._exit(0)
 
 
@@ -67,10 +59,7 @@ def main():
     stuck = args.tp - 1 if args.stuck_rank is None else args.stuck_rank
     if args.tp % args.nnodes or args.tp < 2 or not 0 <= stuck < args.tp:
         parser.error("--tp must be a multiple of --nnodes (>= 2), --stuck-rank one of its ranks")
-    try:
-        os.setpgid(0, 0)  # one group for the node's deployment: killed together
-    except PermissionError:
-        pass  # already a group (session) leader
+    lead_process_group()  # one group for the node's deployment: killed together
     env = dict(os.environ)
     env["PYTHONPATH"] = SIM + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
