@@ -204,11 +204,16 @@ void identify_from_own_logs(const std::vector<ProcessLogs>& processes) {
     for (const auto& log : *p.logs) ++writers[log.path];
   }
   for (const auto& p : processes) {
-    std::vector<std::string> lines;
+    std::vector<std::string> own, shared;
     for (const auto& log : *p.logs) {
-      if (writers[log.path] == 1) lines.insert(lines.end(), log.lines.begin(), log.lines.end());
+      auto& lines = writers[log.path] == 1 ? own : shared;
+      lines.insert(lines.end(), log.lines.begin(), log.lines.end());
     }
-    identify_from_log(lines, *p.identity);
+    identify_from_log(own, *p.identity);
+    // A log several processes write (a launcher's inherited stdout): its "world_size= rank="
+    // lines identify nobody, but vLLM's assignment lines name their rank, so a process whose
+    // rank is known still takes its dp/pp/tp from them.
+    if (p.identity->rank) coordinates_from_log(shared, *p.identity);
   }
 }
 

@@ -190,6 +190,17 @@ TEST(Identity, ALogSeveralProcessesWriteIdentifiesNone) {
   RankIdentity alone;
   identify_from_own_logs({{&shared, &alone}});
   EXPECT_EQ(alone.rank, 1);
+  // A rank known from elsewhere (its environment, its memory) still takes its coordinates from
+  // the shared log's assignment line that names it, and not another rank's.
+  RankIdentity worker1, worker3;
+  worker1.rank = 1;
+  worker3.rank = 3;
+  identify_from_own_logs({{&shared, &worker1}, {&shared, &worker3}, {&shared, &launcher}});
+  EXPECT_EQ(worker1.tp, 1);
+  EXPECT_EQ(worker1.pp, 0);
+  EXPECT_EQ(worker1.sources["tp"], "log");
+  EXPECT_FALSE(worker3.tp);
+  EXPECT_FALSE(launcher.tp);
 }
 
 }  // namespace

@@ -50,7 +50,8 @@ struct ProcessLogs {
 
 // identify_from_log on each process's own logs. A log file that several of the processes write
 // (a launcher's stdout its children inherit, `launch_server ... > server.log 2>&1`) does not say
-// which of them wrote a line: its lines identify none of them.
+// which of them wrote a line: its rank lines identify none of them; only a process whose rank
+// is already known takes its dp/pp/tp from the vLLM assignment line that names that rank.
 void identify_from_own_logs(const std::vector<ProcessLogs>& processes);
 
 // The key that groups ranks of one job: MASTER_ADDR:MASTER_PORT, else vLLM's DP master,
