@@ -45,16 +45,19 @@ end() {
   timings+=("$(printf '%5d s  %s' "$took" "$phase_name")")
   echo "=== run-tests.sh: $phase_name took ${took} s"
 }
-summary() {
-  local rc=$?
+summary() { # [EXIT_STATUS]: the script's, when a trap ran something before
+  local rc=${1:-$?}
   if [ "${#timings[@]}" -gt 0 ]; then
     echo "=== run-tests.sh: time per phase (total ${SECONDS} s)"
     printf '%s\n' "${timings[@]}"
     # .ci/run keeps each CI run's breakdown (HANGSCOPE_TIMINGS_FILE), also when a phase failed.
     if [ -n "${HANGSCOPE_TIMINGS_FILE:-}" ]; then
       {
-        echo "run-tests.sh: total ${SECONDS} s, exit $rc${phase_name:+, last phase: $phase_name}"
+        echo "run-tests.sh: total ${SECONDS} s, exit $rc"
         printf '%s\n' "${timings[@]}"
+        # The phase that failed, with the time it had run.
+        [ -n "$phase_name" ] &&
+          printf '%5d s  %s (failed)\n' $((SECONDS - phase_started)) "$phase_name"
       } >>"$HANGSCOPE_TIMINGS_FILE" 2>/dev/null || true
     fi
   fi
@@ -137,7 +140,7 @@ kill_tree() { # a process and everything below it, children first stopped from f
   kill -KILL "$1" 2>/dev/null || true
 }
 stop_background() { kill_tree "$background"; }
-trap 'stop_background; summary' EXIT
+trap 'rc=$?; stop_background; summary "$rc"' EXIT
 
 begin "build/: unit, integration, torch, cluster, slow, deploy tiers"
 (cd build && ctest --output-on-failure -j "$jobs" -L 'unit|integration|torch|cluster|slow|deploy')
