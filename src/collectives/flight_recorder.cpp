@@ -8,9 +8,13 @@
 #include <cctype>
 #include <cerrno>
 #include <limits>
+#include <new>
+#include <set>
+#include <stdexcept>
 #include <thread>
 
 #include "hangscope/collectives/torch_pickle.h"
+#include "hangscope/common/bounded_json.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
 
@@ -20,6 +24,28 @@ namespace {
 using nlohmann::json;
 
 constexpr std::size_t kMaxDumpBytes = 64u << 20;
+
+// The budget of a dump (docs/security.md, "Amplification"): what is kept of a JSON dump, and
+// what a pickle may decode to and expand to (torch_pickle.h). A real entry keeps 15 to 40
+// values (more with many tensors); 2,097,152 values are about 50 MiB of JSON.
+constexpr JsonLimits kDumpJson{64, 1u << 21, 256u << 20};
+constexpr PickleLimits kDumpPickle{256u << 20, 1u << 21, 256u << 20, 64};
+// pg_config's ranks, a list of numbers written as a string.
+constexpr JsonLimits kRanksJson{4, 1u << 20, 1u << 20};
+
+// The members of a dump this reader uses; the others (each entry's frames and durations, NCCL's
+// communicator state, …) are dropped before they are built, in both formats.
+bool used_member(const std::vector<std::string>& path) {
+  static const std::set<std::string, std::less<>> kTop = {"version", "rank", "pg_config",
+                                                          "pg_status", "entries"};
+  static const std::set<std::string, std::less<>> kEntry = {
+      "process_group",  "pg_id",  "collective_seq_id", "p2p_seq_id",
+      "profiling_name", "is_p2p", "input_sizes",       "input_dtypes",
+      "output_sizes",   "state",  "time_created_ns"};
+  if (path.size() == 1) return kTop.count(path[0]) != 0;
+  if (path.size() == 3 && path[0] == "entries" && path[1] == "*") return kEntry.count(path[2]) != 0;
+  return true;
+}
 
 // Flight recorder writes counters as numbers, some versions (and the JSON variant) as strings.
 std::optional<std::int64_t> integer(const json& j) {
@@ -46,8 +72,8 @@ std::vector<int> ranks_of(const json& j) {
   json list = j;
   if (j.is_string()) {
     try {
-      list = json::parse(j.get<std::string>());
-    } catch (const json::exception&) {
+      list = parse_json_within(j.get<std::string>(), kRanksJson);
+    } catch (const std::exception&) {  // not JSON, or past the limits: no ranks
       return {};
     }
   }
@@ -115,6 +141,12 @@ FlightRecord parse_flight_record(const std::string& bytes, std::size_t max_entri
     return parse_document(bytes, max_entries_per_group);
   } catch (const json::exception& e) {
     throw Error(std::string("malformed flight-recorder dump: ") + e.what());
+  } catch (const std::bad_alloc&) {
+    // The budgets keep a dump far below this; the last guard of the per-dump boundary.
+    throw Error("refused: out of memory while reading a dump of " + std::to_string(bytes.size()) +
+                " bytes");
+  } catch (const std::length_error& e) {
+    throw Error(std::string("refused: a size beyond what can be held (") + e.what() + ")");
   }
 }
 
@@ -125,13 +157,16 @@ FlightRecord parse_document(const std::string& bytes, std::size_t max_entries_pe
   json doc;
   if (!bytes.empty() && static_cast<unsigned char>(bytes[0]) == 0x80) {
     record.format = "pickle";
-    doc = unpickle_torch(bytes);
+    const Pickle pickle = decode_torch_pickle(bytes, kDumpPickle);
+    doc = PickleExpander(pickle, kDumpPickle).to_json(pickle.root(), used_member);
   } else {
     record.format = "json";
     try {
-      doc = json::parse(bytes);
+      doc = parse_json_within(bytes, kDumpJson, used_member);
     } catch (const json::parse_error& e) {
       throw Error(std::string("not a flight-recorder dump (neither pickle nor JSON): ") + e.what());
+    } catch (const Error& e) {
+      throw Error(std::string("JSON dump refused: ") + e.what());
     }
   }
   if (!doc.is_object() || !doc.contains("entries") || !doc["entries"].is_array()) {
@@ -232,15 +267,16 @@ std::optional<FlightRecord> read_flight_record(const std::string& root,
   }
   if (newest.empty()) return std::nullopt;
   FlightRecord record;
-  const auto read = read_file(root + newest, kMaxDumpBytes);
-  if (!read.text) {
-    record.error = errno_message("cannot read " + newest, read.error);
-  } else {
-    try {
+  try {
+    const auto read = read_file(root + newest, kMaxDumpBytes);
+    if (!read.text) {
+      record.error = errno_message("cannot read " + newest, read.error);
+    } else {
       record = parse_flight_record(*read.text);
-    } catch (const Error& e) {
-      record.error = newest + ": " + e.what();
     }
+  } catch (const std::exception& e) {  // the agent lives on: this dump is refused, not the rank
+    record = FlightRecord();
+    record.error = newest + ": " + e.what();
   }
   record.path = newest;
   record.rank = rank;

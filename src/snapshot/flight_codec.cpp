@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "hangscope/common/bounded_json.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/text.h"
 
@@ -97,11 +98,13 @@ collectives::FlightRecord decode_flight_json(const std::string& text) {
     r.error = valid_utf8(std::string("unreadable in the snapshot: ") + why);
     return r;
   };
+  // The compact record (collectives::to_json): a few levels deep; its size is the snapshot's.
+  constexpr JsonLimits kRecord{16, 1u << 22, 256u << 20};
   try {
-    return collectives::flight_record_from_json(nlohmann::json::parse(text));
+    return collectives::flight_record_from_json(parse_json_within(text, kRecord));
   } catch (const nlohmann::json::exception& e) {
     return unreadable(e.what());
-  } catch (const Error& e) {  // a number that is no 64-bit whole number
+  } catch (const Error& e) {  // past the limits, or a number that is no 64-bit whole number
     return unreadable(e.what());
   }
 }

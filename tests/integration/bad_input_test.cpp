@@ -2,6 +2,8 @@
 // code (never a crash, never 0 for input that could not be read) and a part of the one-line
 // message that names the input; no raw byte of a junk file reaches the terminal.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "command.h"
+#include "hostile_inputs.h"
 #include "target_process.h"
 
 namespace hangscope {
@@ -94,6 +97,17 @@ class BadInput : public ::testing::Test {
     ASSERT_EQ(testing::run_command("truncate -s 3M " + d + "/big.json && mkfifo " + d + "/fifo")
                   .exit_code,
               0);
+    // A job's flight-recorder dumps (rank 1 behind) and one hostile dump beside them: the memo
+    // bomb of issue 30 (12 KB of pickle, 1,000^6 values expanded), and JSON nested 100,000 deep.
+    const std::string dumps =
+        std::string(HANGSCOPE_SOURCE_DIR) + "/tests/fixtures/flight_recorder/postmortem/behind";
+    ASSERT_EQ(testing::run_command("mkdir -p " + d + "/fr-bomb " + d + "/fr-deep && cp " + dumps +
+                                   "/pickle/* " + d + "/fr-bomb/ && cp " + dumps + "/json/* " + d +
+                                   "/fr-deep/")
+                  .exit_code,
+              0);
+    write_bytes(d + "/fr-bomb/node-2.nccl_trace_rank_9", testing::memo_bomb_pickle());
+    write_bytes(d + "/fr-deep/node-2.nccl_trace_rank_9", testing::deep_json_dump(100'000));
   }
   static void TearDownTestSuite() {
     testing::run_command("rm -rf " + *dir_);
@@ -179,6 +193,11 @@ const Case kCases[] = {
     {"diagnose --cores {D} --flight-records {D} -o {D}/o_cf", 2,
      "--cores diagnoses core files alone"},
     {"diagnose --cores {D}/junk.json -o {D}/o_cj", 1, "{D}/junk.json: not an ELF file"},
+    // amplification (issue 30): the hostile dump is refused by name, the others make the report
+    {"diagnose --flight-records {D}/fr-bomb -o {D}/o_frb", 3,
+     "{D}/fr-bomb/node-2.nccl_trace_rank_9: pickle: more than 2097152 values to expand"},
+    {"diagnose --flight-records {D}/fr-deep -o {D}/o_frd", 3,
+     "{D}/fr-deep/node-2.nccl_trace_rank_9: JSON dump refused: nested deeper than 64 levels"},
     // collect
     {"collect --listen 127.0.0.1:99999", 2, "--listen '127.0.0.1:99999': port 99999 is outside"},
     {"collect --listen 127.0.0.1:abc", 2, "--listen '127.0.0.1:abc': port 'abc' is not a number"},
@@ -239,6 +258,55 @@ TEST_F(BadInput, JsonOutputsStayValidJson) {
   ASSERT_EQ(report.at("nodes").size(), 1u);
   EXPECT_EQ(report["nodes"][0]["status"], "error");
   EXPECT_NE(report["nodes"][0]["error"].get<std::string>().find(d + "/junk.pb"), std::string::npos);
+}
+
+// The peak resident set (KiB) of `command` run by the shell, or -1.
+long peak_rss_kib_of(const std::string& command) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", ("exec " + command + " >/dev/null 2>&1").c_str(), nullptr);
+    ::_exit(127);
+  }
+  int status = 0;
+  struct rusage usage {};
+  if (pid < 0 || ::wait4(pid, &status, 0, &usage) != pid) return -1;
+  return usage.ru_maxrss;
+}
+
+// A memo bomb among a job's dumps (issue 30: it allocated 2.8 GB in 5 s and aborted, with no
+// report): refused as that dump, with its reason in report.json; the four good dumps still name
+// rank 1, in bounded time and memory.
+TEST_F(BadInput, AMemoBombAmongTheDumpsIsRefusedAndTheOthersStillReport) {
+  const std::string& d = dir();
+  const auto started = std::chrono::steady_clock::now();
+  const auto result =
+      hangscope("diagnose --json --quiet --flight-records " + d + "/fr-bomb -o " + d + "/o_frb2");
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20));
+  ASSERT_EQ(result.exit_code, 3) << result.err;
+  EXPECT_NE(result.err.find(d + "/fr-bomb/node-2.nccl_trace_rank_9: pickle: more than"),
+            std::string::npos)
+      << result.err;
+  const auto report = nlohmann::json::parse(result.out);
+  ASSERT_FALSE(report.at("verdicts").empty());
+  EXPECT_EQ(report["verdicts"][0]["id"], "collective-behind");
+  EXPECT_EQ(report["verdicts"][0]["diverged_ranks"], nlohmann::json::array({1}));
+  int ok = 0;
+  bool bomb_named = false;
+  for (const auto& node : report.at("nodes")) {
+    if (node["status"] == "ok") ++ok;
+    if (node["status"] == "error") {
+      bomb_named = node["name"].get<std::string>().find("nccl_trace_rank_9") != std::string::npos &&
+                   node["error"].get<std::string>().find("memo bomb") != std::string::npos;
+    }
+  }
+  EXPECT_EQ(ok, 4);
+  EXPECT_TRUE(bomb_named) << report["nodes"].dump();
+  // Memory: the expansion stops at its budget (measured: about 250 MiB peak for the process).
+  const long peak =
+      peak_rss_kib_of(std::string(HANGSCOPE_BINARY) + " diagnose --quiet --flight-records " + d +
+                      "/fr-bomb/node-2.nccl_trace_rank_9 -o " + d + "/o_frb3");
+  ASSERT_GT(peak, 0);
+  EXPECT_LT(peak, 768 * 1024) << "peak RSS " << peak << " KiB";
 }
 
 // `dump` of its own process: ptrace cannot attach to the caller; the message says so instead
