@@ -7,7 +7,8 @@
 # target (or the named ones, e.g. `elf python_frames`) for SECONDS each (default 300), one
 # after the other. Each target starts from its kept seeds (tests/fuzz/corpus/<name>) and its
 # regressions, and keeps what it finds in build-fuzz/fuzz-work/<name>/corpus across runs;
-# crashes, leaks, timeouts (> 10 s per input) and out-of-memory (> 2 GiB) stop the target and
+# crashes, leaks, timeouts (> 10 s per input) and out-of-memory (> 2 GiB; per-target flags such
+# as -malloc_limit_mb in tests/fuzz/options/<name>) stop the target and
 # leave the reproducer in build-fuzz/fuzz-work/<name>/artifacts/. Prints per target:
 # executions, exec/s, corpus size, coverage, crashes; writes tools/fuzz/results.json (the
 # targets run this time replace their previous entries), which docs/reliability.md quotes.
@@ -54,10 +55,14 @@ for t in "${targets[@]}"; do
   dirs=("$work/corpus")
   if [ -d "tests/fuzz/regressions/$t" ]; then dirs+=("tests/fuzz/regressions/$t"); fi
   ls "$work/artifacts" | sort >"$work/artifacts.before"
+  options=()  # the target's own flags (tests/fuzz/options/README.md)
+  if [ -f "tests/fuzz/options/$t" ]; then
+    mapfile -t options < <(grep -v '^[[:space:]]*$' "tests/fuzz/options/$t")
+  fi
   status=0
   "build-fuzz/tests/fuzz/${t}_fuzz" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \
-    -print_final_stats=1 -artifact_prefix="$work/artifacts/" "${dirs[@]}" >"$work/log" 2>&1 ||
-    status=$?
+    -print_final_stats=1 "${options[@]}" -artifact_prefix="$work/artifacts/" "${dirs[@]}" \
+    >"$work/log" 2>&1 || status=$?
   # The last status line ("#123 ... cov: 10 ft: 20 corp: 5/1Kb exec/s: 99 ...") and the stats.
   last=$(grep -E '^#[0-9]+' "$work/log" | tail -n 1 || true)
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log")
