@@ -225,7 +225,8 @@ void in_parallel(std::size_t n, const std::function<void(std::size_t)>& work) {
 
 }  // namespace
 
-std::vector<std::string> attach_logs(Bundle& bundle, const std::vector<DumpFile>& logs) {
+std::vector<std::string> attach_logs(Bundle& bundle, const std::vector<DumpFile>& logs,
+                                     std::size_t* kept_bytes) {
   std::map<int, snapshot::ProcessRecord*> by_rank;
   for (auto& node : bundle.snapshots) {
     for (auto& p : node.processes) {
@@ -245,6 +246,9 @@ std::vector<std::string> attach_logs(Bundle& bundle, const std::vector<DumpFile>
       if (it == by_rank.end()) continue;
       it->second->logs.push_back(
           {valid_utf8(log.path), identity::interesting_lines(valid_utf8(text))});
+      if (kept_bytes != nullptr) {
+        for (const auto& line : it->second->logs.back().lines) *kept_bytes += line.size();
+      }
       used = true;
     }
     if (!used) {

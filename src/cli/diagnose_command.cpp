@@ -7,6 +7,7 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <thread>
 
 #include "hangscope/agent/agent.h"
@@ -251,17 +252,33 @@ analysis::DumpFile read_log_tail(const std::string& path, std::size_t max_bytes)
   return out;
 }
 
-// The dead job's logs (--log GLOB), matched to the dumps' ranks for the signature rules.
+// The dead job's logs (--log GLOB), matched to the dumps' ranks for the signature rules. One log
+// at a time (the last 4 MiB of it, which reading costs up to ~20 times until its lines are
+// picked), so a glob of thousands of files never holds more than one; the lines kept across
+// logs are bounded too: past 256 MiB, further logs are refused by name. A log that cannot be
+// held is refused alone.
 void attach_job_logs(const DiagnoseArguments& args, analysis::Bundle& bundle,
                      const Progress& progress) {
   constexpr std::size_t kLogTail = std::size_t{4} << 20;
-  std::vector<analysis::DumpFile> logs;
+  constexpr std::size_t kLogsKept = std::size_t{256} << 20;
+  std::size_t kept = 0;
   for (const auto& pattern : args.log_globs) {
     for (const auto& found : dump_files_of(pattern)) {
-      logs.push_back(found.error.empty() ? read_log_tail(found.path, kLogTail) : found);
+      if (kept >= kLogsKept) {
+        print_error("log " + printable(found.path) +
+                    ": refused: the logs read before it keep 256 MiB of lines already");
+        continue;
+      }
+      try {
+        const auto log = found.error.empty() ? read_log_tail(found.path, kLogTail) : found;
+        for (const auto& note : analysis::attach_logs(bundle, {log}, &kept)) {
+          progress.say("log " + note);
+        }
+      } catch (const std::bad_alloc&) {
+        print_error("log " + printable(found.path) + ": refused: out of memory while reading it");
+      }
     }
   }
-  for (const auto& note : analysis::attach_logs(bundle, logs)) progress.say("log " + note);
 }
 
 // Reads a dump file (its bytes and write time), or names why not.

@@ -89,12 +89,16 @@ std::vector<std::string> interesting_lines(std::string_view text, std::size_t ta
     if (end > pos) all.push_back(text.substr(pos, end - pos));
     pos = end + 1;
   }
-  std::vector<std::string> kept;
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    if (matters(all[i]) || i + tail >= all.size()) kept.push_back(mask_log_line(all[i]));
-  }
+  // The last kMaxLines that matter, found from the end: only those are masked and copied (a log
+  // of a million error lines costs its views, not a million masked copies).
   constexpr std::size_t kMaxLines = 200;
-  if (kept.size() > kMaxLines) kept.erase(kept.begin(), kept.end() - kMaxLines);
+  std::vector<std::size_t> picked;
+  for (std::size_t i = all.size(); i-- > 0 && picked.size() < kMaxLines;) {
+    if (matters(all[i]) || i + tail >= all.size()) picked.push_back(i);
+  }
+  std::vector<std::string> kept;
+  kept.reserve(picked.size());
+  for (auto i = picked.rbegin(); i != picked.rend(); ++i) kept.push_back(mask_log_line(all[*i]));
   return kept;
 }
 

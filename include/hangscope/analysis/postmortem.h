@@ -41,8 +41,11 @@ Bundle postmortem_bundle(const std::vector<DumpFile>& files);
 // pid=123) …") to the rank that prefix's own "world_size=… rank=…" or "rank R in world size W is
 // assigned as …" line names, else to N for "Worker_TPN" (no PP or DP part); the other lines of a
 // file whose name ends with a rank number to that rank; the rest to no rank. Returns a note per
-// log that gave no rank a line.
-std::vector<std::string> attach_logs(Bundle& bundle, const std::vector<DumpFile>& logs);
+// log that gave no rank a line. Adds the bytes of the lines kept to `*kept_bytes` when given
+// (the caller's budget across logs). Reading one log costs up to about 20 times its size
+// (line views, the per-prefix and per-rank copies) until it returns.
+std::vector<std::string> attach_logs(Bundle& bundle, const std::vector<DumpFile>& logs,
+                                     std::size_t* kept_bytes = nullptr);
 
 // Whether every rank of `job` is known from a flight-recorder dump only (identity source
 // kPostMortemSource, no stacks): the
