@@ -7,12 +7,18 @@
 #include <google/protobuf/util/json_util.h>
 #include <google/protobuf/util/type_resolver.h>
 #include <google/protobuf/util/type_resolver_util.h>
+#include <google/protobuf/wire_format_lite.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <fstream>
+#include <limits>
 #include <memory>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "flight_codec.h"
@@ -582,9 +588,122 @@ void write_file(const std::string& path, const std::vector<const snapshot::NodeS
 
 namespace {
 
+// What decoding a snapshot file will cost, estimated from its bytes before anything is built
+// (docs/security.md, "Amplification"). Protobuf bounds the nesting (100 levels) but not the
+// count: `{}` is 2 bytes of JSON (an empty field is 2 bytes of binary) and becomes a message of
+// ~300 bytes, then a decoded snapshot, so 9 MB of them took 941 MB. Real snapshots estimate at
+// about 3 times their size in JSON and 29 times in binary (measured on deep-stack captures of
+// 0.2-141 MB; their peak is 4x and 43x). A file is refused before it is parsed when its
+// estimate is over kDecodeFactor (JSON) or kDecodeFactorBinary times its size, or over
+// kDecodeOverInput times the input limit (--max-input-mib), and over kDecodeFloor.
+constexpr std::size_t kMessageBytes = 320;  // a message object and its decoded struct
+constexpr std::size_t kStringBytes = 32;    // a std::string, besides its bytes
+constexpr std::size_t kScalarBytes = 8;
+constexpr std::size_t kDecodeFactor = 8;
+constexpr std::size_t kDecodeFactorBinary = 64;
+constexpr std::size_t kDecodeOverInput = 8;
+constexpr std::size_t kDecodeFloor = std::size_t{64} << 20;
+
+struct DecodeCost {
+  std::size_t bytes = 0;
+  std::size_t messages = 0;
+  std::size_t strings = 0;
+};
+
+// JSON: objects are messages, strings (not keys) strings, numbers and literals scalars.
+DecodeCost json_cost(const std::string& text) {
+  DecodeCost cost;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '{') {
+      ++cost.messages;
+      cost.bytes += kMessageBytes;
+    } else if (c == '"') {
+      const std::size_t start = ++i;
+      while (i < text.size() && text[i] != '"') i += text[i] == '\\' ? 2 : 1;
+      std::size_t next = i + 1;
+      while (next < text.size() && std::isspace(static_cast<unsigned char>(text[next])) != 0) {
+        ++next;
+      }
+      if (next >= text.size() || text[next] != ':') {  // a value, not a key
+        ++cost.strings;
+        cost.bytes += kStringBytes + std::min(i, text.size()) - start;
+      }
+    } else if (c == '-' || (c >= '0' && c <= '9') || c == 't' || c == 'f' || c == 'n') {
+      cost.bytes += kScalarBytes;
+      while (i + 1 < text.size() && std::isalnum(static_cast<unsigned char>(text[i + 1])) != 0) {
+        ++i;  // the rest of the number or literal
+      }
+    }
+  }
+  return cost;
+}
+
+// Binary: walks the wire format with the schema (message fields are recursed into, to
+// protobuf's own depth), without building anything.
+void binary_cost(google::protobuf::io::CodedInputStream& in,
+                 const google::protobuf::Descriptor* type, int depth, DecodeCost& cost) {
+  using google::protobuf::FieldDescriptor;
+  using google::protobuf::internal::WireFormatLite;
+  for (std::uint32_t tag = in.ReadTag(); tag != 0; tag = in.ReadTag()) {
+    const auto* field = type->FindFieldByNumber(WireFormatLite::GetTagFieldNumber(tag));
+    if (WireFormatLite::GetTagWireType(tag) != WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      cost.bytes += kScalarBytes;
+      if (!WireFormatLite::SkipField(&in, tag)) return;  // malformed: the parser will say so
+      continue;
+    }
+    std::uint32_t length = 0;
+    if (!in.ReadVarint32(&length)) return;
+    if (field != nullptr && field->type() == FieldDescriptor::TYPE_MESSAGE && depth < 100) {
+      ++cost.messages;
+      cost.bytes += kMessageBytes;
+      const auto limit = in.PushLimit(static_cast<int>(length));
+      binary_cost(in, field->message_type(), depth + 1, cost);
+      in.PopLimit(limit);
+    } else {
+      // A string, or packed scalars (a byte each at least, 8 bytes decoded).
+      const bool text = field != nullptr && (field->type() == FieldDescriptor::TYPE_STRING ||
+                                             field->type() == FieldDescriptor::TYPE_BYTES);
+      cost.strings += text ? 1 : 0;
+      cost.bytes += text ? kStringBytes + length : kScalarBytes * length;
+      if (!in.Skip(static_cast<int>(length))) return;
+    }
+  }
+}
+
+void check_decode_cost(const std::string& bytes, bool binary, const std::string& path,
+                       std::size_t max_input_bytes) {
+  DecodeCost cost;
+  if (binary) {
+    google::protobuf::io::CodedInputStream in(
+        reinterpret_cast<const std::uint8_t*>(bytes.data()),
+        static_cast<int>(std::min<std::size_t>(bytes.size(), std::numeric_limits<int>::max())));
+    binary_cost(in, v1::SnapshotFile::descriptor(), 0, cost);
+  } else {
+    cost = json_cost(bytes);
+  }
+  if (cost.bytes <= kDecodeFloor) return;
+  const std::size_t factor = binary ? kDecodeFactorBinary : kDecodeFactor;
+  const std::string estimate = "decoding it would take about " + std::to_string(cost.bytes >> 20) +
+                               " MiB (" + std::to_string(cost.messages) + " messages, " +
+                               std::to_string(cost.strings) + " strings)";
+  if (cost.bytes / factor > bytes.size()) {
+    throw Error("snapshot file " + printable(path) + ": refused: " + estimate + ", more than " +
+                std::to_string(factor) + " times its size (real " +
+                (binary ? "binary snapshots take about 30" : "JSON snapshots take about 3") +
+                " times theirs)");
+  }
+  if (cost.bytes / kDecodeOverInput > max_input_bytes) {
+    throw Error("snapshot file " + printable(path) + ": refused: " + estimate + ", more than " +
+                std::to_string(kDecodeOverInput) + " times the input limit of " +
+                std::to_string(max_input_bytes >> 20) + " MiB (--max-input-mib)");
+  }
+}
+
 // The file's bytes into `file`: binary protobuf when `binary`, else protobuf's JSON mapping.
 void parse_message(const std::string& bytes, bool binary, const std::string& path,
-                   v1::SnapshotFile& file) {
+                   v1::SnapshotFile& file, std::size_t max_input_bytes) {
+  check_decode_cost(bytes, binary, path, max_input_bytes);
   if (binary) {
     if (!file.ParseFromString(bytes)) {
       throw Error("snapshot file " + printable(path) +
@@ -620,20 +739,45 @@ std::vector<snapshot::NodeSnapshot> decode_file(const v1::SnapshotFile& file,
 
 }  // namespace
 
+namespace {
+
+// The per-file boundary: a file that needs more memory than there is (std::bad_alloc) or a size
+// the library cannot hold (std::length_error) is refused as that file, never the end of the
+// process; the caller goes on with the other files.
+template <typename Read>
+std::vector<snapshot::NodeSnapshot> refused_if_too_large(const std::string& path, Read&& read) {
+  try {
+    return read();
+  } catch (const std::bad_alloc&) {
+    throw Error("snapshot file " + printable(path) +
+                ": refused: out of memory while reading it (the file decodes to more than the "
+                "process can hold)");
+  } catch (const std::length_error& e) {
+    throw Error("snapshot file " + printable(path) + ": refused: a size beyond what can be held (" +
+                printable(e.what()) + ")");
+  }
+}
+
+}  // namespace
+
 std::vector<snapshot::NodeSnapshot> read_file(const std::string& path, std::size_t max_bytes) {
-  v1::SnapshotFile file;
-  {
-    const std::string bytes = read_input_file(path, "snapshot file", max_bytes);
-    parse_message(bytes, is_binary(path), path, file);
-  }  // the bytes are freed before the snapshots are decoded
-  return decode_file(file, path);
+  return refused_if_too_large(path, [&] {
+    v1::SnapshotFile file;
+    {
+      const std::string bytes = read_input_file(path, "snapshot file", max_bytes);
+      parse_message(bytes, is_binary(path), path, file, max_bytes);
+    }  // the bytes are freed before the snapshots are decoded
+    return decode_file(file, path);
+  });
 }
 
 std::vector<snapshot::NodeSnapshot> parse_file(const std::string& bytes, bool binary,
                                                const std::string& path) {
-  v1::SnapshotFile file;
-  parse_message(bytes, binary, path, file);
-  return decode_file(file, path);
+  return refused_if_too_large(path, [&] {
+    v1::SnapshotFile file;
+    parse_message(bytes, binary, path, file, kDefaultMaxInputBytes);
+    return decode_file(file, path);
+  });
 }
 
 }  // namespace hangscope::snapshot

@@ -108,6 +108,14 @@ class BadInput : public ::testing::Test {
               0);
     write_bytes(d + "/fr-bomb/node-2.nccl_trace_rank_9", testing::memo_bomb_pickle());
     write_bytes(d + "/fr-deep/node-2.nccl_trace_rank_9", testing::deep_json_dump(100'000));
+    // A snapshot file of 300,001 empty snapshots (900 KB, ~100 times that decoded), alone and
+    // in a bundle.
+    std::string empties = "{\"snapshots\": [{}";
+    for (int i = 0; i < 300'000; ++i) empties += ",{}";
+    empties += "]}";
+    write_bytes(d + "/empties.json", empties);
+    ASSERT_EQ(testing::run_command("mkdir -p " + d + "/empties-bundle/snapshots").exit_code, 0);
+    write_bytes(d + "/empties-bundle/snapshots/node0.json", empties);
   }
   static void TearDownTestSuite() {
     testing::run_command("rm -rf " + *dir_);
@@ -139,6 +147,8 @@ const Case kCases[] = {
     {"diagnose {D}/emptydir -o {D}/o7", 1, "snapshot file {D}/emptydir: is a directory"},
     {"diagnose {D}/big.json --max-input-mib 1 -o {D}/o8", 1,
      "snapshot file {D}/big.json: 3.0 MiB (3145728 bytes) is over the limit"},
+    {"diagnose {D}/empties.json -o {D}/o_emp", 1,
+     "snapshot file {D}/empties.json: refused: decoding it would take about 91 MiB"},
     {"diagnose --pid 999999 -o {D}/o9", 1, "pid 999999 does not exist"},
     // diagnose: usage errors, before any sampling
     {"diagnose --hostfile {D}/empty-hosts", 2, "--hostfile {D}/empty-hosts: names no agent"},
@@ -169,6 +179,8 @@ const Case kCases[] = {
     {"report {D}/file", 1, "bundle {D}/file: is not a directory"},
     {"report {D}/emptydir", 1, "bundle {D}/emptydir: no snapshots/"},
     {"report {D}/bundle", 1, "snapshot file {D}/bundle/snapshots/node0.json: not a hangscope"},
+    {"report {D}/empties-bundle", 1,
+     "snapshot file {D}/empties-bundle/snapshots/node0.json: refused: decoding it would take"},
     // rules
     {"rules check /tmp", 1, "rule file /tmp: is a directory"},
     {"rules check /dev/zero", 1, "rule file /dev/zero: is a character device"},

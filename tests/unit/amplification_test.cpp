@@ -19,6 +19,7 @@
 #include "hangscope/collectives/torch_pickle.h"
 #include "hangscope/common/bounded_json.h"
 #include "hangscope/common/error.h"
+#include "hangscope/snapshot/codec.h"
 #include "hostile_inputs.h"
 
 namespace hangscope::collectives {
@@ -232,6 +233,41 @@ TEST(Amplification, MembersAFlightRecordDoesNotUseAreNotKept) {
   const auto record = parse_flight_record(dump);
   ASSERT_EQ(record.entries.size(), 0u + 1);
   EXPECT_EQ(record.entries[0].state, "started");
+}
+
+// Snapshot files: `{}` is a message of ~300 bytes and its decoded snapshot (9 MB of them took
+// 941 MB); refused from an estimate made before parsing, in either form. Real captures pass.
+TEST(Amplification, SnapshotFilesOfEmptyMessagesAreRefusedBeforeParsing) {
+  std::string text = "{\"snapshots\": [{}";
+  for (int i = 0; i < 300'000; ++i) text += ",{}";
+  text += "]}";
+  const auto refused = error_of([&] { snapshot::parse_file(text, false, "empties.json"); });
+  EXPECT_NE(refused.find("snapshot file empties.json: refused: decoding it would take about 91 MiB "
+                         "(300002 messages, 0 strings), more than 8 times its size"),
+            std::string::npos)
+      << refused;
+  std::string binary;
+  for (int i = 0; i < 300'000; ++i) binary += std::string("\x0a\x00", 2);  // field 1, empty
+  const auto binary_refused = error_of([&] { snapshot::parse_file(binary, true, "empties.pb"); });
+  EXPECT_NE(binary_refused.find("empties.pb: refused: decoding it would take about 91 MiB "
+                                "(300000 messages, 0 strings), more than 64 times its size"),
+            std::string::npos)
+      << binary_refused;
+  // The input limit bounds the estimate too (8 times --max-input-mib): 2 MiB of small messages
+  // (56 times their size, which a binary file may take) read with a limit of 4 MiB.
+  std::string small_messages;
+  while (small_messages.size() < (2u << 20)) {
+    small_messages += std::string("\x0a\x04\x08\x01\x08\x01", 6);
+  }
+  const std::string path =
+      ::testing::TempDir() + "hangscope-small-" + std::to_string(::getpid()) + ".pb";
+  std::ofstream(path, std::ios::binary) << small_messages;
+  const auto over_limit = error_of([&] { snapshot::read_file(path, 4u << 20); });
+  std::remove(path.c_str());
+  // Small files are never refused by the estimate (under 64 MiB estimated).
+  const auto small =
+      error_of([] { snapshot::parse_file(R"({"snapshots": [{}, {}]})", false, "s"); });
+  EXPECT_EQ(small.find("refused"), std::string::npos) << small;
 }
 
 }  // namespace

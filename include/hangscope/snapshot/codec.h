@@ -36,7 +36,10 @@ void write_file(const std::string& path, const std::vector<const snapshot::NodeS
 
 // Reads a snapshot file of at most max_bytes (a regular file: read_input_file); throws
 // hangscope::Error naming the path and the reason. Costs the file's bytes and the parsed
-// message at once, then the message and the decoded snapshots (docs/reliability.md).
+// message at once, then the message and the decoded snapshots (docs/reliability.md). A file
+// whose decoding is estimated (from its bytes, before parsing) at more than 8 (JSON) or 64
+// (binary) times its size, or 8 times max_bytes, is refused, as is one that runs out of memory
+// (std::bad_alloc): the error names the file, and the caller goes on with the others.
 std::vector<snapshot::NodeSnapshot> read_file(const std::string& path,
                                               std::size_t max_bytes = kDefaultMaxInputBytes);
 
