@@ -16,25 +16,25 @@ void binunicode(std::string& out, const std::string& text) {
 
 std::string memo_bomb_pickle(int levels, int references) {
   // {"version": "2.4", "l0": [7], "l1": [l0] * N, ..., "entries": [l(levels-1)] * N}: each list
-  // is a member of the dump (torch's Pickler has no POP), memoised as N, got by BINGET N.
+  // is a member of the dump (torch's Pickler has no POP), memoised as torch's Pickler does it,
+  // once it is complete (BINPUT after APPENDS: a reader that copies memo values copies it
+  // whole), and got by BINGET.
   std::string p = "\x80\x02}(";  // PROTO 2, EMPTY_DICT, MARK
   binunicode(p, "version");
   binunicode(p, "2.4");
   binunicode(p, "l0");
-  p += "]q";  // EMPTY_LIST, BINPUT 0
+  p += "]K\x07"
+       "aq";  // EMPTY_LIST, BININT1 7, APPEND, BINPUT 0
   p += '\0';
-  p += "K\x07"
-       "a";  // BININT1 7, APPEND
   for (int level = 1; level <= levels; ++level) {
     binunicode(p, level == levels ? "entries" : "l" + std::to_string(level));
-    p += "]q";  // EMPTY_LIST, BINPUT level
-    p += static_cast<char>(level);
-    p += '(';  // MARK
+    p += "](";  // EMPTY_LIST, MARK
     for (int r = 0; r < references; ++r) {
       p += 'h';  // BINGET level - 1
       p += static_cast<char>(level - 1);
     }
-    p += 'e';  // APPENDS
+    p += "eq";  // APPENDS, BINPUT level
+    p += static_cast<char>(level);
   }
   p += "u.";  // SETITEMS, STOP
   return p;

@@ -21,6 +21,7 @@
 #include "hangscope/common/error.h"
 #include "hangscope/snapshot/codec.h"
 #include "hostile_inputs.h"
+#include "target_process.h"
 
 namespace hangscope::collectives {
 namespace {
@@ -85,6 +86,26 @@ TEST(Amplification, MemoBombIsRefusedInBoundedTimeAndMemory) {
     // Measured: 180 MiB (the values expanded until the budget ran out).
     EXPECT_LT(*after - *before, 512 * 1024) << "peak RSS grew by " << (*after - *before) << " KiB";
   }
+}
+
+// The agent's live read: a bomb at a rank's dump path (the default /tmp/nccl_trace_rank_N is
+// writable by any local user) is that rank's record error, never the end of the agent.
+TEST(Amplification, ABombAtARanksDumpPathIsThatRanksError) {
+  const auto root = testing::temp_path("fr-bomb-root");
+  std::system(("mkdir -p " + root + "/tmp").c_str());
+  std::ofstream(root + "/tmp/nccl_trace_rank_3", std::ios::binary) << testing::memo_bomb_pickle();
+  const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  std::optional<FlightRecord> record;
+  ASSERT_NO_THROW(record = read_flight_record(root, {}, 3, now, std::chrono::seconds(600)));
+  ASSERT_TRUE(record);
+  EXPECT_EQ(record->path, "/tmp/nccl_trace_rank_3");
+  EXPECT_EQ(record->rank, 3);
+  EXPECT_TRUE(record->entries.empty());
+  EXPECT_EQ(record->error.rfind("/tmp/nccl_trace_rank_3: pickle: more than 2097152 values", 0), 0u)
+      << record->error;
+  std::system(("rm -rf " + root).c_str());
 }
 
 TEST(Amplification, SharedStringsCountEachReference) {
