@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <map>
 
+#include "hangscope/common/bounded_json.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/tcp_connection.h"
 
@@ -212,10 +213,16 @@ std::optional<RasStatus> ras_status_from_string(std::string_view value) {
 RasSummary summarize_ras(const RasReply& reply) {
   if (reply.format == "json") {
     try {
-      return summarize_json(nlohmann::json::parse(reply.report));
+      // A peer's reply: depth and size bounded (docs/security.md, "Amplification").
+      constexpr JsonLimits kReply{64, 1u << 21, 64u << 20};
+      return summarize_json(parse_json_within(reply.report, kReply));
     } catch (const nlohmann::json::exception& e) {
       RasSummary s;
       s.findings.push_back(std::string("the JSON report could not be read: ") + e.what());
+      return s;
+    } catch (const Error& e) {
+      RasSummary s;
+      s.findings.push_back(std::string("the JSON report was refused: ") + e.what());
       return s;
     }
   }

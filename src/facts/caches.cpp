@@ -7,7 +7,11 @@
 #include <cctype>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
+#include <vector>
 
+#include "hangscope/common/bounded_json.h"
+#include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
 #include "hangscope/common/numbers.h"
 
@@ -18,6 +22,14 @@ constexpr std::size_t kMaxFiles = 64;
 constexpr int kMaxDepth = 5;
 constexpr std::size_t kMaxFileBytes = 16u << 20;
 constexpr std::size_t kMaxWalkedFiles = 4096;
+
+// A cache file is JSON a rank (or anyone who can write its cache directory) wrote, read by the
+// agent: only its top-level members are used, so what is below them is parsed but not built,
+// and depth and size are bounded (docs/security.md, "Amplification").
+constexpr JsonLimits kCacheJson{64, 1u << 20, 64u << 20};
+bool top_level_only(const std::vector<std::string>& path) {
+  return path.size() < 2;
+}
 
 void find_files(const std::string& root, const std::string& dir, int depth,
                 std::vector<std::string>& out) {
@@ -70,7 +82,7 @@ CacheFile read_cache_file(const std::string& root, const std::string& path) {
   }
   file.sha256 = sha256_hex(*read.text);
   try {
-    const auto doc = nlohmann::json::parse(*read.text);
+    const auto doc = parse_json_within(*read.text, kCacheJson, top_level_only);
     for (const auto& [key, value] : doc.items()) {
       if (!key.empty() && key.front() == '_') continue;  // _metadata, _generation, _records
       ++file.entries;
@@ -78,6 +90,8 @@ CacheFile read_cache_file(const std::string& root, const std::string& path) {
     }
   } catch (const nlohmann::json::exception&) {
     file.error = "not JSON";
+  } catch (const Error& e) {
+    file.error = std::string("refused: ") + e.what();
   }
   return file;
 }
@@ -212,12 +226,14 @@ std::vector<P2pCacheFile> gpu_p2p_cache_files(const std::string& root,
     p2p.file = read_cache_file(root, cache_root + "/" + name);
     const auto read = read_file(root + cache_root + "/" + name, kMaxFileBytes);
     try {
-      const auto doc = nlohmann::json::parse(read.text.value_or(""));
+      const auto doc = parse_json_within(read.text.value_or(""), kCacheJson, top_level_only);
       for (const auto& [pair, value] : doc.items()) {
         (value.is_boolean() && value.get<bool>() ? p2p.p2p_true : p2p.p2p_false).push_back(pair);
       }
     } catch (const nlohmann::json::exception&) {
       p2p.file.error = "not JSON";
+    } catch (const Error& e) {
+      p2p.file.error = std::string("refused: ") + e.what();
     }
     out.push_back(std::move(p2p));
   }

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -19,6 +20,7 @@
 #include "hangscope/collectives/torch_pickle.h"
 #include "hangscope/common/bounded_json.h"
 #include "hangscope/common/error.h"
+#include "hangscope/facts/caches.h"
 #include "hangscope/snapshot/codec.h"
 #include "hostile_inputs.h"
 #include "target_process.h"
@@ -289,6 +291,27 @@ TEST(Amplification, SnapshotFilesOfEmptyMessagesAreRefusedBeforeParsing) {
   const auto small =
       error_of([] { snapshot::parse_file(R"({"snapshots": [{}, {}]})", false, "s"); });
   EXPECT_EQ(small.find("refused"), std::string::npos) << small;
+}
+
+// Cache files a rank's user can write, read by the agent: only the top-level keys are built;
+// a file nested past the limit is that file's error, the other files still read.
+TEST(Amplification, CacheFilesKeepTheirKeysAndRefuseDeepNesting) {
+  const auto root = testing::temp_path("cache-amplification");
+  const std::string dir = "/c";
+  std::system(("mkdir -p " + root + dir + "/a " + root + dir + "/b").c_str());
+  std::string wide = "{\"('op', (('tp_rank', 1),))\": {";
+  for (int i = 0; i < 200'000; ++i) wide += "\"k" + std::to_string(i) + "\": [1, 2],";
+  wide += "\"end\": 0}}";
+  std::ofstream(root + dir + "/a/autotune_configs.json") << wide;
+  std::ofstream(root + dir + "/b/autotune_configs.json")
+      << "{\"k\": " << std::string(100'000, '[') << std::string(100'000, ']') << "}";
+  const auto files = facts::flashinfer_autotune_files(root, dir);
+  std::system(("rm -rf " + root).c_str());
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files[0].error, "");  // 600,000 values below the key: parsed, not built
+  EXPECT_EQ(files[0].entries, 1u);
+  EXPECT_EQ(files[0].tp_ranks, std::set<int>{1});
+  EXPECT_EQ(files[1].error, "refused: nested deeper than 64 levels");
 }
 
 }  // namespace
