@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <new>
 #include <thread>
 
 #include "hangscope/analysis/postmortem.h"
@@ -260,17 +261,22 @@ std::vector<std::string> attach_logs(Bundle& bundle, const std::vector<DumpFile>
   return notes;
 }
 
-Bundle postmortem_bundle(const std::vector<DumpFile>& files) {
+Bundle postmortem_bundle(std::vector<DumpFile> files, const std::function<void(DumpFile&)>& read) {
   Bundle bundle;
-  // Parsed in parallel (a job's dumps are many and each is independent), taken in order.
+  // Read (with `read`) and parsed in parallel (a job's dumps are many and each is independent),
+  // taken in order; the bytes are freed once parsed, the record is what is kept.
   std::vector<std::optional<Parsed>> parsed(files.size());
   std::vector<std::string> errors(files.size());
   in_parallel(files.size(), [&](std::size_t i) {
     try {
+      if (read && files[i].error.empty()) read(files[i]);
       parsed[i] = parse_dump(files[i]);
+    } catch (const std::bad_alloc&) {  // reading it: parse_flight_record names its own
+      errors[i] = "refused: out of memory while reading it";
     } catch (const std::exception& e) {  // nothing may escape a thread
       errors[i] = e.what();
     }
+    std::string().swap(files[i].bytes);
   });
   std::vector<Parsed> dumps;
   for (std::size_t i = 0; i < files.size(); ++i) {

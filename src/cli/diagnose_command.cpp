@@ -299,12 +299,13 @@ void read_dump(analysis::DumpFile& file, std::size_t max_bytes) {
 analysis::Bundle from_flight_records(const DiagnoseArguments& args, const Progress& progress) {
   std::vector<analysis::DumpFile> files;
   for (const auto& pattern : args.flight_records) {
-    for (auto& f : dump_files_of(pattern)) {
-      if (f.error.empty()) read_dump(f, args.max_input_mib << 20);
-      files.push_back(std::move(f));
-    }
+    for (auto& f : dump_files_of(pattern)) files.push_back(std::move(f));
   }
-  auto bundle = analysis::postmortem_bundle(files);
+  const std::size_t found = files.size();
+  // Each dump is read by the worker that parses it, and freed once parsed (not all at once).
+  const std::size_t max_bytes = args.max_input_mib << 20;
+  auto bundle = analysis::postmortem_bundle(
+      std::move(files), [max_bytes](analysis::DumpFile& f) { read_dump(f, max_bytes); });
   attach_job_logs(args, bundle, progress);
   std::size_t read = 0;
   for (const auto& node : bundle.nodes) {
@@ -317,7 +318,7 @@ analysis::Bundle from_flight_records(const DiagnoseArguments& args, const Progre
     }
   }
   progress.say("read " + std::to_string(read) + " flight-recorder dump(s) of " +
-               std::to_string(files.size()) + " file(s)");
+               std::to_string(found) + " file(s)");
   return bundle;
 }
 

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,8 +33,12 @@ inline constexpr std::chrono::minutes kStaleBeforeMedian{10};
 // "rank", rank from the dump's `rank` key or its file name's trailing number, world size from
 // the widest pg_config, no stacks) with its flight record, every entry kept. A file that cannot
 // be read or parsed, or holds no rank, is a node with status "error" naming the reason; of two
-// dumps of one rank the newest is kept and the other named in its node's notes.
-Bundle postmortem_bundle(const std::vector<DumpFile>& files);
+// dumps of one rank the newest is kept and the other named in its node's notes. With `read`,
+// each file is read by it on the worker thread that parses it (a dump's bytes, its mtime, or
+// its error), and every dump's bytes are freed once it is parsed: a directory of many large
+// dumps holds about one per core at once, never all of them.
+Bundle postmortem_bundle(std::vector<DumpFile> files,
+                         const std::function<void(DumpFile&)>& read = {});
 
 // The dead job's log files (--log with --flight-records; DumpFile holds a log's last bytes) given
 // to the ranks of `bundle` they belong to, for the signature rules: a line that starts with
