@@ -171,6 +171,10 @@ analysis::Bundle from_agents(const Plan& plan, const DiagnoseArguments& args,
                      (answer.error.empty() ? "" : " (" + answer.error + ")") + " [" +
                      std::to_string(finished) + "/" + std::to_string(addresses.size()) + "]");
       }
+      for (const auto& note : answer.notes) {
+        std::lock_guard<std::mutex> lock(say);
+        print_warning(answer.address + ": " + note);
+      }
     }
   };
   std::vector<std::thread> workers;
@@ -425,6 +429,13 @@ Plan make_plan(const DiagnoseArguments& args) {
   }
   if (args.tls_cert.empty() != args.tls_key.empty()) {
     throw UsageError("--tls-cert and --tls-key go together");
+  }
+  if (p.source == Plan::Source::kAgents) {
+    try {
+      agent::check_client_credentials(args.tls_ca, args.tls_cert, args.tls_key);
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
   }
   if (!args.select.empty()) check_regex("--select", args.select);
   if (args.query_store && !args.locals) throw UsageError("--query-store needs --locals");
