@@ -78,8 +78,9 @@ std::string utc_stamp() {
 class Progress {
  public:
   explicit Progress(bool quiet) : quiet_(quiet) {}
+  // `line` names nodes, files and agents' answers: shown through printable().
   void say(const std::string& line) const {
-    if (!quiet_) std::cerr << "hangscope: " << line << "\n";
+    if (!quiet_) std::cerr << "hangscope: " << printable(line) << "\n";
   }
 
  private:
