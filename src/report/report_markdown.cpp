@@ -136,6 +136,16 @@ std::string verdict_section(const analysis::Analysis& a) {
   return md.str();
 }
 
+// What the input says that cannot all be true, and what the analysis did about it.
+std::string diagnostics_section(const analysis::Analysis& a) {
+  if (a.diagnostics.empty()) return "";
+  std::ostringstream md;
+  md << "## Diagnostics: input that does not add up\n\n";
+  for (const auto& d : a.diagnostics) md << "- " << cell(d) << "\n";
+  md << "\n";
+  return md.str();
+}
+
 // "barrier in … <- main (x.py:9); group: the default group (world)".
 std::string wait_with_arguments(const waits::WaitPoint& w) {
   const std::string arguments = w.arguments();
@@ -507,11 +517,17 @@ std::string markdown_code(std::string_view text) {
 std::string report_markdown(const Bundle& bundle, const analysis::Analysis& analysis) {
   // In order of importance; a section that does not fit is collapsed to a pointer.
   const std::vector<std::pair<std::string, std::string>> sections = {
-      {"verdict", verdict_section(analysis)}, {"serving", serving_section(analysis)},
-      {"ranks", ranks_section(analysis)},     {"chain", chain_section(analysis)},
-      {"tree", tree_section(analysis)},       {"stacks", stacks_section(analysis)},
-      {"others", others_section(analysis)},   {"network", network_section(analysis)},
-      {"nodes", nodes_section(bundle)},       {"facts", facts_section(analysis)},
+      {"verdict", verdict_section(analysis)},
+      {"serving", serving_section(analysis)},
+      {"diagnostics", diagnostics_section(analysis)},
+      {"ranks", ranks_section(analysis)},
+      {"chain", chain_section(analysis)},
+      {"tree", tree_section(analysis)},
+      {"stacks", stacks_section(analysis)},
+      {"others", others_section(analysis)},
+      {"network", network_section(analysis)},
+      {"nodes", nodes_section(bundle)},
+      {"facts", facts_section(analysis)},
       {"capture", capture_section(analysis)},
   };
   std::string md;

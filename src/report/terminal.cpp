@@ -47,6 +47,7 @@ std::string terminal_summary(const analysis::Analysis& analysis, bool colour) {
     out << v.confidence << "): " << printable(v.summary) << "\n";
     diverged[v.job].insert(v.diverged_ranks);
   }
+  for (const auto& d : analysis.diagnostics) out << "  note: " << printable(d) << "\n";
   for (const auto& job : analysis.jobs) {
     out << "\njob " << (job.key.empty() ? "(unknown)" : printable(job.key))
         << (job.world_size ? ", world size " + std::to_string(*job.world_size) : "") << "\n";

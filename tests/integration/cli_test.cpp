@@ -333,5 +333,46 @@ TEST(Cli, HostileNamesOfATargetAreEscapedInTextAndExactInJson) {
   testing::run_command("rm -rf " + bundle);
 }
 
+// Two snapshot files whose nodes gave one name (two hosts started with the same --node-name),
+// their ranks with the same pids: two nodes named apart by their files, said on stderr and in
+// the nodes' notes; no live rank is called dead.
+TEST(Cli, DiagnoseNamesApartTwoNodesOfOneName) {
+  using namespace analysis::testing_builders;
+  JobBuilder job(4, "10.0.0.1:29500", 2);
+  for (int r = 0; r < 4; ++r) job.rank(r, r == 3 ? store_wait_stack(r) : barrier_stack());
+  const auto all = job.bundle();
+  const std::string dir = testing::temp_path("cli-one-node-name");
+  testing::run_command("mkdir -p " + dir);
+  std::string files;
+  for (const std::string node : {"node0", "node1"}) {
+    std::vector<snapshot::NodeSnapshot> samples;
+    for (auto s : all.snapshots) {
+      if (s.node_name != node) continue;
+      s.node_name = "gpu";
+      for (auto& p : s.processes) p.pid = 1000 + p.identity.rank.value_or(0) % 2;
+      samples.push_back(std::move(s));
+    }
+    snapshot::write_file(dir + "/" + node + ".json", samples);
+    files += " " + dir + "/" + node + ".json";
+  }
+  const auto d = run_hangscope("diagnose" + files + " -o " + dir + "/bundle");
+  EXPECT_EQ(d.exit_code, 3) << d.err;
+  EXPECT_NE(d.err.find("is named gpu@" + dir + "/node1.json"), std::string::npos) << d.err;
+  const auto report =
+      nlohmann::json::parse(testing::run_command("cat " + dir + "/bundle/report.json").out);
+  ASSERT_EQ(report["nodes"].size(), 2u);
+  EXPECT_EQ(report["nodes"][1]["name"], "gpu@" + dir + "/node1.json");
+  EXPECT_EQ(report["diagnostics"], nlohmann::json::array());
+  EXPECT_EQ(report["verdicts"][0]["id"], "rank-diverged");
+  EXPECT_EQ(report["verdicts"][0]["diverged_ranks"], nlohmann::json::parse("[3]"));
+  for (const auto& r : report["ranks"]) EXPECT_NE(r["state"], "dead") << r.dump();
+  // `report` of the bundle reads the same two nodes back.
+  const auto again = run_hangscope("report --json " + dir + "/bundle");
+  EXPECT_EQ(again.exit_code, 3) << again.err;
+  EXPECT_EQ(nlohmann::json::parse(again.out)["verdicts"][0]["diverged_ranks"],
+            nlohmann::json::parse("[3]"));
+  testing::run_command("rm -rf " + dir);
+}
+
 }  // namespace
 }  // namespace hangscope
