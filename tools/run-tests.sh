@@ -45,11 +45,53 @@ end() {
   timings+=("$(printf '%5d s  %s' "$took" "$phase_name")")
   echo "=== run-tests.sh: $phase_name took ${took} s"
 }
+# Each phase's budget in seconds on this machine kind (2 cores), so that an issue that adds tests
+# sees what it spends: CI's target is 2100 s for the whole .ci/run, setup's ~460 s included.
+# A phase over its budget is called out in the summary, never failed (timings are not tests).
+budget_of() {
+  case "$1" in
+    "build/ (GCC RelWithDebInfo): compile"*) echo 120 ;; # incremental after tools/setup.sh
+    "build/: the area graph"*) echo 15 ;;
+    "build/: unit + integration tiers"*) echo 240 ;;
+    "build/: unit, integration, torch, cluster, slow, deploy tiers"*) echo 720 ;;
+    "waiting for the sanitizer builds"*) echo 300 ;;
+    "build-asan/ (clang Debug"*) echo 900 ;; # in the background
+    "build-tsan/ (GCC Release"*) echo 400 ;;  # in the background
+    "build-asan/: unit + integration tiers"*) echo 240 ;;
+    "build-asan/: fuzz tier"*) echo 150 ;;
+    "build-tsan/: unit + integration tiers"*) echo 200 ;;
+    *) echo 0 ;;
+  esac
+}
+# "  123 s  name" -> "  123 s  name (budget 240 s)", with "OVER BUDGET" when over it.
+with_budget() {
+  local line=$1 took name budget
+  took=$(awk '{print $1}' <<<"$line")
+  name=${line#*s  }
+  budget=$(budget_of "$name")
+  if [ "$budget" -eq 0 ]; then
+    printf '%s\n' "$line"
+  elif [ "$took" -gt "$budget" ]; then
+    printf '%s (budget %d s) OVER BUDGET by %d s\n' "$line" "$budget" $((took - budget))
+  else
+    printf '%s (budget %d s)\n' "$line" "$budget"
+  fi
+}
 summary() { # [EXIT_STATUS]: the script's, when a trap ran something before
-  local rc=${1:-$?}
+  local rc=${1:-$?} line over=()
   if [ "${#timings[@]}" -gt 0 ]; then
+    local annotated=()
+    for line in "${timings[@]}"; do
+      annotated+=("$(with_budget "$line")")
+      [[ "${annotated[-1]}" == *"OVER BUDGET"* ]] && over+=("${annotated[-1]}")
+    done
+    timings=("${annotated[@]}")
     echo "=== run-tests.sh: time per phase (total ${SECONDS} s)"
     printf '%s\n' "${timings[@]}"
+    if [ "${#over[@]}" -gt 0 ]; then
+      echo "=== run-tests.sh: ${#over[@]} phase(s) over budget (not a failure; see docs/testing.md):"
+      printf '%s\n' "${over[@]}"
+    fi
     # .ci/run keeps each CI run's breakdown (HANGSCOPE_TIMINGS_FILE), also when a phase failed.
     if [ -n "${HANGSCOPE_TIMINGS_FILE:-}" ]; then
       {

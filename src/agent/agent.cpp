@@ -3,16 +3,17 @@
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
-#include <fstream>
 #include <mutex>
 #include <set>
-#include <sstream>
 #include <thread>
 
+#include "hangscope/agent/accept_probe.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
 #include "hangscope/common/text.h"
@@ -28,14 +29,6 @@ std::int64_t unix_now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-std::string read_pem(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw_errno("cannot read " + path, errno);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
 }
 
 std::string host_of(const std::string& address) {
@@ -123,11 +116,17 @@ class AgentService final : public v1::Agent::Service {
   grpc::Status Capture(grpc::ServerContext* context, const v1::CaptureRequest* request,
                        v1::CaptureReply* reply) override {
     if (auto denied = authenticate(*context, "Capture")) return *denied;
-    if (auto refused = check_request(*request, *context)) return *refused;
-    const int samples =
-        std::clamp<int>(static_cast<int>(request->samples()), 1, AgentLimits::kMaxSamples);
+    const int samples = static_cast<int>(std::clamp<std::uint32_t>(
+        request->samples(), 1, static_cast<std::uint32_t>(AgentLimits::kMaxSamples)));
+    if (request->samples() > static_cast<std::uint32_t>(AgentLimits::kMaxSamples)) {
+      reply->add_notes("asked for " + std::to_string(request->samples()) +
+                       " samples; this agent takes at most " +
+                       std::to_string(AgentLimits::kMaxSamples) + ", so " +
+                       std::to_string(samples) + " were taken");
+    }
+    const std::int64_t now = unix_now_ns();
+    if (auto refused = check_request(*request, samples, now, *context)) return *refused;
     if (!replay_.empty()) return replay(*context, samples, reply);
-    const auto interval = std::chrono::nanoseconds(request->interval_ns());
     capture::NodeCaptureOptions options;
     options.process = options_.capture;
     options.process.locals = request->locals();
@@ -137,8 +136,7 @@ class AgentService final : public v1::Agent::Service {
     if (options.pids.empty()) options.pids = options_.pids;
     options.select = options_.select;
     options.log_globs = options_.log_globs;
-    // One capture at a time on a node: no target is ever traced by two requests at once. A few
-    // requests may wait for it; more are refused as busy rather than piling up threads.
+    // A few requests may wait; more are refused as busy rather than piling up threads.
     const QueueSlot slot(queued_);
     if (slot.count() > AgentLimits::kMaxQueuedCaptures) {
       spdlog::warn("Capture: refused {} (busy: {} captures queued)", context->peer(),
@@ -147,19 +145,23 @@ class AgentService final : public v1::Agent::Service {
           grpc::StatusCode::RESOURCE_EXHAUSTED,
           "agent busy: " + std::to_string(slot.count() - 1) + " captures are queued; try again");
     }
-    std::lock_guard<std::mutex> lock(capture_mutex_);
+    // Sample i is due at start + i * interval on the agent's clock (every node samples at the
+    // same moments). check_request bounded start and the whole span, so nothing overflows.
+    const std::int64_t start = sampling_start(request->start_unix_ns(), now);
+    const auto interval = static_cast<std::int64_t>(request->interval_ns());
     for (int i = 0; i < samples; ++i) {
-      const std::int64_t due =
-          request->start_unix_ns() + static_cast<std::int64_t>(i) * interval.count();
-      const std::int64_t wait = due - unix_now_ns();
-      if (wait > 0) {
-        if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
-        std::this_thread::sleep_for(
-            std::chrono::nanoseconds(std::min<std::int64_t>(wait, 60'000'000'000)));
+      if (!sleep_until_due(start + static_cast<std::int64_t>(i) * interval, *context)) {
+        return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
       }
       options.trigger_flight_dumps = options_.trigger_flight_dumps && i == samples - 1;
       options.query_store = options_.query_store && i == samples - 1;
-      snapshot::NodeSnapshot node = capture::capture_node(options);
+      // One capture at a time on a node: no target is ever traced by two requests at once.
+      // The lock is held for the capture only, never while a request waits for its next sample.
+      snapshot::NodeSnapshot node;
+      {
+        std::lock_guard<std::mutex> lock(capture_mutex_);
+        node = capture::capture_node(options);
+      }
       node.sample_index = i;
       snapshot::encode(node, *reply->add_snapshots());
     }
@@ -177,6 +179,24 @@ class AgentService final : public v1::Agent::Service {
     return grpc::Status::OK;
   }
 
+  // The agent-clock moment of sample 0: the request's start (0 = now). A start in the past
+  // keeps its grid (samples already due are taken at once) unless it is older than a whole
+  // capture may last, which is treated as now; a start ahead is bounded by check_request.
+  static std::int64_t sampling_start(std::int64_t requested, std::int64_t now) {
+    if (requested <= 0 || requested < now - AgentLimits::kMaxCaptureSpanNs) return now;
+    return requested;
+  }
+
+  // Sleeps until `due` (agent clock) in short steps; false when the caller went away.
+  static bool sleep_until_due(std::int64_t due, const grpc::ServerContext& context) {
+    constexpr std::int64_t kStepNs = 100'000'000;
+    for (std::int64_t wait = due - unix_now_ns(); wait > 0; wait = due - unix_now_ns()) {
+      if (context.IsCancelled()) return false;
+      std::this_thread::sleep_for(std::chrono::nanoseconds(std::min(wait, kStepNs)));
+    }
+    return !context.IsCancelled();
+  }
+
   // Counts the requests waiting for or holding the capture, for as long as it lives.
   class QueueSlot {
    public:
@@ -192,8 +212,8 @@ class AgentService final : public v1::Agent::Service {
   };
 
   // A request may only narrow what the agent's command line allows, within bounded time.
-  std::optional<grpc::Status> check_request(const v1::CaptureRequest& request,
-                                            const grpc::ServerContext& context) {
+  std::optional<grpc::Status> check_request(const v1::CaptureRequest& request, int samples,
+                                            std::int64_t now, const grpc::ServerContext& context) {
     const auto refuse = [&](grpc::StatusCode code, const std::string& reason) {
       spdlog::warn("Capture: refused {} ({})", context.peer(), reason);
       return grpc::Status(code, reason);
@@ -203,9 +223,18 @@ class AgentService final : public v1::Agent::Service {
                     "interval " + std::to_string(request.interval_ns() / 1'000'000) +
                         " ms is over the agent's limit of 60 s");
     }
-    if (request.start_unix_ns() > unix_now_ns() + AgentLimits::kMaxStartDelayNs) {
+    if (request.start_unix_ns() > now + AgentLimits::kMaxStartDelayNs) {
       return refuse(grpc::StatusCode::INVALID_ARGUMENT,
                     "start time is more than 60 s ahead of the agent's clock");
+    }
+    const std::int64_t span =
+        sampling_start(request.start_unix_ns(), now) - now +
+        static_cast<std::int64_t>(samples - 1) * static_cast<std::int64_t>(request.interval_ns());
+    if (span > AgentLimits::kMaxCaptureSpanNs) {
+      return refuse(grpc::StatusCode::INVALID_ARGUMENT,
+                    "the samples would span " + std::to_string(span / 1'000'000'000) +
+                        " s, over the agent's limit of " +
+                        std::to_string(AgentLimits::kMaxCaptureSpanNs / 1'000'000'000) + " s");
     }
     if (request.pids_size() == 0) return std::nullopt;
     const std::vector<pid_t> allowed =
@@ -246,27 +275,32 @@ std::shared_ptr<grpc::ServerCredentials> server_credentials(const AgentOptions& 
   grpc::SslServerCredentialsOptions ssl(
       options.tls_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
                              : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  ssl.pem_key_cert_pairs.push_back({read_pem(options.tls_key), read_pem(options.tls_cert)});
-  if (!options.tls_ca.empty()) ssl.pem_root_certs = read_pem(options.tls_ca);
+  ssl.pem_key_cert_pairs.push_back(
+      {read_pem_file(options.tls_key, "--tls-key"), read_pem_file(options.tls_cert, "--tls-cert")});
+  if (!options.tls_ca.empty()) ssl.pem_root_certs = read_pem_file(options.tls_ca, "--tls-ca");
   return grpc::SslServerCredentials(ssl);
 }
 
 std::shared_ptr<grpc::ChannelCredentials> channel_credentials(const CollectRequest& request) {
   if (request.tls_ca.empty()) return grpc::InsecureChannelCredentials();
   grpc::SslCredentialsOptions ssl;
-  ssl.pem_root_certs = read_pem(request.tls_ca);
+  ssl.pem_root_certs = read_pem_file(request.tls_ca, "--tls-ca");
   if (!request.tls_cert.empty()) {
-    ssl.pem_cert_chain = read_pem(request.tls_cert);
-    ssl.pem_private_key = read_pem(request.tls_key);
+    ssl.pem_cert_chain = read_pem_file(request.tls_cert, "--tls-cert");
+    ssl.pem_private_key = read_pem_file(request.tls_key, "--tls-key");
   }
   return grpc::SslCredentials(ssl);
 }
 
+constexpr std::chrono::milliseconds kFirstBusyPause{500};
+
 void fill_status(AgentAnswer& answer, const grpc::Status& status) {
   switch (status.error_code()) {
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:  // busy with other captures, after retries
+      answer.status = "busy";
+      break;
     case grpc::StatusCode::UNAUTHENTICATED:
     case grpc::StatusCode::PERMISSION_DENIED:
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:  // busy
     case grpc::StatusCode::INVALID_ARGUMENT:
       answer.status = "refused";
       break;
@@ -318,6 +352,78 @@ std::string bind_failure(const std::string& address, int port) {
          " (the port is in use, or the address is not one of this node's)";
 }
 
+constexpr int kHandshakeTimeoutMs = 10'000;
+constexpr int kMaxConnectionIdleMs = 120'000;
+
+// Lifts the soft descriptor limit to the hard one: every connection holds a descriptor, and
+// an agent out of them cannot accept (the self-check below restarts one that stays so).
+void raise_descriptor_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  const rlim_t before = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    spdlog::debug("descriptor limit raised from {} to {}", before, limit.rlim_cur);
+  }
+}
+
+// Checks every `interval` that the server still accepts connections; after kFailures checks
+// in a row that it does not, records why and wakes the serving thread (SIGTERM to it), which
+// then exits non-zero so that systemd (Restart=on-failure) or the DaemonSet restarts it.
+class SelfCheck {
+ public:
+  static constexpr int kFailures = 3;
+  SelfCheck(AcceptProbe probe, std::chrono::milliseconds interval, pthread_t serving_thread)
+      : probe_(std::move(probe)), interval_(interval), serving_thread_(serving_thread) {
+    if (interval_.count() > 0) thread_ = std::thread([this] { run(); });
+  }
+  ~SelfCheck() { stop(); }
+  SelfCheck(const SelfCheck&) = delete;
+  SelfCheck& operator=(const SelfCheck&) = delete;
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  std::string failure() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return failure_;
+  }
+
+ private:
+  void run() {
+    int failures = 0;
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!wake_.wait_for(lock, interval_, [this] { return stopping_; })) {
+      lock.unlock();
+      const std::string why = probe_.check(std::min(interval_, std::chrono::milliseconds(5000)));
+      lock.lock();
+      if (why.empty()) {
+        failures = 0;
+        continue;
+      }
+      spdlog::warn("self-check {}/{}: {}", ++failures, kFailures, why);
+      if (failures < kFailures) continue;
+      failure_ = why;
+      ::pthread_kill(serving_thread_, SIGTERM);  // blocked there: sigwait returns it
+      return;
+    }
+  }
+
+  AcceptProbe probe_;
+  std::chrono::milliseconds interval_;
+  pthread_t serving_thread_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::string failure_;
+  std::thread thread_;
+};
+
 }  // namespace
 
 bool is_loopback(const std::string& address) {
@@ -325,16 +431,20 @@ bool is_loopback(const std::string& address) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
-void validate(const AgentOptions& options) {
-  if (options.tls_cert.empty() != options.tls_key.empty()) {
-    throw Error("--tls-cert and --tls-key go together");
-  }
-  const bool authenticated = !options.token.empty() || !options.tls_ca.empty();
-  if (!is_loopback(options.listen) && !authenticated && !options.insecure) {
+CredentialCheck validate(const AgentOptions& options) {
+  const CredentialCheck check = check_server_credentials(
+      {options.tls_cert, options.tls_key, options.tls_ca, options.token, options.token_file});
+  if (is_loopback(options.listen) || options.insecure) return check;
+  if (!check.authenticated()) {
     throw Error("refusing to listen on " + options.listen +
-                " without authentication: give --token-file (or HANGSCOPE_TOKEN), --tls-ca for "
-                "client certificates, or --insecure");
+                " without authentication: give --token-file (or HANGSCOPE_TOKEN), or "
+                "--tls-cert and --tls-key with --tls-ca for client certificates, or --insecure");
   }
+  if (!check.weaknesses.empty()) {
+    throw Error("refusing to listen on " + options.listen + ": " + check.weaknesses.front() +
+                " (or --insecure)");
+  }
+  return check;
 }
 
 std::string normalize_address(const std::string& address) {
@@ -349,7 +459,8 @@ std::string normalize_address(const std::string& address) {
 }
 
 int serve(const AgentOptions& options, const std::function<void(int port)>& ready) {
-  validate(options);
+  const CredentialCheck credentials_check = validate(options);
+  raise_descriptor_limit();
   // Block the stop signals before any thread starts, then wait for them on this thread.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -371,6 +482,9 @@ int serve(const AgentOptions& options, const std::function<void(int port)>& read
   // gRPC sets SO_REUSEPORT by default: a second agent on the same port would start and take
   // half of the connections, with its own token. A port in use is an error instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Connections that never finish their handshake, or hold no call, do not keep descriptors.
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, kHandshakeTimeoutMs);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, kMaxConnectionIdleMs);
   int port = 0;
   const auto credentials = server_credentials(options);
   builder.AddListeningPort(options.listen, credentials, &port);
@@ -394,19 +508,33 @@ int serve(const AgentOptions& options, const std::function<void(int port)>& read
     spdlog::info("replaying {} recorded node(s) on ports {}-{}", options.replay_files.size(),
                  base_port, base_port + options.replay_files.size() - 1);
   }
-  if (!is_loopback(options.listen) && options.token.empty() && options.tls_ca.empty()) {
+  if (!is_loopback(options.listen) && !credentials_check.authenticated()) {
     spdlog::warn(
         "listening on {} without authentication (--insecure): anyone who can reach "
         "this port can read this node's stacks",
         options.listen);
   }
-  spdlog::info("agent listening on {} (port {}){}", options.listen, port,
-               options.token.empty() ? "" : ", token required");
+  for (const auto& weakness : credentials_check.weaknesses) spdlog::warn("{}", weakness);
+  for (const auto& warning : credentials_check.warnings) spdlog::warn("{}", warning);
+  spdlog::info("agent listening on {} (port {}){}{}", options.listen, port,
+               credentials_check.tls ? ", TLS" : "",
+               credentials_check.client_certificates ? ", client certificates required"
+               : credentials_check.token             ? ", token required"
+                                                     : "");
   std::printf("listening on %s\n", (host_of(options.listen) + ":" + std::to_string(port)).c_str());
   std::fflush(stdout);
   if (ready) ready(port);
+  SelfCheck self_check(AcceptProbe(options.listen, port), options.self_check_interval,
+                       ::pthread_self());
   int signal = 0;
   sigwait(&stop_signals, &signal);
+  self_check.stop();
+  if (const auto failure = self_check.failure(); !failure.empty()) {
+    spdlog::error("the agent no longer accepts connections ({}): exiting so that it is restarted",
+                  failure);
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    return 1;
+  }
   spdlog::info("signal {}: shutting down", signal);
   // Captures in progress finish (their threads detach) before Shutdown returns.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(30));
@@ -452,13 +580,25 @@ AgentAnswer collect_from(const std::string& raw_address, const CollectRequest& r
           .count();
   capture.set_start_unix_ns(start == 0 ? 0 : start + offset);
   capture.set_locals(request.locals);
-  grpc::ClientContext capture_context;
-  prepare(capture_context, request.deadline);
+  // A busy agent (other captures queued) is asked again after a pause, within the deadline.
+  const auto give_up = std::chrono::steady_clock::now() + request.deadline;
   v1::CaptureReply reply;
-  if (const auto status = stub->Capture(&capture_context, capture, &reply); !status.ok()) {
-    fill_status(answer, status);
-    return answer;
+  for (auto pause = kFirstBusyPause;; pause *= 2) {
+    grpc::ClientContext capture_context;
+    prepare(capture_context, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 give_up - std::chrono::steady_clock::now()));
+    reply.Clear();
+    const auto status = stub->Capture(&capture_context, capture, &reply);
+    if (status.ok()) break;
+    const bool retry = status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+                       std::chrono::steady_clock::now() + pause < give_up - pause;
+    if (!retry) {
+      fill_status(answer, status);
+      return answer;
+    }
+    std::this_thread::sleep_for(pause);
   }
+  answer.notes.assign(reply.notes().begin(), reply.notes().end());
   try {
     for (const auto& s : reply.snapshots()) answer.snapshots.push_back(snapshot::decode(s));
   } catch (const Error& e) {

@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "hangscope/analysis/analysis.h"
+#include "hangscope/common/text.h"
 
 namespace hangscope::analysis {
 namespace {
@@ -223,14 +224,39 @@ struct NodeSamples {
   std::int64_t offset_ns = 0;
 };
 
-std::map<std::string, NodeSamples> samples_by_node(const Bundle& bundle) {
+// Each node's samples by sample index. A second capture of one node for one sample (two agents
+// or files that gave one node name, in a bundle not assembled by assemble_bundle) is another
+// node, "NAME#2", with the clock offset of the second node status of that name: its pids are
+// another machine's.
+std::map<std::string, NodeSamples> samples_by_node(const Bundle& bundle,
+                                                   std::vector<std::string>& found) {
+  struct Capture {
+    std::string given;  // the node name the snapshots give
+    int k = 1;          // the k-th capture of each of its samples
+  };
   std::map<std::string, NodeSamples> nodes;
-  for (const auto& s : bundle.snapshots) nodes[s.node_name].samples.push_back(&s);
+  std::map<std::string, Capture> captured;               // name in the analysis → capture
+  std::map<std::string, std::map<int, int>> per_sample;  // given name → sample index → captures
+  for (const auto& s : bundle.snapshots) {
+    const int k = ++per_sample[s.node_name][s.sample_index];
+    const std::string name = k == 1 ? s.node_name : s.node_name + "#" + std::to_string(k);
+    if (captured.emplace(name, Capture{s.node_name, k}).second && k > 1) {
+      found.push_back("node " + s.node_name + " has " + std::to_string(k) + " captures of sample " +
+                      std::to_string(s.sample_index) +
+                      " (two agents or files with one node name?): capture " + std::to_string(k) +
+                      " of each sample is taken as node " + name);
+    }
+    nodes[name].samples.push_back(&s);
+  }
   for (auto& [name, node] : nodes) {
     std::stable_sort(node.samples.begin(), node.samples.end(),
                      [](auto* a, auto* b) { return a->sample_index < b->sample_index; });
+    const auto& capture = captured.at(name);
+    int met = 0;
     for (const auto& status : bundle.nodes) {
-      if (status.name == name) node.offset_ns = status.clock_offset_ns;
+      if (status.name == capture.given && ++met == capture.k) {
+        node.offset_ns = status.clock_offset_ns;
+      }
     }
   }
   return nodes;
@@ -240,6 +266,92 @@ bool every_node_answered(const Bundle& bundle) {
   return std::all_of(bundle.nodes.begin(), bundle.nodes.end(),
                      [](const NodeStatus& n) { return n.status == "ok"; });
 }
+
+// "node0 pid 1003": a process of the input, for the diagnostics.
+std::string process_name(const RankEntry& entry) {
+  return entry.node + " pid " + std::to_string(entry.pid);
+}
+
+std::string job_name(const std::string& key) {
+  return key.empty() ? "(unknown)" : key;
+}
+
+// The world size a job's entries agree on: the one most of them claim (the larger of a tie);
+// a claim below 1 is no world size. The other claims are named in `found`.
+std::optional<int> agreed_world_size(const std::string& job, const std::vector<RankEntry>& ranks,
+                                     std::vector<std::string>& found) {
+  std::map<int, std::vector<const RankEntry*>> claims;
+  for (const auto& r : ranks) {
+    const auto ws = r.latest()->identity.world_size;
+    if (!ws) continue;
+    if (*ws < 1) {
+      found.push_back(process_name(r) + " claims a world size of " + std::to_string(*ws) +
+                      " for job " + job_name(job) + ": not taken");
+      continue;
+    }
+    claims[*ws].push_back(&r);
+  }
+  if (claims.empty()) return std::nullopt;
+  auto agreed = claims.begin();
+  for (auto it = claims.begin(); it != claims.end(); ++it) {
+    if (it->second.size() >= agreed->second.size()) agreed = it;
+  }
+  if (claims.size() > 1) {
+    std::vector<std::string> others;
+    for (const auto& [ws, holders] : claims) {
+      if (ws == agreed->first) continue;
+      std::vector<std::string> names;
+      for (const auto* r : holders) names.push_back(process_name(*r));
+      others.push_back(std::to_string(ws) + " (" + join(names, ", ", 3) + ")");
+    }
+    found.push_back("job " + job_name(job) + ": its ranks claim different world sizes, " +
+                    std::to_string(agreed->first) + " (" + std::to_string(agreed->second.size()) +
+                    " processes) and " + join(others, ", ") + "; taken as " +
+                    std::to_string(agreed->first));
+  }
+  return agreed->first;
+}
+
+// A job's entries, checked against each other: a rank outside 0..world size-1 and a rank that
+// a second live process claims too lose their number (listed without one, out of the graph);
+// a dead process (an earlier incarnation) never takes a rank from a live one. Entries by rank,
+// those without a rank last.
+void settle_ranks(Job& job, std::vector<std::string>& found) {
+  for (auto& r : job.ranks) {
+    if (r.rank && job.world_size && *r.rank >= *job.world_size) {
+      found.push_back(process_name(r) + " claims rank " + std::to_string(*r.rank) + " of job " +
+                      job_name(job.key) + ", whose world size is " +
+                      std::to_string(*job.world_size) + ": listed without a rank number");
+      r.rank.reset();
+    }
+  }
+  const auto order = [](const RankEntry& a, const RankEntry& b) {
+    return std::make_tuple(!a.rank, a.rank.value_or(0), a.state == RankState::kDead, a.node,
+                           a.pid) <
+           std::make_tuple(!b.rank, b.rank.value_or(0), b.state == RankState::kDead, b.node, b.pid);
+  };
+  std::stable_sort(job.ranks.begin(), job.ranks.end(), order);
+  bool changed = false;
+  for (std::size_t first = 0; first < job.ranks.size();) {
+    std::size_t end = first + 1;
+    const auto& kept = job.ranks[first];
+    for (; end < job.ranks.size() && kept.rank && job.ranks[end].rank == kept.rank; ++end) {
+      auto& other = job.ranks[end];
+      if (other.state == RankState::kDead || kept.state == RankState::kDead) continue;
+      found.push_back("job " + job_name(job.key) + ": rank " + std::to_string(*kept.rank) +
+                      " is claimed by " + process_name(kept) + " and " + process_name(other) +
+                      " (two jobs with one MASTER_ADDR:MASTER_PORT?); the analysis follows " +
+                      process_name(kept) + ", the other is listed without a rank number");
+      other.rank.reset();
+      changed = true;
+    }
+    first = end;
+  }
+  if (changed) std::stable_sort(job.ranks.begin(), job.ranks.end(), order);
+}
+
+// At most this many diagnostics are kept, then how many more there were.
+constexpr std::size_t kDiagnosticsShown = 32;
 
 }  // namespace
 
@@ -315,14 +427,27 @@ void Job::index() {
   for (const auto& [rank, i] : sorted_) present.insert(rank);
 }
 
-std::vector<Job> build_jobs(const Bundle& bundle) {
+std::vector<Job> build_jobs(const Bundle& bundle, std::vector<std::string>* diagnostics) {
+  std::vector<std::string> found;  // inconsistencies of the input, in the order met
   std::map<ProcessKey, RankEntry> entries;
-  for (const auto& [name, node] : samples_by_node(bundle)) {
-    const auto* newest = node.samples.back();
+  for (const auto& [name, node] : samples_by_node(bundle, found)) {
+    const int newest_index = node.samples.back()->sample_index;
     std::vector<std::pair<const ProcessKey*, RankEntry*>> mine;  // this node's entries
+    std::map<int, std::unordered_set<pid_t>> pids_of_sample;     // sample index → pids met
+    std::set<pid_t> twice, negative;  // pids already named in a diagnostic
     for (const auto* sample : node.samples) {
       const std::int64_t time = sample->capture_unix_ns - node.offset_ns;
+      auto& pids = pids_of_sample[sample->sample_index];
       for (const auto& p : sample->processes) {
+        // One process per pid in a sample: a second record would be a second sample of it.
+        if (!pids.insert(p.pid).second) {
+          if (twice.insert(p.pid).second) {
+            found.push_back("node " + name + ": pid " + std::to_string(p.pid) + " is in sample " +
+                            std::to_string(sample->sample_index) +
+                            " twice; the first record is used");
+          }
+          continue;
+        }
         if (p.identity.role != "rank") continue;
         auto [it, added] = entries.try_emplace({name, p.pid, p.start_time_ticks});
         if (added) mine.emplace_back(&it->first, &it->second);
@@ -331,13 +456,24 @@ std::vector<Job> build_jobs(const Bundle& bundle) {
         entry.pid = p.pid;
         entry.job = p.identity.job;
         entry.rank = p.identity.rank;
+        if (entry.rank && *entry.rank < 0) {
+          if (negative.insert(p.pid).second) {
+            found.push_back(process_name(entry) + " claims rank " + std::to_string(*entry.rank) +
+                            " of job " + job_name(entry.job) +
+                            ": no rank is negative; listed without a rank number");
+          }
+          entry.rank.reset();
+        }
         entry.history.push_back(&p);
         entry.sample_times_ns.push_back(time);
       }
     }
     // A rank seen earlier but gone from the newest sample exited during the capture.
     std::unordered_set<pid_t> in_newest;
-    for (const auto& p : newest->processes) in_newest.insert(p.pid);
+    for (const auto* sample : node.samples) {
+      if (sample->sample_index != newest_index) continue;
+      for (const auto& p : sample->processes) in_newest.insert(p.pid);
+    }
     for (auto [key, entry] : mine) {
       if (!in_newest.count(key->pid)) entry->state = RankState::kDead;
     }
@@ -354,25 +490,27 @@ std::vector<Job> build_jobs(const Bundle& bundle) {
   for (auto& [key, entry] : entries) {
     auto& job = jobs[entry.job];
     job.key = entry.job;
-    // Any world size is taken at its word, also 2^31 - 1 from a corrupt snapshot: the ranks it
-    // says are missing are ranges (Job::missing), not entries.
-    if (const auto ws = entry.latest()->identity.world_size) {
-      job.world_size = std::max(job.world_size.value_or(0), *ws);
-    }
     job.ranks.push_back(std::move(entry));
   }
   const bool all_answered = every_node_answered(bundle);
   std::vector<Job> out;
   for (auto& [key, job] : jobs) {
-    // Entries without a rank go last.
-    std::stable_sort(job.ranks.begin(), job.ranks.end(), [](const auto& a, const auto& b) {
-      return std::make_tuple(!a.rank, a.rank.value_or(0), a.node, a.pid) <
-             std::make_tuple(!b.rank, b.rank.value_or(0), b.node, b.pid);
-    });
+    // Any world size is taken at its word, also 2^31 - 1 from a corrupt snapshot: the ranks it
+    // says are missing are ranges (Job::missing), not entries. When the ranks disagree, most of
+    // them decide.
+    job.world_size = agreed_world_size(job.key, job.ranks, found);
+    settle_ranks(job, found);
     job.index();
     if (job.world_size) job.missing = RankSet::range(0, *job.world_size - 1) - job.present;
     job.missing_state = all_answered ? RankState::kMissing : RankState::kUnknown;
     out.push_back(std::move(job));
+  }
+  if (diagnostics != nullptr) {
+    const std::size_t more =
+        found.size() > kDiagnosticsShown ? found.size() - kDiagnosticsShown : 0;
+    found.resize(std::min(found.size(), kDiagnosticsShown));
+    if (more > 0) found.push_back("… and " + std::to_string(more) + " more of these");
+    diagnostics->insert(diagnostics->end(), found.begin(), found.end());
   }
   return out;
 }

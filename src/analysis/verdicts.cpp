@@ -506,13 +506,25 @@ std::vector<Verdict> generic_verdicts(const Job& job) {
 std::vector<Verdict> node_verdicts(const std::vector<Job>& jobs,
                                    const std::vector<NodeStatus>& nodes) {
   std::vector<Verdict> out;
+  // When no node answered and no rank was read, nothing was looked at: that is a failure
+  // (exit 1, the nodes named in the error), not a verdict about a hang.
+  const bool any_answer =
+      std::any_of(nodes.begin(), nodes.end(), [](const auto& n) { return n.status == "ok"; }) ||
+      std::any_of(jobs.begin(), jobs.end(), [](const Job& job) {
+        return std::any_of(job.ranks.begin(), job.ranks.end(),
+                           [](const auto& r) { return !r.history.empty(); });
+      });
+  if (!any_answer) return out;
   for (const auto& node : nodes) {
     // A snapshot file that could not be read is an input error, reported with the nodes.
     if (node.status == "ok" || (node.status == "error" && !node.address)) continue;
     Verdict v;
     const bool refused = node.status == "refused";
-    v.id = refused ? "node-refused" : "node-unreachable";
-    v.title = refused ? "A node's agent refused the request" : "A node did not answer";
+    const bool busy = node.status == "busy";
+    v.id = refused ? "node-refused" : busy ? "node-busy" : "node-unreachable";
+    v.title = refused ? "A node's agent refused the request"
+              : busy  ? "A node's agent was busy with other captures"
+                      : "A node did not answer";
     const std::string name = node.address ? node.name + " (" + *node.address + ")" : node.name;
     v.evidence.push_back(name + ": " + node.status + (node.error.empty() ? "" : ": " + node.error));
     RankSet unknown_waited, waiters;
@@ -530,14 +542,19 @@ std::vector<Verdict> node_verdicts(const std::vector<Job>& jobs,
     v.waiting_ranks = waiters;
     v.confidence = unknown_waited.empty() ? 0.6 : 0.9;
     v.summary =
-        "Node " + name + " " + (refused ? "refused the request" : "did not answer") +
+        "Node " + name + " " +
+        (refused ? "refused the request"
+         : busy  ? "was busy until the deadline"
+                 : "did not answer") +
         (unknown_waited.empty()
              ? "; its ranks are unknown."
              : "; " + ranks_text(waiters) + (waiters.size() == 1 ? " waits for " : " wait for ") +
                    ranks_text(unknown_waited) + ", whose state is unknown (not captured).");
-    v.remedies.push_back(refused ? "check the token or TLS credentials given to diagnose"
-                                 : "check that `hangscope collect` runs on that node and that "
-                                   "its address and port are reachable from here");
+    v.remedies.push_back(
+        refused ? "check the token or TLS credentials given to diagnose"
+        : busy  ? "other diagnose runs were capturing that node: run diagnose again"
+                : "check that `hangscope collect` runs on that node and that its address and "
+                  "port are reachable from here");
     out.push_back(std::move(v));
   }
   return out;

@@ -86,6 +86,10 @@ void print_error(const std::string& message) {
   std::cerr << "hangscope: error: " + printable(message) + "\n" << std::flush;
 }
 
+void print_warning(const std::string& message) {
+  std::cerr << "hangscope: warning: " + printable(message) + "\n" << std::flush;
+}
+
 std::vector<std::string> given_options(const std::vector<const CLI::Option*>& options) {
   std::vector<std::string> out;
   for (const auto* option : options) {

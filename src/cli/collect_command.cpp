@@ -1,6 +1,7 @@
 // `hangscope collect`: the agent (a gRPC server on this node), or one capture into a file.
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <thread>
@@ -59,6 +60,12 @@ void check_options(const CollectArguments& args) {
   if (args.tls_cert.empty() != args.tls_key.empty()) {
     throw UsageError("--tls-cert and --tls-key go together");
   }
+  if (!args.tls_ca.empty() && args.tls_cert.empty()) {
+    throw UsageError(
+        "--tls-ca requires the agent's own certificate (--tls-cert and --tls-key): client "
+        "certificates are only checked over TLS, and without it the agent would serve "
+        "plaintext to anyone");
+  }
 }
 
 int collect_once(const CollectArguments& args) {
@@ -94,6 +101,7 @@ int run_collect(const CollectArguments& args) {
   // "[::1]" and "host" get the default port; the agent binds exactly this address.
   options.listen = parse_address(args.listen, agent::kDefaultPort, true);
   options.token = load_token(args.token_file);
+  options.token_file = args.token_file;
   options.insecure = args.insecure;
   options.tls_cert = args.tls_cert;
   options.tls_key = args.tls_key;
@@ -105,6 +113,9 @@ int run_collect(const CollectArguments& args) {
   options.trigger_flight_dumps = args.trigger_fr_dump;
   options.query_store = args.query_store;
   options.replay_files = args.replay;
+  if (const char* ms = std::getenv("HANGSCOPE_AGENT_SELF_CHECK_MS")) {
+    options.self_check_interval = std::chrono::milliseconds(std::strtoll(ms, nullptr, 10));
+  }
   return agent::serve(options);
 }
 

@@ -79,13 +79,22 @@ std::string utc_stamp() {
 class Progress {
  public:
   explicit Progress(bool quiet) : quiet_(quiet) {}
+  // `line` names nodes, files and agents' answers: shown through printable().
   void say(const std::string& line) const {
-    if (!quiet_) std::cerr << "hangscope: " << line << "\n";
+    if (!quiet_) std::cerr << "hangscope: " << printable(line) << "\n";
   }
 
  private:
   bool quiet_;
 };
+
+// The bundle of `answers`, saying which nodes were named apart from another of the same name.
+analysis::Bundle assemble(std::vector<analysis::NodeAnswer> answers, const Progress& progress) {
+  std::vector<std::string> renamed;
+  auto bundle = analysis::assemble_bundle(std::move(answers), &renamed);
+  for (const auto& note : renamed) progress.say(note);
+  return bundle;
+}
 
 analysis::Bundle from_files(const DiagnoseArguments& args, const Progress& progress) {
   // Files are parsed in parallel, then taken in the order given.
@@ -110,7 +119,8 @@ analysis::Bundle from_files(const DiagnoseArguments& args, const Progress& progr
   for (std::size_t w = 1; w < parallel; ++w) workers.emplace_back(work);
   work();
   for (auto& w : workers) w.join();
-  analysis::Bundle bundle;
+  // A node per file and node name in it; the same name in two files is two nodes, named apart.
+  std::vector<analysis::NodeAnswer> answers;
   for (std::size_t i = 0; i < args.files.size(); ++i) {
     const auto& file = args.files[i];
     try {
@@ -119,21 +129,24 @@ analysis::Bundle from_files(const DiagnoseArguments& args, const Progress& progr
       if (args.files.size() <= 16) {
         progress.say("read " + std::to_string(nodes.size()) + " snapshot(s) from " + file);
       }
+      const std::size_t first = answers.size();
       for (auto& node : nodes) {
-        if (std::none_of(bundle.nodes.begin(), bundle.nodes.end(),
-                         [&](const auto& n) { return n.name == node.node_name; })) {
-          bundle.nodes.push_back({node.node_name, std::nullopt, "ok", "", 0});
+        auto it = std::find_if(answers.begin() + static_cast<std::ptrdiff_t>(first), answers.end(),
+                               [&](const auto& a) { return a.status.name == node.node_name; });
+        if (it == answers.end()) {
+          answers.push_back({{node.node_name, std::nullopt, "ok", "", 0}, file, {}});
+          it = answers.end() - 1;
         }
-        bundle.snapshots.push_back(std::move(node));
+        it->samples.push_back(std::move(node));
       }
     } catch (const Error& e) {
       // A bad file is reported (an error, even with --quiet); the other files still make the
       // report, which names it.
-      bundle.nodes.push_back({file, std::nullopt, "error", e.what(), 0});
+      answers.push_back({{file, std::nullopt, "error", e.what(), 0}, file, {}});
       print_error(e.what());
     }
   }
-  return bundle;
+  return assemble(std::move(answers), progress);
 }
 
 analysis::Bundle from_agents(const Plan& plan, const DiagnoseArguments& args,
@@ -172,19 +185,25 @@ analysis::Bundle from_agents(const Plan& plan, const DiagnoseArguments& args,
                      (answer.error.empty() ? "" : " (" + answer.error + ")") + " [" +
                      std::to_string(finished) + "/" + std::to_string(addresses.size()) + "]");
       }
+      for (const auto& note : answer.notes) {
+        std::lock_guard<std::mutex> lock(say);
+        print_warning(answer.address + ": " + note);
+      }
     }
   };
   std::vector<std::thread> workers;
   for (std::size_t w = 0; w < std::min(kWorkers, addresses.size()); ++w) workers.emplace_back(work);
   for (auto& w : workers) w.join();
-  analysis::Bundle bundle;
+  // A node is the agent that answered: its snapshots take its name, and two agents giving one
+  // name (one --node-name on two nodes) are named apart by their addresses.
+  std::vector<analysis::NodeAnswer> nodes;
   for (auto& answer : answers) {
     const std::string name = answer.node_name.empty() ? answer.address : answer.node_name;
-    bundle.nodes.push_back(
-        {name, answer.address, answer.status, answer.error, answer.clock_offset_ns});
-    for (auto& s : answer.snapshots) bundle.snapshots.push_back(std::move(s));
+    nodes.push_back({{name, answer.address, answer.status, answer.error, answer.clock_offset_ns},
+                     answer.address,
+                     std::move(answer.snapshots)});
   }
-  return bundle;
+  return assemble(std::move(nodes), progress);
 }
 
 analysis::Bundle from_local_node(const DiagnoseArguments& args, std::chrono::milliseconds interval,
@@ -443,6 +462,13 @@ Plan make_plan(const DiagnoseArguments& args) {
   }
   if (args.tls_cert.empty() != args.tls_key.empty()) {
     throw UsageError("--tls-cert and --tls-key go together");
+  }
+  if (p.source == Plan::Source::kAgents) {
+    try {
+      agent::check_client_credentials(args.tls_ca, args.tls_cert, args.tls_key);
+    } catch (const Error& e) {
+      throw UsageError(e.what());
+    }
   }
   if (!args.select.empty()) check_regex("--select", args.select);
   if (args.query_store && !args.locals) throw UsageError("--query-store needs --locals");

@@ -84,7 +84,8 @@ int analyse_and_report(const ReportRequest& request, const analysis::Bundle& bun
   PhaseTimer timer;
   const auto rule_set =
       rules::load_rules(rules::kSystemRulesDir, request.rules_dir, request.max_rule_bytes);
-  for (const auto& e : rule_set.errors) say("skipped rule: " + e);
+  // Shown in every output mode: a rule file left out changes which verdicts can be reached.
+  for (const auto& e : rule_set.errors) print_warning("skipped rule: " + e);
   const auto analysis = diagnosis::diagnose(bundle, rule_set);
   timer.lap("analysis and rules");
   for (const auto& note : report::write_reports(request.dir, bundle, analysis)) say(note);
@@ -96,7 +97,8 @@ int analyse_and_report(const ReportRequest& request, const analysis::Bundle& bun
     const auto why = capture_errors(bundle);
     print_error("no rank process found " + request.where + (why.empty() ? "" : " (" + why + ")") +
                 (failed.empty() ? "" : "; failed: " + join(failed, ", ", 5)));
-    return kExitFailed;
+    // A verdict (a node that did not answer while another did) is still a verdict: exit 3.
+    return analysis.verdicts.empty() ? kExitFailed : kExitHangFound;
   }
   if (!analysis.verdicts.empty()) return kExitHangFound;
   if (!failed.empty()) {

@@ -51,8 +51,9 @@ int list_rules(const RulesArguments& args) {
   } else {
     for (const auto& e : set.errors) print_error("skipped rule: " + e);
     for (const auto& r : set.rules) {
-      std::cout << r.id << "  (" << r.source << ", confidence " << r.confidence << ")\n  "
-                << r.title << "\n";
+      // Read from rule files: shown through printable().
+      std::cout << printable(r.id) << "  (" << printable(r.source) << ", confidence "
+                << r.confidence << ")\n  " << printable(r.title) << "\n";
     }
   }
   return set.errors.empty() ? kExitOk : kExitFailed;
@@ -84,7 +85,7 @@ int check_rule(const RulesArguments& args) {
     }
     print_json(out);
   } else if (result.rule) {
-    std::cout << printable(args.file) << ": rule " << result.rule->id << " is valid ("
+    std::cout << printable(args.file) << ": rule " << printable(result.rule->id) << " is valid ("
               << result.rule->groups.size() << " group(s), " << result.rule->facts.size()
               << " fact(s))\n";
   } else {

@@ -26,7 +26,9 @@ analysis::Analysis diagnose(const analysis::Bundle& bundle, const rules::RuleSet
   analysis::Analysis result;
 
   // 1. The rank table and its links (analysis/rank_table.cpp, wait_graph.cpp, connectivity.cpp).
-  result.jobs = analysis::build_jobs(bundle);
+  //    What cannot all be true (a negative rank, two processes of one rank, …) is named in
+  //    result.diagnostics; the rank table keeps the rest.
+  result.jobs = analysis::build_jobs(bundle, &result.diagnostics);
   timer.lap("rank table");
   //    A job known from flight-recorder dumps alone (post-mortem, analysis/postmortem_bundle.cpp)
   //    has no stacks: no wait points, classes or TCP peers to derive.

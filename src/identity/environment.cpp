@@ -100,6 +100,14 @@ std::map<std::string, std::string> parse_environ_block(std::string_view block) {
 Environment read_environment(const proc::ProcessFs& fs, elf::ProcessImage& image,
                              memory::MemoryReader& memory) {
   Environment env;
+  // libc's environ first: it is what the process sees now, os.environ['MASTER_PORT'] = … of a
+  // launcher script included (Python's putenv), and it survives setproctitle. /proc's copy is
+  // the environment the process was started with.
+  if (auto variables = environment_from_memory(image, memory, executable_path(fs))) {
+    env.variables = std::move(*variables);
+    env.source = "memory";
+    return env;
+  }
   const auto read = read_file(fs.dir() + "/environ", 4u << 20);
   if (read.text) {
     env.variables = parse_environ_block(*read.text);
@@ -108,15 +116,10 @@ Environment read_environment(const proc::ProcessFs& fs, elf::ProcessImage& image
       return env;
     }
   }
-  // Empty or title padding: setproctitle moved the environment; libc still points at it.
-  if (auto variables = environment_from_memory(image, memory, executable_path(fs))) {
-    env.variables = std::move(*variables);
-    env.source = "memory";
-    return env;
-  }
   env.note = read.text
-                 ? "environment unreadable: /proc environ is empty and libc's environ was not found"
-                 : "environment unreadable: " + std::string(std::strerror(read.error));
+                 ? "environment unreadable: libc's environ was not found and /proc environ is empty"
+                 : "environment unreadable: libc's environ was not found and /proc environ: " +
+                       std::string(std::strerror(read.error));
   return env;
 }
 

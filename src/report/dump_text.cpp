@@ -1,3 +1,6 @@
+// `hangscope dump`'s text: every string read from the target goes through printable() (docs/
+// security.md, "Text from outside"), so a name cannot move the cursor, clear the screen or start
+// a line of its own.
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -23,21 +26,23 @@ std::string frame_line(std::size_t index, const model::Frame& frame) {
   std::ostringstream line;
   line << "  #" << index << (index < 10 ? "  " : " ");
   if (frame.kind == model::Frame::Kind::kPython) {
-    line << "[py] " << (frame.qualname.empty() ? frame.function : frame.qualname) << " ("
-         << frame.file << ":" << frame.line << ")";
-    for (const auto& [name, value] : frame.locals) line << "\n        " << name << " = " << value;
+    line << "[py] " << printable(frame.qualname.empty() ? frame.function : frame.qualname) << " ("
+         << printable(frame.file) << ":" << frame.line << ")";
+    for (const auto& [name, value] : frame.locals) {
+      line << "\n        " << printable(name) << " = " << printable(value);
+    }
     return line.str();
   }
   char address[24];
   std::snprintf(address, sizeof address, "0x%016" PRIx64, frame.address);
   line << address << "  ";
   if (!frame.function.empty()) {
-    line << frame.function << " + " << hex(frame.offset);
+    line << printable(frame.function) << " + " << hex(frame.offset);
   } else {
     line << "??";
   }
   if (!frame.module.empty()) {
-    line << "  (" << frame.module;
+    line << "  (" << printable(frame.module);
     if (frame.function.empty()) line << " + " << hex(frame.module_offset);
     line << ")";
   }
@@ -62,13 +67,13 @@ std::string task_tail(const model::AsyncTask& task, const model::ProcessDump& du
   if (task.awaited_task) {
     const auto* awaited = task_at(dump, *task.awaited_task);
     out << ", awaits Task";
-    if (awaited) out << " \"" << awaited->name << "\"";
+    if (awaited) out << " \"" << printable(awaited->name) << "\"";
     out << " (" << hex(*task.awaited_task) << ")";
   } else if (!task.awaits.empty()) {
-    out << ", awaits " << task.awaits;
+    out << ", awaits " << printable(task.awaits);
   }
   out << "\n";
-  for (const auto& note : task.notes) out << indent << "  note: " << note << "\n";
+  for (const auto& note : task.notes) out << indent << "  note: " << printable(note) << "\n";
   for (std::size_t i = 0; i < task.coroutine.size(); ++i) {
     out << indent << frame_line(i, task.coroutine[i]) << "\n";
   }
@@ -94,12 +99,12 @@ std::string grouped_tasks_text(const std::vector<const model::AsyncTask*>& tasks
   std::ostringstream out;
   for (const auto& [tail, members] : groups) {
     if (members.size() == 1) {
-      out << indent << "Task \"" << members.front()->name << "\" " << tail;
+      out << indent << "Task \"" << printable(members.front()->name) << "\" " << tail;
       continue;
     }
     out << indent << members.size() << " tasks (";
     for (std::size_t i = 0; i < members.size() && i < kNamesShown; ++i) {
-      out << (i ? ", " : "") << "\"" << members[i]->name << "\"";
+      out << (i ? ", " : "") << "\"" << printable(members[i]->name) << "\"";
     }
     if (members.size() > kNamesShown) out << " and " << members.size() - kNamesShown << " more";
     out << ") " << tail;
@@ -138,7 +143,7 @@ std::string task_state_name(model::AsyncTask::State state) {
 
 std::string task_to_text(const model::AsyncTask& task, const model::ProcessDump& dump,
                          const std::string& indent) {
-  return indent + "Task \"" + task.name + "\" " + task_tail(task, dump, indent);
+  return indent + "Task \"" + printable(task.name) + "\" " + task_tail(task, dump, indent);
 }
 
 std::string group_ranks_text(const model::ProcessGroupState& group) {
@@ -154,43 +159,44 @@ std::string distributed_to_text(const model::DistributedState& state) {
   } else {
     out << "rank " << (state.rank ? std::to_string(*state.rank) : std::string("unknown")) << " of "
         << (state.world_size ? std::to_string(*state.world_size) : std::string("?"))
-        << (state.init_method.empty() ? "" : " (" + state.init_method + ")") << "\n";
+        << (state.init_method.empty() ? "" : " (" + printable(state.init_method) + ")") << "\n";
   }
   for (const auto& g : state.groups) {
-    out << "  process group " << g.name << " (" << (g.backend.empty() ? "?" : g.backend)
-        << (g.is_default ? ", default" : "");
-    for (const auto& label : g.labels) out << ", " << label;
+    out << "  process group " << printable(g.name) << " ("
+        << (g.backend.empty() ? "?" : printable(g.backend)) << (g.is_default ? ", default" : "");
+    for (const auto& label : g.labels) out << ", " << printable(label);
     out << "): ranks " << group_ranks_text(g);
     if (g.group_rank) out << "; this rank " << *g.group_rank;
     if (g.sequence) out << "; sequence number " << *g.sequence;
     out << "\n";
   }
-  for (const auto& note : state.notes) out << "  note: " << note << "\n";
+  for (const auto& note : state.notes) out << "  note: " << printable(note) << "\n";
   return out.str();
 }
 
 std::string dump_to_text(const model::ProcessDump& dump) {
   std::ostringstream out;
-  out << "Process " << dump.pid << " (" << dump.command << "), " << dump.threads.size() << " thread"
-      << (dump.threads.size() == 1 ? "" : "s");
-  if (dump.python) out << ", Python " << *dump.python;
+  out << "Process " << dump.pid << " (" << printable(dump.command) << "), " << dump.threads.size()
+      << " thread" << (dump.threads.size() == 1 ? "" : "s");
+  if (dump.python) out << ", Python " << printable(*dump.python);
   out << "\n";
-  for (const auto& note : dump.notes) out << "note: " << note << "\n";
+  for (const auto& note : dump.notes) out << "note: " << printable(note) << "\n";
   if (dump.distributed) out << distributed_to_text(*dump.distributed);
   for (const auto& thread : dump.threads) {
-    out << "\nThread " << thread.tid << " \"" << thread.name << "\" " << thread.state << " ("
+    out << "\nThread " << thread.tid << " \"" << printable(thread.name) << "\" "
+        << printable(std::string_view(&thread.state, 1)) << " ("
         << proc::describe_state(thread.state) << ")";
-    if (!thread.wchan.empty()) out << " in " << thread.wchan;
-    if (thread.py_thread_name) out << " [Python " << *thread.py_thread_name << "]";
-    if (thread.merge != model::kMergeOk) out << "\n  merge " << thread.merge;
+    if (!thread.wchan.empty()) out << " in " << printable(thread.wchan);
+    if (thread.py_thread_name) out << " [Python " << printable(*thread.py_thread_name) << "]";
+    if (thread.merge != model::kMergeOk) out << "\n  merge " << printable(thread.merge);
     if (thread.holds_gil) out << " [holds GIL]";
     out << "\n";
-    for (const auto& note : thread.notes) out << "  note: " << note << "\n";
+    for (const auto& note : thread.notes) out << "  note: " << printable(note) << "\n";
     for (std::size_t i = 0; i < thread.frames.size(); ++i) {
       out << frame_line(i, thread.frames[i]) << "\n";
     }
     for (const auto& kernel_frame : thread.kernel_stack)
-      out << "  [kernel] " << kernel_frame << "\n";
+      out << "  [kernel] " << printable(kernel_frame) << "\n";
     out << loop_tasks(dump, thread.tid);
   }
   // Tasks of loops no thread runs (not running, or their thread was not matched).
@@ -203,10 +209,10 @@ std::string dump_to_text(const model::ProcessDump& dump) {
 std::string socket_to_text(const model::Socket& socket) {
   std::string out = "fd " + std::to_string(socket.fd);
   if (socket.family == model::Socket::Family::kTcp) {
-    out += " tcp " + socket.state + " " + socket.local;
-    if (socket.state != "listen") out += " -> " + socket.remote;
+    out += " tcp " + printable(socket.state) + " " + printable(socket.local);
+    if (socket.state != "listen") out += " -> " + printable(socket.remote);
   } else {
-    out += " unix " + socket.type + " " + socket.state;
+    out += " unix " + printable(socket.type) + " " + printable(socket.state);
     if (!socket.path.empty()) out += " " + printable(socket.path);
     if (socket.peer_inode != 0) out += ", peer inode " + std::to_string(socket.peer_inode);
   }

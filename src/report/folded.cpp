@@ -4,15 +4,18 @@
 #include <sstream>
 
 #include "hangscope/analysis/call_tree.h"
+#include "hangscope/common/text.h"
 #include "hangscope/report/report.h"
 
 namespace hangscope::report {
 namespace {
 
-std::string clean(std::string label) {
-  std::replace(label.begin(), label.end(), ';', ',');
-  std::replace(label.begin(), label.end(), '\n', ' ');
-  return label;
+// A frame of a folded line: printable (no control character, so no newline either), and no ';'
+// (the frame separator).
+std::string clean(const std::string& label) {
+  std::string out = printable(label);
+  std::replace(out.begin(), out.end(), ';', ',');
+  return out;
 }
 
 }  // namespace

@@ -287,6 +287,7 @@ json report_json(const Bundle& bundle, const analysis::Analysis& analysis, bool 
   return {{"schema", "hangscope.report/v1"},
           {"conclusion", analysis.conclusion},
           {"verdicts", std::move(verdicts)},
+          {"diagnostics", analysis.diagnostics},
           {"ranks", std::move(ranks)},
           {"processes", std::move(processes)},
           {"serving", std::move(serving)},

@@ -1,13 +1,21 @@
 // report.md: a GitHub issue body. The verdict in its first three lines, then the evidence,
 // rank table, wait-for chain, merged tree, representative stacks, other processes, nodes and
 // how it was captured. Long parts are collapsed; the whole stays under GitHub's limit.
+//
+// Every string that comes from a snapshot, and every sentence the analysis built from one (a
+// summary naming a function, a wait point, a node), is foreign text: it is written through
+// markdown_text (prose, table cells), markdown_code (inline code), html_text (inside <summary>)
+// or inside a fence longer than any run of backticks in it, never as it is. Only hangscope's own
+// words and numbers are written raw.
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include "hangscope/analysis/call_tree.h"
 #include "hangscope/analysis/rank_set.h"
+#include "hangscope/common/text.h"
 #include "hangscope/facts/fact_keys.h"
 #include "hangscope/report/report.h"
 #include "hangscope/version.h"
@@ -20,16 +28,31 @@ using analysis::RankEntry;
 constexpr std::size_t kBodyLimit = 60000;  // GitHub refuses bodies over 65,536 characters
 constexpr std::size_t kRankRowsShown = 256;
 
-// Markdown table cells: no pipes or newlines.
-std::string cell(std::string text) {
+// Foreign text in a table cell or a line of prose (markdown_text).
+std::string cell(std::string_view text) {
+  return markdown_text(text);
+}
+
+// Foreign text inside an HTML block (<summary>), where Markdown is not read: printable, and
+// HTML's own characters as entities.
+std::string html_text(std::string_view text) {
   std::string out;
-  for (char c : text) {
-    if (c == '|') {
-      out += "\\|";
-    } else if (c == '\n') {
-      out += ' ';
-    } else {
-      out += c;
+  for (const char c : printable(text)) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -39,10 +62,25 @@ std::string num(const std::optional<int>& v) {
   return v ? std::to_string(*v) : "-";
 }
 
-std::string fence(const std::string& text) {
-  return "```text\n" + text + "```\n";
+// The longest run of backticks in `text`.
+std::size_t longest_backtick_run(std::string_view text) {
+  std::size_t longest = 0;
+  std::size_t run = 0;
+  for (const char c : text) {
+    run = c == '`' ? run + 1 : 0;
+    longest = std::max(longest, run);
+  }
+  return longest;
 }
 
+// A fenced block of lines whose foreign parts went through printable(): the fence is longer
+// than any run of backticks in them, so no line can close it.
+std::string fence(const std::string& text) {
+  const std::string ticks(std::max<std::size_t>(3, longest_backtick_run(text) + 1), '`');
+  return ticks + "text\n" + text + ticks + "\n";
+}
+
+// `summary` is HTML (html_text for its foreign parts).
 std::string details(const std::string& summary, const std::string& body) {
   return "<details><summary>" + summary + "</summary>\n\n" + body + "\n</details>\n";
 }
@@ -50,48 +88,60 @@ std::string details(const std::string& summary, const std::string& body) {
 std::string verdict_section(const analysis::Analysis& a) {
   std::ostringstream md;
   if (a.verdicts.empty()) {
-    md << "# hangscope: no divergence found\n\n" << a.conclusion << "\n\n";
+    md << "# hangscope: no divergence found\n\n" << cell(a.conclusion) << "\n\n";
     return md.str();
   }
   const auto& top = a.verdicts.front();
-  md << "# hangscope: " << top.summary << "\n\n";
-  md << "**Verdict `" << top.id << "`** (" << to_string(top.kind) << ", confidence " << std::fixed;
+  md << "# hangscope: " << cell(top.summary) << "\n\n";
+  md << "**Verdict " << markdown_code(top.id) << "** (" << to_string(top.kind) << ", confidence "
+     << std::fixed;
   md.precision(2);
-  md << top.confidence << "): " << top.title << ". Diverged: "
+  md << top.confidence << "): " << cell(top.title) << ". Diverged: "
      << (top.diverged_ranks.empty() ? "none named"
                                     : "rank " + analysis::compress_ranks(top.diverged_ranks))
      << "; waiting: "
      << (top.waiting_ranks.empty() ? "none" : analysis::compress_ranks(top.waiting_ranks))
-     << (top.job.empty() ? "" : " (job " + top.job + ")") << ".\n\n";
+     << (top.job.empty() ? "" : " (job " + markdown_code(top.job) + ")") << ".\n\n";
   for (const auto& v : a.verdicts) {
     if (&v != &top) {
-      md << "**Also `" << v.id << "`** (" << to_string(v.kind) << ", confidence " << v.confidence
-         << (v.explained_by.empty() ? "" : ", explained by `" + v.explained_by + "`")
-         << "): " << v.summary << "\n\n";
+      md << "**Also " << markdown_code(v.id) << "** (" << to_string(v.kind) << ", confidence "
+         << v.confidence
+         << (v.explained_by.empty() ? "" : ", explained by " + markdown_code(v.explained_by))
+         << "): " << cell(v.summary) << "\n\n";
     }
   }
   md << "### Evidence\n\n";
   for (const auto& v : a.verdicts) {
     for (const auto& e : v.evidence)
-      md << "- " << (a.verdicts.size() > 1 ? "`" + v.id + "` " : "") << cell(e) << "\n";
+      md << "- " << (a.verdicts.size() > 1 ? markdown_code(v.id) + " " : "") << cell(e) << "\n";
   }
   bool any = false;
   for (const auto& v : a.verdicts) {
     for (const auto& r : v.remedies) {
       if (!any) md << "\n### What to do\n\n";
       any = true;
-      md << "- " << r << "\n";
+      md << "- " << cell(r) << "\n";
     }
   }
   for (const auto& v : a.verdicts) {
     if (!v.references.empty()) {
-      md << "\nReferences (`" << v.id << "`): ";
+      md << "\nReferences (" << markdown_code(v.id) << "): ";
       for (std::size_t i = 0; i < v.references.size(); ++i) {
-        md << (i ? ", " : "") << v.references[i];
+        md << (i ? ", " : "") << cell(v.references[i]);
       }
       md << "\n";
     }
   }
+  md << "\n";
+  return md.str();
+}
+
+// What the input says that cannot all be true, and what the analysis did about it.
+std::string diagnostics_section(const analysis::Analysis& a) {
+  if (a.diagnostics.empty()) return "";
+  std::ostringstream md;
+  md << "## Diagnostics: input that does not add up\n\n";
+  for (const auto& d : a.diagnostics) md << "- " << cell(d) << "\n";
   md << "\n";
   return md.str();
 }
@@ -146,7 +196,7 @@ std::string collectives_lines(const analysis::Job& job) {
 std::string ranks_section(const analysis::Analysis& a) {
   std::ostringstream md;
   for (const auto& job : a.jobs) {
-    md << "## Ranks of job " << (job.key.empty() ? "(unknown)" : "`" + job.key + "`")
+    md << "## Ranks of job " << (job.key.empty() ? "(unknown)" : markdown_code(job.key))
        << (job.world_size ? ", world size " + std::to_string(*job.world_size) : "") << "\n\n";
     md << "| rank | node | pid | tp/pp/dp | state | progressing | stuck since | wait point | "
           "class |\n|---|---|---|---|---|---|---|---|---|\n";
@@ -185,7 +235,7 @@ std::string ranks_section(const analysis::Analysis& a) {
     if (!job.classes.empty()) {
       md << "Classes (ranks waiting at the same place):\n\n";
       for (const auto& c : job.classes) {
-        md << "- class " << c.id << ", " << c.state << ", rank "
+        md << "- class " << c.id << ", " << cell(c.state) << ", rank "
            << analysis::compress_ranks(c.ranks) << ": " << cell(c.description) << "\n";
       }
       md << "\n";
@@ -207,13 +257,13 @@ std::string chain_section(const analysis::Analysis& a) {
       roots_waited.insert(r.waits_for);
     }
     if (edges.empty()) {
-      md << "- job `" << job.key << "`: no rank waits for another rank.\n";
+      md << "- job " << markdown_code(job.key) << ": no rank waits for another rank.\n";
       continue;
     }
     for (const auto& [edge, from] : edges) {
       md << "- " << (from.size() == 1 ? "rank " : "ranks ") << analysis::compress_ranks(from)
          << " → " << (edge.first.size() == 1 ? "rank " : "ranks ")
-         << analysis::compress_ranks(edge.first) << " (" << edge.second << ")\n";
+         << analysis::compress_ranks(edge.first) << " (" << cell(edge.second) << ")\n";
     }
     for (const auto* r : job.entries_in(roots_waited)) {
       if (!r->waits_for.empty()) continue;
@@ -235,9 +285,10 @@ std::string serving_section(const analysis::Analysis& a) {
   std::ostringstream md;
   md << "## Serving chain\n\n";
   for (const auto& chain : a.serving) {
-    md << "- " << chain.framework << " deployment"
-       << (chain.job.empty() ? ", no workers' job linked"
-                             : ", workers' job `" + chain.job + "` (" + chain.job_link + ")")
+    md << "- " << cell(chain.framework) << " deployment"
+       << (chain.job.empty()
+               ? ", no workers' job linked"
+               : ", workers' job " + markdown_code(chain.job) + " (" + cell(chain.job_link) + ")")
        << ":\n";
     for (std::size_t i = 0; i < chain.links.size(); ++i) {
       md << "  " << i + 1 << ". " << cell(chain.links[i]) << "\n";
@@ -254,7 +305,7 @@ std::string tree_section(const analysis::Analysis& a) {
     for (const auto& v : a.verdicts) {
       if (v.job == job.key) diverged.insert(v.diverged_ranks);
     }
-    md << "## Merged call tree of job `" << job.key << "`\n\n"
+    md << "## Merged call tree of job " << markdown_code(job.key) << "\n\n"
        << fence(tree_text(job, diverged)) << "\n";
   }
   return md.str();
@@ -264,7 +315,7 @@ std::string stack_text(const std::vector<model::Frame>& frames) {
   std::string out;
   for (const auto& f : frames) {
     out += (f.kind == model::Frame::Kind::kPython ? "  py  " : "  c   ") +
-           analysis::frame_label(f) + "\n";
+           printable(analysis::frame_label(f)) + "\n";
   }
   return out;
 }
@@ -281,7 +332,7 @@ std::string stacks_section(const analysis::Analysis& a) {
       any = true;
       md << details("class " + std::to_string(c.id) + " (rank " +
                         analysis::compress_ranks(c.ranks) + "): rank " + num(r.rank) + ", thread " +
-                        std::to_string(r.wait.tid) + ", " + cell(c.description),
+                        std::to_string(r.wait.tid) + ", " + html_text(c.description),
                     fence(stack_text(*frames)));
     }
   }
@@ -299,9 +350,9 @@ std::string others_section(const analysis::Analysis& a) {
   for (const auto& o : a.others) {
     const auto& p = *o.process;
     const auto serving = analysis::serving_role(a, p);
-    md << "| " << p.identity.role << (serving ? " (serving: " + *serving + ")" : "") << " | "
-       << cell(o.node) << " | " << p.pid << " | " << cell(p.comm) << " | " << cell(p.identity.job)
-       << " | " << (p.dump ? cell(o.wait.describe()) : "-") << " |\n";
+    md << "| " << cell(p.identity.role) << (serving ? " (serving: " + cell(*serving) + ")" : "")
+       << " | " << cell(o.node) << " | " << p.pid << " | " << cell(p.comm) << " | "
+       << cell(p.identity.job) << " | " << (p.dump ? cell(o.wait.describe()) : "-") << " |\n";
   }
   md << "\n";
   return md.str();
@@ -321,8 +372,8 @@ std::string nodes_section(const Bundle& bundle) {
     }
     char offset[32];
     std::snprintf(offset, sizeof offset, "%.1f ms", static_cast<double>(n.clock_offset_ns) / 1e6);
-    md << "| " << cell(n.name) << " | " << (n.address ? cell(*n.address) : "-") << " | " << n.status
-       << " | " << (s ? cell(s->hostname) : "-") << " | "
+    md << "| " << cell(n.name) << " | " << (n.address ? cell(*n.address) : "-") << " | "
+       << cell(n.status) << " | " << (s ? cell(s->hostname) : "-") << " | "
        << (s ? utc_time(s->capture_unix_ns) : "-") << " | " << (n.address ? offset : "-") << " | "
        << (s ? std::to_string(s->processes.size()) : "-") << " | " << cell(notes) << " |\n";
   }
@@ -349,7 +400,7 @@ std::string facts_section(const analysis::Analysis& a) {
   std::ostringstream md;
   md << "## Facts per node (from the ranks' own files)\n\n";
   for (const auto& [node, facts] : by_node) {
-    md << "<details><summary>" << cell(node) << ": " << facts.size()
+    md << "<details><summary>" << html_text(node) << ": " << facts.size()
        << " facts</summary>\n\n| fact | value |\n|---|---|\n";
     for (const auto& [key, values] : facts) {
       std::string text;
@@ -401,14 +452,82 @@ std::string capture_section(const analysis::Analysis& a) {
 
 }  // namespace
 
+std::string markdown_text(std::string_view text) {
+  const auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };
+  // At the start of a line (where a caller may put the text: a paragraph, a list item) its first
+  // character that is not a space could open a heading, list, quote, fence, thematic break or
+  // setext underline; digits followed by '.' or ')' and a space an ordered list.
+  const std::size_t lead = std::min(text.find_first_not_of(' '), text.size());
+  std::size_t list_mark = std::string_view::npos;
+  if (lead < text.size() && std::isdigit(static_cast<unsigned char>(text[lead]))) {
+    std::size_t end = lead;
+    while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
+    // "10.0.0.1" is no list: a marker is followed by a space, a tab or nothing.
+    if (end < text.size() && (text[end] == '.' || text[end] == ')') &&
+        (end + 1 == text.size() || text[end + 1] == ' ' || text[end + 1] == '\t')) {
+      list_mark = end;
+    }
+  }
+  std::string out;
+  out.reserve(text.size() + text.size() / 8);
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    bool escape = false;
+    switch (c) {
+      case '\\':  // else it could escape the escapes, or a table's own pipe
+      case '`':   // code spans
+      case '*':   // emphasis
+      case '~':   // strikethrough
+      case '[':   // links, images, footnotes
+      case ']':
+      case '&':  // entities
+      case '|':  // table cells
+      case '$':  // GitHub's math
+        escape = true;
+        break;
+      case '<':  // HTML, comments, autolinks; "<- caller" (a wait point's arrow) opens none
+        escape = i + 1 == text.size() ||
+                 (text[i + 1] != ' ' && text[i + 1] != '-' && text[i + 1] != '=');
+        break;
+      case '_':  // between two letters or digits it opens no emphasis: distributed_c10d.py
+        escape = i == 0 || i + 1 == text.size() || !word(text[i - 1]) || !word(text[i + 1]);
+        break;
+      default:
+        escape = (i == lead && std::ispunct(static_cast<unsigned char>(c))) || i == list_mark;
+    }
+    if (escape) out += '\\';
+    out += c;
+  }
+  // Last: control characters and bytes that are not UTF-8 become "\xNN", which Markdown shows as
+  // written (a backslash before a letter escapes nothing).
+  return printable(out);
+}
+
+std::string markdown_code(std::string_view text) {
+  const std::string shown = printable(text);
+  if (shown.empty()) return "` `";
+  const std::string ticks(longest_backtick_run(shown) + 1, '`');
+  // A backtick at either end, or spaces at both, would be taken into the delimiter or stripped.
+  const bool pad =
+      shown.front() == '`' || shown.back() == '`' || (shown.front() == ' ' && shown.back() == ' ');
+  const std::string space = pad ? " " : "";
+  return ticks + space + shown + space + ticks;
+}
+
 std::string report_markdown(const Bundle& bundle, const analysis::Analysis& analysis) {
   // In order of importance; a section that does not fit is collapsed to a pointer.
   const std::vector<std::pair<std::string, std::string>> sections = {
-      {"verdict", verdict_section(analysis)}, {"serving", serving_section(analysis)},
-      {"ranks", ranks_section(analysis)},     {"chain", chain_section(analysis)},
-      {"tree", tree_section(analysis)},       {"stacks", stacks_section(analysis)},
-      {"others", others_section(analysis)},   {"network", network_section(analysis)},
-      {"nodes", nodes_section(bundle)},       {"facts", facts_section(analysis)},
+      {"verdict", verdict_section(analysis)},
+      {"serving", serving_section(analysis)},
+      {"diagnostics", diagnostics_section(analysis)},
+      {"ranks", ranks_section(analysis)},
+      {"chain", chain_section(analysis)},
+      {"tree", tree_section(analysis)},
+      {"stacks", stacks_section(analysis)},
+      {"others", others_section(analysis)},
+      {"network", network_section(analysis)},
+      {"nodes", nodes_section(bundle)},
+      {"facts", facts_section(analysis)},
       {"capture", capture_section(analysis)},
   };
   std::string md;

@@ -1,9 +1,12 @@
 // The terminal summary: the conclusion, the verdicts and the rank table; coloured on a TTY.
+// Everything built from a snapshot (function and file names, node names, job keys) goes through
+// printable(): the only escape sequences written are the colours' own.
 #include <algorithm>
 #include <map>
 #include <sstream>
 
 #include "hangscope/analysis/rank_set.h"
+#include "hangscope/common/text.h"
 #include "hangscope/report/report.h"
 
 namespace hangscope::report {
@@ -35,16 +38,18 @@ std::string progress_word(const analysis::RankEntry& r) {
 std::string terminal_summary(const analysis::Analysis& analysis, bool colour) {
   const Paint paint(colour);
   std::ostringstream out;
-  out << paint(analysis.conclusion, analysis.verdicts.empty() ? "1;32" : "1;31") << "\n";
+  out << paint(printable(analysis.conclusion), analysis.verdicts.empty() ? "1;32" : "1;31") << "\n";
   std::map<std::string, analysis::RankSet> diverged;  // by job
   for (const auto& v : analysis.verdicts) {
-    out << "  " << paint(v.id, "1") << " (" << to_string(v.kind) << ", confidence " << std::fixed;
+    out << "  " << paint(printable(v.id), "1") << " (" << to_string(v.kind) << ", confidence "
+        << std::fixed;
     out.precision(2);
-    out << v.confidence << "): " << v.summary << "\n";
+    out << v.confidence << "): " << printable(v.summary) << "\n";
     diverged[v.job].insert(v.diverged_ranks);
   }
+  for (const auto& d : analysis.diagnostics) out << "  note: " << printable(d) << "\n";
   for (const auto& job : analysis.jobs) {
-    out << "\njob " << (job.key.empty() ? "(unknown)" : job.key)
+    out << "\njob " << (job.key.empty() ? "(unknown)" : printable(job.key))
         << (job.world_size ? ", world size " + std::to_string(*job.world_size) : "") << "\n";
     out << pad("RANK", 6) << pad("NODE", 12) << pad("PID", 9) << pad("STATE", 16) << pad("PROG", 6)
         << "WAIT POINT\n";
@@ -66,10 +71,10 @@ std::string terminal_summary(const analysis::Analysis& analysis, bool colour) {
       // A rank known from a flight-recorder dump alone has no pid and no stacks to show.
       const auto* p = r.latest();
       const bool stacks = p != nullptr && p->dump && !p->dump->threads.empty();
-      std::string line = pad(rank, 6) + pad(p == nullptr ? "-" : r.node + " ", 12) +
+      std::string line = pad(rank, 6) + pad(p == nullptr ? "-" : printable(r.node) + " ", 12) +
                          pad(p == nullptr || r.pid == 0 ? "-" : std::to_string(r.pid), 9) +
                          pad(state_label(r), 16) + pad(progress_word(r), 6) +
-                         (stacks ? r.wait.describe() : "-");
+                         (stacks ? printable(r.wait.describe()) : "-");
       const bool is_diverged = r.rank && named.contains(*r.rank);
       out << (is_diverged ? paint(line, "1;31") : line) << "\n";
     }

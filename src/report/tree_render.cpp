@@ -1,4 +1,6 @@
-// The merged call tree drawn as indented text (Markdown, terminal) and as Graphviz DOT.
+// The merged call tree drawn as indented text (Markdown, terminal) and as Graphviz DOT. Frame
+// labels come from the targets: printable() in both (no control character, no line of their
+// own), and in DOT quotes and backslashes escaped too.
 #include <algorithm>
 #include <array>
 #include <set>
@@ -6,6 +8,7 @@
 
 #include "hangscope/analysis/call_tree.h"
 #include "hangscope/analysis/rank_set.h"
+#include "hangscope/common/text.h"
 #include "hangscope/report/report.h"
 
 namespace hangscope::report {
@@ -23,7 +26,8 @@ bool is_diverged_branch(const CallTreeNode& node, const analysis::RankSet& diver
 void draw_text(const CallTreeNode& node, const std::string& indent, bool last, bool root,
                const analysis::RankSet& diverged, bool marked, std::ostringstream& out) {
   const std::string branch = root ? "" : (last ? "└─ " : "├─ ");
-  out << indent << branch << "[" << analysis::compress_ranks(node.ranks) << "] " << node.label;
+  out << indent << branch << "[" << analysis::compress_ranks(node.ranks) << "] "
+      << printable(node.label);
   const bool mark = !marked && is_diverged_branch(node, diverged);
   if (mark) out << "  <== diverged";
   out << "\n";
@@ -34,9 +38,11 @@ void draw_text(const CallTreeNode& node, const std::string& indent, bool last, b
   }
 }
 
+// A DOT string's content: printable, then `"` and `\` escaped (printable's own "\x1b" too, so
+// Graphviz shows it as written instead of reading an escape of its own).
 std::string dot_escape(const std::string& text) {
   std::string out;
-  for (char c : text) {
+  for (char c : printable(text)) {
     if (c == '"' || c == '\\') out += '\\';
     out += c;
   }

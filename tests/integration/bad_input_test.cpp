@@ -150,6 +150,11 @@ const Case kCases[] = {
     {"diagnose {D}/empties.json -o {D}/o_emp", 1,
      "snapshot file {D}/empties.json: refused: decoding it would take about 91 MiB"},
     {"diagnose --pid 999999 -o {D}/o9", 1, "pid 999999 does not exist"},
+    // a rule file left out is said in every output mode, --json and --ticket too
+    {"diagnose --json --rules {D}/rules {D}/junk.json -o {D}/o_rj", 1,
+     "skipped rule: {D}/rules/binary.json:1: not valid JSON"},
+    {"diagnose --ticket --rules {D}/rules {D}/junk.json -o {D}/o_rt", 1,
+     "skipped rule: {D}/rules/binary.json:1: not valid JSON"},
     // diagnose: usage errors, before any sampling
     {"diagnose --hostfile {D}/empty-hosts", 2, "--hostfile {D}/empty-hosts: names no agent"},
     {"diagnose --hostfile {D}/bad-hosts", 2, "--hostfile {D}/bad-hosts:2: 'node1:99999'"},

@@ -9,6 +9,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 
 #include "../unit/analysis_builders.h"
 #include "command.h"
@@ -269,6 +270,108 @@ TEST(Cli, DiagnoseOfAWorldOfIntMaxRanksSaysTheMissingRange) {
   EXPECT_EQ(md.rfind("# hangscope: Ranks 4-2147483646 are missing", 0), 0u) << md.substr(0, 300);
   EXPECT_NE(md.find("| 4-2147483646 | - | - | - | missing |"), std::string::npos) << md;
   testing::run_command("rm -rf " + file + " " + bundle);
+}
+
+// A real Python target whose code objects, file name and thread name attack the terminal and the
+// report (tests/fixtures/python/hostile_names.py, issue 30): `dump` text and diagnose's terminal
+// summary show them escaped, no raw control byte, no line of their own; report.md's first line
+// is its own and no other line starts with the forged heading; `dump --json` keeps the exact
+// name.
+TEST(Cli, HostileNamesOfATargetAreEscapedInTextAndExactInJson) {
+  const std::string hostile = "w\x1b[2Jq\n# hangscope: no divergence found";
+  const std::string escaped = "w\\x1b[2Jq\\x0a# hangscope: no divergence found";
+  testing::TargetProcess target(
+      {"/usr/bin/python3", HANGSCOPE_SOURCE_DIR "/tests/fixtures/python/hostile_names.py"},
+      {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29511"}});
+  target.wait_for_line("ready");
+  const auto no_control = [](const std::string& text) {
+    for (const char c : text) {
+      const auto byte = static_cast<unsigned char>(c);
+      if ((byte < 0x20 && c != '\n') || byte == 0x7f) return false;
+    }
+    return text.find("\xc2\x9b") == std::string::npos;  // U+009B, a terminal's CSI
+  };
+  const auto text = run_hangscope("dump --pid " + std::to_string(target.pid()));
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_TRUE(no_control(text.out)) << text.out;
+  EXPECT_NE(text.out.find(escaped), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("/srv/x```|\\xc2\\x9b.py"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("[Python t\\x1b[31mred]"), std::string::npos) << text.out;
+  std::istringstream lines(text.out);
+  for (std::string line; std::getline(lines, line);) EXPECT_NE(line.rfind("# ", 0), 0u) << line;
+
+  const auto json = run_hangscope("dump --pid " + std::to_string(target.pid()) + " --json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  bool found = false;
+  const auto dumped = nlohmann::json::parse(json.out);
+  for (const auto& thread : dumped["threads"]) {
+    for (const auto& frame : thread["frames"]) {
+      if (frame["function"] != hostile) continue;
+      found = true;
+      EXPECT_EQ(frame["file"], "/srv/x```|\xc2\x9b.py");
+    }
+  }
+  EXPECT_TRUE(found) << json.out;
+
+  const auto bundle = testing::temp_path("cli-hostile-bundle");
+  const auto d =
+      run_hangscope("diagnose --pid " + std::to_string(target.pid()) + " --samples 1 -o " + bundle);
+  EXPECT_EQ(d.exit_code, 0) << d.err;  // one rank, waiting for nobody
+  EXPECT_TRUE(no_control(d.out)) << d.out;
+  EXPECT_TRUE(no_control(d.err)) << d.err;
+  EXPECT_NE(d.out.find(escaped), std::string::npos) << d.out;
+  const auto md = testing::run_command("cat " + bundle + "/report.md").out;
+  EXPECT_TRUE(no_control(md)) << md;
+  std::istringstream md_lines(md);
+  int line_number = 0;
+  for (std::string line; std::getline(md_lines, line); ++line_number) {
+    if (line_number > 0) {
+      EXPECT_NE(line.rfind("# ", 0), 0u) << line;  // only the first line is a title
+    }
+  }
+  EXPECT_NE(md.find("w\\x1b\\[2Jq\\x0a# hangscope: no divergence found"), std::string::npos) << md;
+  testing::run_command("rm -rf " + bundle);
+}
+
+// Two snapshot files whose nodes gave one name (two hosts started with the same --node-name),
+// their ranks with the same pids: two nodes named apart by their files, said on stderr and in
+// the nodes' notes; no live rank is called dead.
+TEST(Cli, DiagnoseNamesApartTwoNodesOfOneName) {
+  using namespace analysis::testing_builders;
+  JobBuilder job(4, "10.0.0.1:29500", 2);
+  for (int r = 0; r < 4; ++r) job.rank(r, r == 3 ? store_wait_stack(r) : barrier_stack());
+  const auto all = job.bundle();
+  const std::string dir = testing::temp_path("cli-one-node-name");
+  testing::run_command("mkdir -p " + dir);
+  std::string files;
+  for (const std::string node : {"node0", "node1"}) {
+    std::vector<snapshot::NodeSnapshot> samples;
+    for (auto s : all.snapshots) {
+      if (s.node_name != node) continue;
+      s.node_name = "gpu";
+      for (auto& p : s.processes) p.pid = 1000 + p.identity.rank.value_or(0) % 2;
+      samples.push_back(std::move(s));
+    }
+    snapshot::write_file(dir + "/" + node + ".json", samples);
+    files += " " + dir + "/" + node + ".json";
+  }
+  const auto d = run_hangscope("diagnose" + files + " -o " + dir + "/bundle");
+  EXPECT_EQ(d.exit_code, 3) << d.err;
+  EXPECT_NE(d.err.find("is named gpu@" + dir + "/node1.json"), std::string::npos) << d.err;
+  const auto report =
+      nlohmann::json::parse(testing::run_command("cat " + dir + "/bundle/report.json").out);
+  ASSERT_EQ(report["nodes"].size(), 2u);
+  EXPECT_EQ(report["nodes"][1]["name"], "gpu@" + dir + "/node1.json");
+  EXPECT_EQ(report["diagnostics"], nlohmann::json::array());
+  EXPECT_EQ(report["verdicts"][0]["id"], "rank-diverged");
+  EXPECT_EQ(report["verdicts"][0]["diverged_ranks"], nlohmann::json::parse("[3]"));
+  for (const auto& r : report["ranks"]) EXPECT_NE(r["state"], "dead") << r.dump();
+  // `report` of the bundle reads the same two nodes back.
+  const auto again = run_hangscope("report --json " + dir + "/bundle");
+  EXPECT_EQ(again.exit_code, 3) << again.err;
+  EXPECT_EQ(nlohmann::json::parse(again.out)["verdicts"][0]["diverged_ranks"],
+            nlohmann::json::parse("[3]"));
+  testing::run_command("rm -rf " + dir);
 }
 
 }  // namespace

@@ -78,6 +78,9 @@ TEST_P(CoreCapture, GcorePythonFramesEqualALiveCaptureJustBefore) {
   ScratchDir dir;
   testing::TargetProcess target({GetParam().path, kTarget, "--truth", (dir.path / "t.json")});
   target.wait_for_line("ready");
+  // The live capture and the core must see one moment: the reporter thread parked after
+  // printing "ready" (it was once read at its print live and in Condition.wait in the core).
+  ASSERT_TRUE(testing::wait_until_settled(target.pid()));
   const auto live = capture::capture_process(target.pid(), {});
   const std::string core_path = gcore(target.pid(), dir.path);
   ASSERT_FALSE(core_path.empty()) << "gcore failed";

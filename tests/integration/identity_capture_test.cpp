@@ -83,12 +83,50 @@ TEST(IdentityCapture, SelectFindsARetitledProcessByTitleOrExecutable) {
   EXPECT_THROW(captured("(unclosed"), Error);
 }
 
-TEST(IdentityCapture, PlainProcessEnvironmentComesFromProc) {
+// A plain process's environment is read from libc's environ too: the same variables /proc shows.
+TEST(IdentityCapture, PlainProcessEnvironmentComesFromMemory) {
   testing::TargetProcess target({NATIVE_TARGET}, {{"RANK", "2"}});
   target.wait_for_line("ready");
   const auto env = environment_of(target.pid());
-  EXPECT_EQ(env.source, "proc");
+  EXPECT_EQ(env.source, "memory");
   EXPECT_EQ(env.variables.at("RANK"), "2");
+  const auto proc_file = read_file(proc::ProcessFs(target.pid()).dir() + "/environ");
+  ASSERT_TRUE(proc_file.text);
+  EXPECT_EQ(env.variables, identity::parse_environ_block(*proc_file.text));
+}
+
+// Two jobs launched with one MASTER_PORT whose launcher scripts each set their own through
+// os.environ before the ranks start (issue 30): /proc/PID/environ still shows the port they were
+// started with, the live environment the one they use; each rank is in its own job, never one
+// world.
+TEST(IdentityCapture, MasterPortSetThroughOsEnvironSeparatesTheJobs) {
+  const std::map<std::string, std::string> launched = {
+      {"RANK", "0"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}};
+  const std::string fixture = HANGSCOPE_SOURCE_DIR "/tests/fixtures/python/hostile_names.py";
+  testing::TargetProcess first({"/usr/bin/python3", fixture, "29601"}, launched);
+  testing::TargetProcess second({"/usr/bin/python3", fixture, "29602"}, launched);
+  first.wait_for_line("ready");
+  second.wait_for_line("ready");
+  const auto proc_file = read_file(proc::ProcessFs(first.pid()).dir() + "/environ");
+  ASSERT_TRUE(proc_file.text);
+  EXPECT_EQ(identity::parse_environ_block(*proc_file.text).at("MASTER_PORT"), "29500");
+  const auto env = environment_of(first.pid());
+  EXPECT_EQ(env.source, "memory");
+  EXPECT_EQ(env.variables.at("MASTER_PORT"), "29601");
+
+  capture::NodeCaptureOptions options;
+  options.pids = {first.pid(), second.pid()};
+  options.process.stacks = capture::StackKinds::kPythonOnly;
+  const auto node = capture::capture_node(options);
+  ASSERT_EQ(node.processes.size(), 2u);
+  std::map<pid_t, std::string> jobs;
+  for (const auto& p : node.processes) {
+    EXPECT_EQ(p.environment_source, "memory");
+    EXPECT_EQ(p.identity.role, "rank");
+    jobs[p.pid] = p.identity.job;
+  }
+  EXPECT_EQ(jobs[first.pid()], "127.0.0.1:29601");
+  EXPECT_EQ(jobs[second.pid()], "127.0.0.1:29602");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -36,6 +37,10 @@ struct PythonTarget {
           return argv;
         }()) {
     process.wait_for_line("ready");
+    // The reporter thread prints "ready" and then parks: read the target once it has (the
+    // spinner of --gil keeps running).
+    const bool spinner = std::find(extra.begin(), extra.end(), "--gil") != extra.end();
+    EXPECT_TRUE(testing::wait_until_settled(process.pid(), spinner ? 1 : 0));
     std::ifstream in(truth_path);
     truth = nlohmann::json::parse(in);
   }

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <stdexcept>
+#include <thread>
 
 #include "hangscope/common/files.h"
 #include "hangscope/proc/task_stat.h"
@@ -91,9 +92,26 @@ bool TargetProcess::try_reap() {
   int status;
   if (::waitpid(pid_, &status, WNOHANG) == pid_) {
     reaped_ = true;
+    if (WIFEXITED(status)) exit_code_ = WEXITSTATUS(status);
     ::killpg(pid_, SIGKILL);  // whatever it left behind in its group
   }
   return reaped_;
+}
+
+bool wait_until_settled(pid_t pid, std::size_t running, std::chrono::milliseconds timeout) {
+  const auto runnable = [pid] {
+    std::size_t n = 0;
+    for (const auto& [tid, state] : thread_states(pid)) n += state == 'R';
+    return n;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int settled_reads = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    settled_reads = runnable() <= running ? settled_reads + 1 : 0;
+    if (settled_reads == 2) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
 }
 
 std::map<pid_t, char> thread_states(pid_t pid) {

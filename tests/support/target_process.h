@@ -31,6 +31,8 @@ class TargetProcess {
   void kill_all();
   // Reaps the child if it has exited; returns true when it has.
   bool try_reap();
+  // The exit code once reaped (try_reap), or -1 (still running, or killed by a signal).
+  int exit_code() const { return exit_code_; }
 
  private:
   pid_t pid_ = -1;
@@ -39,10 +41,17 @@ class TargetProcess {
   std::string pending_;
   std::vector<std::string> lines_;
   bool reaped_ = false;
+  int exit_code_ = -1;
 };
 
 // State letter of every thread of pid, from /proc (empty map when the process is gone).
 std::map<pid_t, char> thread_states(pid_t pid);
+
+// Waits until at most `running` threads of pid are runnable (state R), seen twice 20 ms apart:
+// a target that printed "ready" from a thread that then parks is read at one settled moment,
+// not mid-way (a capture racing that thread's last steps fails under load). False on timeout.
+bool wait_until_settled(pid_t pid, std::size_t running = 0,
+                        std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
 // True when no thread of pid is in a stop (T or t).
 bool no_thread_stopped(pid_t pid);

@@ -210,6 +210,23 @@ TEST(Verdicts, MissingRankWhenEveryNodeAnswered) {
   EXPECT_EQ(a.jobs[0].state_of(2), RankState::kMissing);
 }
 
+// A node that answered nothing while another answered is a verdict (exit 3); when no node
+// answered at all nothing was looked at: no verdict (a failure, exit 1). Busy is its own kind.
+TEST(Verdicts, NodeVerdictsNeedANodeThatAnsweredAndBusyIsNotRefused) {
+  analysis::Bundle none_answered;
+  none_answered.nodes.push_back({"node0", "10.0.0.1:7447", "refused", "missing or wrong token", 0});
+  none_answered.nodes.push_back({"node1", "10.0.0.2:7447", "unreachable", "connection refused", 0});
+  EXPECT_TRUE(diagnosis::diagnose(none_answered).verdicts.empty());
+
+  analysis::Bundle one_busy;
+  one_busy.nodes.push_back({"node0", "10.0.0.1:7447", "ok", "", 0});
+  one_busy.nodes.push_back({"node1", "10.0.0.2:7447", "busy", "agent busy: 8 captures", 0});
+  const auto a = diagnosis::diagnose(one_busy);
+  ASSERT_EQ(a.verdicts.size(), 1u);
+  EXPECT_EQ(a.verdicts[0].id, "node-busy");
+  EXPECT_NE(a.verdicts[0].summary.find("was busy"), std::string::npos) << a.verdicts[0].summary;
+}
+
 TEST(Verdicts, UnreachableNodeCoversItsRanksInsteadOfRankDead) {
   JobBuilder job(4);
   job.rank(0, barrier_stack());

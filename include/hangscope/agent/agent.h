@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "hangscope/agent/credentials.h"
 #include "hangscope/capture/node_capture.h"
 
 namespace hangscope::agent {
@@ -21,6 +22,9 @@ struct AgentLimits {
   static constexpr int kMaxSamples = 100;
   static constexpr std::int64_t kMaxIntervalNs = 60'000'000'000;  // between samples
   static constexpr std::int64_t kMaxStartDelayNs = 60'000'000'000;
+  // From the request to its last sample: a longer request is refused, so no request holds the
+  // agent (or a slot of its queue) for long.
+  static constexpr std::int64_t kMaxCaptureSpanNs = 600'000'000'000;
   static constexpr int kMaxQueuedCaptures = 8;  // beyond: refused as busy, not queued
   static constexpr int kMaxServerThreads = 32;
   static constexpr int kMaxRequestBytes = 64 * 1024;
@@ -28,7 +32,8 @@ struct AgentLimits {
 
 struct AgentOptions {
   std::string listen = "127.0.0.1:7447";
-  std::string token;  // required for a non-loopback listener unless insecure or TLS
+  std::string token;       // required for a non-loopback listener unless insecure or TLS
+  std::string token_file;  // where the token came from (its mode is checked); "" = environment
   bool insecure = false;
   std::string tls_cert, tls_key, tls_ca;  // PEM files; tls_ca requires client certificates
   std::string node_name;
@@ -41,14 +46,18 @@ struct AgentOptions {
   // --replay: serve these recorded snapshot files instead of capturing, file i on the listen
   // port + i (each a simulated node with its own endpoint; for benchmarks and tests).
   std::vector<std::string> replay_files;
+  // How often the agent checks that it still accepts connections (0 = never); after three
+  // failed checks in a row it exits 1 to be restarted (HANGSCOPE_AGENT_SELF_CHECK_MS).
+  std::chrono::milliseconds self_check_interval{15000};
 };
 
 // True when host:port names a loopback address (127.0.0.0/8, ::1, localhost).
 bool is_loopback(const std::string& address);
 
-// Checks the options (a non-loopback listener needs a token, TLS or --insecure); throws
-// hangscope::Error with the reason.
-void validate(const AgentOptions& options);
+// Checks the options and credential files (a non-loopback listener needs a token of at least
+// kMinTokenBytes in a file only its owner reads, or client certificates over TLS, or
+// --insecure); throws hangscope::Error with the reason. Returns what the credentials give.
+CredentialCheck validate(const AgentOptions& options);
 
 // Serves until SIGINT or SIGTERM; returns the exit code. `ready` (optional) is called with the
 // bound port once the server accepts connections.
@@ -57,8 +66,9 @@ int serve(const AgentOptions& options, const std::function<void(int port)>& read
 // What one agent answered.
 struct AgentAnswer {
   std::string address;
-  std::string status = "ok";  // ok | unreachable | refused | error
+  std::string status = "ok";  // ok | unreachable | refused | busy | error
   std::string error;
+  std::vector<std::string> notes;  // what the agent said it changed in the request
   std::string node_name;
   std::int64_t clock_offset_ns = 0;  // agent clock minus coordinator clock, from Info
   std::vector<snapshot::NodeSnapshot> snapshots;

@@ -192,14 +192,21 @@ struct Analysis {
   std::vector<ServingChain> serving;  // serving deployments found (vLLM, SGLang fronts)
   std::vector<Verdict> verdicts;      // ordered: signature first, then by confidence
   std::string conclusion;             // one sentence: the top verdict, or plainly why there is none
-  int samples = 0;                    // samples per node (the most any node gave)
+  // What the input says that cannot all be true (a negative rank, a rank past its job's world
+  // size, ranks of one job claiming different world sizes, one rank claimed by two live
+  // processes, one pid twice in a node's sample, two captures of one node for one sample), one
+  // sentence each, with what the analysis did about it; it went on with the rest.
+  std::vector<std::string> diagnostics;
+  int samples = 0;  // samples per node (the most any node gave)
   double interval_seconds = 0;
 };
 
 // The stages of the analysis. diagnosis::diagnose (include/hangscope/diagnosis/diagnose.h)
 // runs them in order and is the one place verdicts are made; they are public for it and for
 // their tests. The results point into `bundle` (rank histories): keep it alive while using them.
-std::vector<Job> build_jobs(const Bundle& bundle);
+// `diagnostics` (when given) gets a sentence for each inconsistency of the input (see
+// Analysis::diagnostics); the rank table keeps what is consistent.
+std::vector<Job> build_jobs(const Bundle& bundle, std::vector<std::string>* diagnostics = nullptr);
 void link_wait_graph(Job& job);
 void assign_classes(Job& job);
 void link_tcp_peers(Job& job);

@@ -24,6 +24,23 @@ struct Bundle {
   std::vector<NodeStatus> nodes;
 };
 
+// One node's answer, before it joins a bundle: how it answered (its name: the name the node
+// gave), where it came from (an agent's address, a snapshot file) and its samples.
+struct NodeAnswer {
+  NodeStatus status;
+  std::string source;
+  std::vector<snapshot::NodeSnapshot> samples;
+};
+
+// The bundle of `answers` in their order, each node under a name of its own, which its samples
+// take too (a node is the agent or file that answered, whatever its snapshots call it). Two
+// answers that give one name (two agents started with the same --node-name, two hosts with one
+// hostname) would make one node whose ranks are each other's "dead": each is named
+// "NAME@SOURCE" (and "#2", … if the sources are the same too), and a note in its samples says so
+// (also added to `renamed` when given).
+Bundle assemble_bundle(std::vector<NodeAnswer> answers,
+                       std::vector<std::string>* renamed = nullptr);
+
 // The newest sample of each node, by node name.
 std::map<std::string, const snapshot::NodeSnapshot*> latest_samples(const Bundle& bundle);
 

@@ -20,6 +20,9 @@ using CommandRunner = std::function<int()>;
 
 // "hangscope: error: MESSAGE" on stderr, as one line with raw bytes escaped.
 void print_error(const std::string& message);
+// "hangscope: warning: MESSAGE" on stderr, whatever the output mode (--json and --ticket too):
+// something was left out or changed that the user must know of.
+void print_warning(const std::string& message);
 
 // A process id option (--pid): a whole number from 1 to the kernel's pid_max, with a message
 // that says so (CLI11's PositiveNumber printed a 300-digit range).

@@ -1,5 +1,6 @@
-// A process's environment: /proc/PID/environ, or libc's live `environ` array read from memory
-// when setproctitle (vLLM, Ray) has overwritten the memory /proc reads.
+// A process's environment: libc's live `environ` array read from memory (variables the process
+// set itself, such as a launcher script's os.environ['MASTER_PORT'], and after setproctitle
+// (vLLM, Ray) overwrote the memory /proc reads), else /proc/PID/environ.
 #pragma once
 
 #include <map>
@@ -27,7 +28,8 @@ std::map<std::string, std::string> parse_environ_block(std::string_view block);
 std::optional<std::map<std::string, std::string>> environment_from_memory(
     elf::ProcessImage& image, memory::MemoryReader& memory, const std::string& exe);
 
-// /proc/PID/environ when it holds variables; otherwise the array libc's `environ` points to.
+// The array libc's `environ` points to (what the process sees now: variables its own code set,
+// and after setproctitle); /proc/PID/environ (what it was started with) when that cannot be read.
 Environment read_environment(const proc::ProcessFs& fs, elf::ProcessImage& image,
                              memory::MemoryReader& memory);
 

@@ -6,6 +6,7 @@
 #include <ostream>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/analysis/bundle.h"
@@ -37,6 +38,16 @@ std::string stacks_folded(const analysis::Analysis& analysis);
 
 // The verdict and the rank table for stdout; ANSI colours when `colour`.
 std::string terminal_summary(const analysis::Analysis& analysis, bool colour);
+
+// Text from a target, a file or a peer (or prose built from it) as Markdown that shows it as it
+// is and does nothing else: printable() (no control character, so no line of its own), then every
+// character Markdown could read as structure escaped (backslashes, backticks, emphasis, links and
+// images, HTML, table pipes; at its start whatever would open a heading, list, quote or fence;
+// `>` elsewhere and "<-" open nothing and stay).
+std::string markdown_text(std::string_view text);
+// The same text as an inline code span: printable(), delimited by more backticks than it holds.
+// Not for table cells (a pipe inside a code span still splits a GitHub table).
+std::string markdown_code(std::string_view text);
 
 // "2026-11-29T17:31:56Z" from nanoseconds since the epoch.
 std::string utc_time(std::int64_t unix_ns);
