@@ -68,16 +68,32 @@ TEST_P(GenericScenarios, DiagnoseNamesTheRuleAndTheRanks) {
     line >> word >> rank >> word >> pid;
     pids += " --pid " + std::to_string(pid);
   }
-  // The ranks announce before the blocking step: let them reach it.
-  ::sleep(3);
-  const auto dir = testing::temp_path("generic-bundle");
-  const auto result = testing::run_command(std::string(HANGSCOPE_BINARY) + " diagnose" + pids +
-                                           " --samples 3 --interval 700ms --quiet -o " + dir);
+  // The ranks announce before the blocking step: let them reach it. Under CI's load a rank may
+  // still be on its way after the first pause (rank 3 of shm-ring-stall once was): a hung job
+  // only converges, so diagnose again, up to three times, until the top verdict names the
+  // scenario's ranks; the last report is the one judged.
+  nlohmann::json report;
+  std::string err;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    ::sleep(3);
+    const auto dir = testing::temp_path("generic-bundle");
+    const auto result = testing::run_command(std::string(HANGSCOPE_BINARY) + " diagnose" + pids +
+                                             " --samples 3 --interval 700ms --quiet -o " + dir);
+    const auto text = read_file(dir + "/report.json");
+    testing::run_command("rm -rf " + dir);
+    err = result.err;
+    if (!text.text) continue;
+    report = nlohmann::json::parse(*text.text, nullptr, false);
+    if (report.is_discarded() || report["verdicts"].empty()) continue;
+    const auto& first = report["verdicts"][0];
+    if (first["id"] == s.rule && ints(first["diverged_ranks"]) == s.diverged &&
+        ints(first["waiting_ranks"]) == s.waiting) {
+      break;
+    }
+  }
   job.kill_all();
-  const auto text = read_file(dir + "/report.json");
-  testing::run_command("rm -rf " + dir + " " + cache_root + " " + ring);
-  ASSERT_TRUE(text.text) << result.err;
-  const auto report = nlohmann::json::parse(*text.text);
+  testing::run_command("rm -rf " + cache_root + " " + ring);
+  ASSERT_TRUE(report.is_object()) << err;
   ASSERT_FALSE(report["verdicts"].empty()) << report["conclusion"];
   const auto& top = report["verdicts"][0];
   EXPECT_EQ(top["id"], s.rule) << report["conclusion"];
