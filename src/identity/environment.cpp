@@ -100,7 +100,7 @@ std::map<std::string, std::string> parse_environ_block(std::string_view block) {
 Environment read_environment(const proc::ProcessFs& fs, elf::ProcessImage& image,
                              memory::MemoryReader& memory) {
   Environment env;
-  const auto read = read_file(fs.dir() + "/environ", 4u << 20);
+  const auto read = read_proc_file(fs.dir() + "/environ", 4u << 20);
   if (read.text) {
     env.variables = parse_environ_block(*read.text);
     if (!env.variables.empty()) {
