@@ -40,7 +40,7 @@ std::vector<pid_t> all_pids() {
 
 // The command line with NULs as spaces, trailing padding removed (setproctitle pads).
 std::string command_line(pid_t pid) {
-  auto read = read_file("/proc/" + std::to_string(pid) + "/cmdline", 64 * 1024);
+  auto read = read_proc_file("/proc/" + std::to_string(pid) + "/cmdline", 64 * 1024);
   std::string text = read.text.value_or("");
   std::replace(text.begin(), text.end(), '\0', ' ');
   while (!text.empty() && text.back() == ' ') text.pop_back();
@@ -62,7 +62,7 @@ std::string executable(pid_t pid) {
 bool selected(pid_t pid, const RE2& pattern) {
   if (RE2::PartialMatch(command_line(pid), pattern)) return true;
   if (RE2::PartialMatch(executable(pid), pattern)) return true;
-  const auto comm = read_file("/proc/" + std::to_string(pid) + "/comm", 64).text;
+  const auto comm = read_proc_file("/proc/" + std::to_string(pid) + "/comm", 64).text;
   return comm && RE2::PartialMatch(trim(*comm), pattern);
 }
 
@@ -295,12 +295,24 @@ void collect_flight_records(snapshot::NodeSnapshot& node,
   const auto root = [](const snapshot::ProcessRecord& r) {
     return "/proc/" + std::to_string(r.pid) + "/root";
   };
+  // The rank's user: the only owner besides root whose fifo root writes to and whose dumps it
+  // reads (the paths come from the rank's environment and /tmp).
+  std::vector<std::optional<uid_t>> owners(node.processes.size());
+  for (std::size_t i = 0; i < node.processes.size(); ++i) {
+    const auto& r = node.processes[i];
+    if (r.identity.role != "rank" || !r.identity.rank) continue;
+    if (const auto status = proc::ProcessFs(r.pid).task_status(r.pid)) {
+      owners[i] = status->effective_uid;
+    }
+  }
   std::vector<std::size_t> asked;
   const std::int64_t since = now_ns() - 10'000'000;  // file times have a granularity
   for (std::size_t i = 0; options.trigger_flight_dumps && i < node.processes.size(); ++i) {
     auto& r = node.processes[i];
     if (r.identity.role != "rank" || !r.identity.rank) continue;
-    const auto error = collectives::request_flight_dump(root(r), env[i], *r.identity.rank);
+    const auto error =
+        owners[i] ? collectives::request_flight_dump(root(r), env[i], *r.identity.rank, *owners[i])
+                  : "the rank's user is unknown (its /proc status is gone)";
     r.facts[facts::keys::kFlightRecorderTrigger] =
         error.empty() ? "requested" : "not requested: " + error;
     if (error.empty()) asked.push_back(i);
@@ -320,9 +332,9 @@ void collect_flight_records(snapshot::NodeSnapshot& node,
   }
   for (std::size_t i = 0; i < node.processes.size(); ++i) {
     auto& r = node.processes[i];
-    if (r.identity.role != "rank" || !r.identity.rank) continue;
-    r.flight_record = collectives::read_flight_record(root(r), env[i], *r.identity.rank, now_ns(),
-                                                      options.flight_dump_stale_after);
+    if (r.identity.role != "rank" || !r.identity.rank || !owners[i]) continue;
+    r.flight_record = collectives::read_flight_record(root(r), env[i], *r.identity.rank, *owners[i],
+                                                      now_ns(), options.flight_dump_stale_after);
   }
 }
 
@@ -550,7 +562,7 @@ std::vector<pid_t> discover_processes() {
       found.push_back(pid);
       continue;
     }
-    const auto env = read_file("/proc/" + std::to_string(pid) + "/environ", 1 << 20);
+    const auto env = read_proc_file("/proc/" + std::to_string(pid) + "/environ", 1 << 20);
     if (env.text && identity::parse_environ_block(*env.text).count("RANK")) found.push_back(pid);
   }
   return found;

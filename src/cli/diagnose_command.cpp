@@ -3,7 +3,6 @@
 
 #include <atomic>
 #include <ctime>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -253,21 +252,15 @@ std::vector<analysis::DumpFile> dump_files_of(const std::string& pattern) {
   return out;
 }
 
-// The last `max_bytes` of a log file, or why not.
+// The last `max_bytes` of a log file, or why not (a FIFO or device is refused, never opened).
 analysis::DumpFile read_log_tail(const std::string& path, std::size_t max_bytes) {
   analysis::DumpFile out{path, "", 0, ""};
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  struct stat st {};
-  if (!in || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    out.error = "cannot read the log file";
+  auto read = read_file_tail(path, "log", max_bytes);
+  if (!read.text) {
+    out.error = read.reason;
     return out;
   }
-  const auto size = static_cast<std::size_t>(in.tellg());
-  const std::size_t from = size > max_bytes ? size - max_bytes : 0;
-  in.seekg(static_cast<std::streamoff>(from));
-  out.bytes.resize(size - from);
-  in.read(out.bytes.data(), static_cast<std::streamsize>(out.bytes.size()));
-  out.bytes.resize(static_cast<std::size_t>(in.gcount()));
+  out.bytes = std::move(*read.text);
   return out;
 }
 

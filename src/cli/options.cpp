@@ -9,10 +9,10 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 
 #include "hangscope/common/files.h"
 #include "hangscope/common/text.h"
+#include "hangscope/report/bundle_files.h"
 
 namespace hangscope::cli {
 namespace {
@@ -53,25 +53,6 @@ bool valid_ipv6(const std::string& host) {
     if (!ok) return false;
   }
   return true;
-}
-
-bool looks_like_bundle(const std::string& dir) {
-  struct stat st {};
-  for (const char* entry : {"/snapshots", "/report.md", "/nodes.json", "/report.json"}) {
-    if (::stat((dir + entry).c_str(), &st) == 0) return true;
-  }
-  return false;
-}
-
-void empty_directory(const std::string& dir) {
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    std::filesystem::remove_all(entry.path(), ec);  // symbolic links themselves, not targets
-    if (ec)
-      throw Error("-o " + printable(dir) + ": cannot remove " + entry.path().string() + ": " +
-                  ec.message());
-  }
-  if (ec) throw Error("-o " + printable(dir) + ": cannot list it: " + ec.message());
 }
 
 // Creates and removes a file in `dir`: a real check where access(2) would answer yes for root
@@ -239,12 +220,13 @@ void prepare_output_dir(const std::string& dir, bool force) {
                          ": exists and is not empty (a bundle of another run would be merged "
                          "into this one): give a new directory, or --force to empty it first");
       }
-      if (!looks_like_bundle(dir)) {
-        throw UsageError(what +
-                         ": is not empty and holds no hangscope bundle: --force empties only "
-                         "a bundle directory");
+      // --force removes a bundle's own files by name, and nothing when anything else is there.
+      const std::string foreign = report::remove_earlier_bundle(dir);
+      if (!foreign.empty()) {
+        throw UsageError(what + ": holds " + printable(foreign) +
+                         ", which is no file of a hangscope bundle: --force removes only an "
+                         "earlier bundle's files, so nothing was removed; give a new directory");
       }
-      empty_directory(dir);
     }
   } else if (errno != ENOENT) {
     throw_errno(what, errno);

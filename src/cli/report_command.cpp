@@ -117,7 +117,8 @@ void print_result(const std::string& dir, const analysis::Bundle& bundle,
       std::cout << std::flush;
       break;
     case Output::kTicket: {
-      std::cout << read_input_file(dir + "/report.md", "report", std::size_t{64} << 20)
+      std::cout << read_input_file(dir + "/report.md", "report", std::size_t{64} << 20,
+                                   InputKind::kRegularFile, Links::kRefuse)
                 << std::flush;
       break;
     }

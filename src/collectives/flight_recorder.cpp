@@ -251,24 +251,44 @@ std::vector<std::string> dump_prefixes(const std::map<std::string, std::string>&
 
 std::optional<FlightRecord> read_flight_record(const std::string& root,
                                                const std::map<std::string, std::string>& env,
-                                               int rank, std::int64_t capture_unix_ns,
+                                               int rank, uid_t rank_uid,
+                                               std::int64_t capture_unix_ns,
                                                std::chrono::seconds stale_after) {
+  // Opened first, then judged by the descriptor (no stat-then-open race): a regular file of the
+  // rank's user or root, no link (a job's user could point root at any file), no FIFO.
+  const OpenRules rules{Links::kRefuse, rank_uid};
   std::string newest;
   std::int64_t newest_ns = -1;
+  OpenedFile newest_file;
+  std::string refused_path, refusal;
   for (const auto& prefix : dump_prefixes(env)) {
     if (prefix.empty() || prefix.front() != '/') continue;
     const std::string path = prefix + std::to_string(rank);
-    struct stat st {};
-    if (::stat((root + path).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    if (mtime_ns(st) > newest_ns) {
-      newest_ns = mtime_ns(st);
+    OpenedFile file = open_regular_file(root + path, "flight-recorder dump", rules);
+    if (!file.ok()) {
+      if (file.error != ENOENT && file.error != ENOTDIR && refusal.empty()) {
+        refused_path = path;
+        refusal = file.reason;
+      }
+      continue;
+    }
+    if (mtime_ns(file.st) > newest_ns) {
+      newest_ns = mtime_ns(file.st);
       newest = path;
+      newest_file = std::move(file);
     }
   }
-  if (newest.empty()) return std::nullopt;
+  if (newest.empty()) {
+    if (refusal.empty()) return std::nullopt;
+    FlightRecord record;
+    record.path = refused_path;
+    record.rank = rank;
+    record.error = "refused (" + refusal + ")";
+    return record;
+  }
   FlightRecord record;
   try {
-    const auto read = read_file(root + newest, kMaxDumpBytes);
+    const auto read = read_opened_file(newest_file, kMaxDumpBytes);
     if (!read.text) {
       record.error = errno_message("cannot read " + newest, read.error);
     } else {
@@ -287,22 +307,27 @@ std::optional<FlightRecord> read_flight_record(const std::string& root,
 }
 
 std::string request_flight_dump(const std::string& root,
-                                const std::map<std::string, std::string>& env, int rank) {
+                                const std::map<std::string, std::string>& env, int rank,
+                                uid_t rank_uid) {
   const std::string stem = get(env, "TORCH_NCCL_DEBUG_INFO_PIPE_FILE");
   if (stem.empty()) return "TORCH_NCCL_DEBUG_INFO_PIPE_FILE is not set: the rank has no dump fifo";
   const std::string pipe = stem + std::to_string(rank) + ".pipe";
-  struct stat st {};
-  if (::stat((root + pipe).c_str(), &st) != 0) return errno_message("no fifo " + pipe, errno);
-  if (!S_ISFIFO(st.st_mode)) return pipe + " is not a fifo";
-  const int fd = ::open((root + pipe).c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    return errno == ENXIO ? pipe + ": nobody reads it (the rank's dump thread is not running)"
-                          : errno_message("cannot open " + pipe, errno);
+  // Opened first with O_NOFOLLOW and O_NONBLOCK, then judged by its descriptor: root writes
+  // only into a FIFO of the rank's user (or root), never through a link a job's user swapped in.
+  const OpenedFile fifo = open_fifo_for_writing(root + pipe, "fifo", {Links::kRefuse, rank_uid});
+  if (!fifo.ok()) {
+    if (fifo.error == ENOENT) return errno_message("no fifo " + pipe, ENOENT);
+    if (fifo.error == ENXIO) {
+      return pipe + ": nobody reads it (the rank's dump thread is not running)";
+    }
+    if (fifo.error == EPERM) return "fifo " + pipe + " refused: it " + fifo.reason;
+    return errno_message("cannot open " + pipe, fifo.error);
   }
-  const ssize_t n = ::write(fd, "1\n", 2);
-  const int write_error = errno;
-  ::close(fd);
-  return n > 0 ? "" : errno_message("cannot write to " + pipe, write_error);
+  ssize_t n = -1;
+  do {
+    n = ::write(fifo.fd.get(), "1\n", 2);
+  } while (n < 0 && errno == EINTR);
+  return n > 0 ? "" : errno_message("cannot write to " + pipe, errno);
 }
 
 bool flight_dump_written_since(const std::string& root,
@@ -311,8 +336,8 @@ bool flight_dump_written_since(const std::string& root,
   for (const auto& prefix : dump_prefixes(env)) {
     struct stat dump {};
     if (prefix.front() == '/' &&
-        ::stat((root + prefix + std::to_string(rank)).c_str(), &dump) == 0 &&
-        mtime_ns(dump) >= since_unix_ns) {
+        ::lstat((root + prefix + std::to_string(rank)).c_str(), &dump) == 0 &&
+        S_ISREG(dump.st_mode) && mtime_ns(dump) >= since_unix_ns) {
       return true;
     }
   }
@@ -321,13 +346,13 @@ bool flight_dump_written_since(const std::string& root,
 
 std::string trigger_flight_dump(const std::string& root,
                                 const std::map<std::string, std::string>& env, int rank,
-                                std::chrono::milliseconds timeout) {
+                                uid_t rank_uid, std::chrono::milliseconds timeout) {
   // File times have the file system's granularity: compare from a little before the request.
   const auto since = std::chrono::duration_cast<std::chrono::nanoseconds>(
                          std::chrono::system_clock::now().time_since_epoch())
                          .count() -
                      10'000'000;
-  if (auto error = request_flight_dump(root, env, rank); !error.empty()) return error;
+  if (auto error = request_flight_dump(root, env, rank, rank_uid); !error.empty()) return error;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     if (flight_dump_written_since(root, env, rank, since)) return "";

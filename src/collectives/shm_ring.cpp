@@ -1,13 +1,12 @@
 #include "hangscope/collectives/shm_ring.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cinttypes>
 #include <cstdio>
 
 #include "hangscope/common/error.h"
+#include "hangscope/common/files.h"
 
 namespace hangscope::collectives {
 namespace {
@@ -121,19 +120,18 @@ RingState read_ring(pid_t pid, std::uint64_t start, std::uint64_t end, const std
   std::snprintf(range, sizeof range, "%" PRIx64 "-%" PRIx64, start, end);
   const std::string via_map = "/proc/" + std::to_string(pid) + "/map_files/" + range;
   const std::string via_root = "/proc/" + std::to_string(pid) + "/root" + path;
-  int fd = ::open(via_map.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fd = ::open(via_root.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(errno_message(name + ": cannot open " + via_map, errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw Error(errno_message(name + ": stat", err));
+  // The kernel's link to the mapped inode first; else the path in the rank's root, whose last
+  // component must not be a link. Either way never a FIFO or device, never blocking.
+  OpenedFile file = open_regular_file(via_map, "shared memory file");
+  if (!file.ok()) {
+    OpenedFile in_root = open_regular_file(via_root, "shared memory file", {Links::kRefuse, {}});
+    if (!in_root.ok()) throw Error(name + ": " + file.why() + "; " + in_root.why());
+    file = std::move(in_root);
   }
-  const auto size = static_cast<std::uint64_t>(st.st_size);
+  const int fd = file.fd.get();
+  const auto size = static_cast<std::uint64_t>(file.st.st_size);
   const auto layout = recognise_ring_layout(size, expected_readers);
   if (!layout) {
-    ::close(fd);
     throw Error(name + ": " + std::to_string(size) +
                 " bytes fit no vLLM ring layout ((chunk bytes + 1 + readers) x chunks, chunk "
                 "bytes a whole number of MiB, 1-64 chunks, " +
@@ -143,7 +141,6 @@ RingState read_ring(pid_t pid, std::uint64_t start, std::uint64_t end, const std
   const ssize_t n =
       ::pread(fd, metadata.data(), metadata.size(), static_cast<off_t>(layout->metadata_offset()));
   const int err = errno;
-  ::close(fd);
   if (n != static_cast<ssize_t>(metadata.size())) {
     throw Error(
         errno_message(name + ": reading its " + std::to_string(metadata.size()) + " metadata bytes",

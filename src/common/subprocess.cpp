@@ -12,28 +12,12 @@
 #include <thread>
 
 #include "hangscope/common/error.h"
+#include "hangscope/common/files.h"
 
 extern char** environ;
 
 namespace hangscope {
 namespace {
-
-// Closes a file descriptor when it goes out of scope.
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { reset(); }
-  int get() const { return fd_; }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_;
-};
 
 // Waits for the child until the deadline; true when it was reaped (status set).
 bool reap_until(pid_t child, int& status, std::chrono::steady_clock::time_point deadline) {
@@ -60,7 +44,7 @@ ProgramResult run_program(const std::vector<std::string>& argv, std::chrono::mil
     result.error = errno_message("pipe", errno);
     return result;
   }
-  Fd read_end(pipe_fds[0]), write_end(pipe_fds[1]);
+  FileDescriptor read_end(pipe_fds[0]), write_end(pipe_fds[1]);
   posix_spawn_file_actions_t actions;
   ::posix_spawn_file_actions_init(&actions);
   ::posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);

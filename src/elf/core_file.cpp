@@ -45,7 +45,8 @@ std::uint64_t path_inode(const std::string& path) {
 }  // namespace
 
 std::unique_ptr<CoreFile> CoreFile::open(const std::string& path) {
-  std::unique_ptr<CoreFile> core(new CoreFile(path, MappedFile::open(path)));
+  // The user's path (links followed); a FIFO or device is refused, never opened.
+  std::unique_ptr<CoreFile> core(new CoreFile(path, MappedFile::open(path, {}, "core file")));
   core->parse();
   return core;
 }

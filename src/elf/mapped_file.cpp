@@ -1,42 +1,30 @@
 #include "hangscope/elf/mapped_file.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 
 #include "hangscope/common/error.h"
+#include "hangscope/common/text.h"
 
 namespace hangscope::elf {
 
-std::unique_ptr<MappedFile> MappedFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw_errno("cannot open " + path, errno);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw_errno("cannot stat " + path, err);
+std::unique_ptr<MappedFile> MappedFile::open(const std::string& path, const OpenRules& rules,
+                                             const std::string& what) {
+  // Never blocks on a FIFO, never opens a device: refused with the reason before any open.
+  const OpenedFile file = open_regular_file(path, what, rules);
+  if (!file.ok()) {
+    if (file.error == EPERM) throw Error(file.why());
+    throw SystemError(file.name, file.error);
   }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw Error("cannot map " + path + ": not a regular file");
-  }
-  const auto size = static_cast<std::size_t>(st.st_size);
+  const auto size = static_cast<std::size_t>(file.st.st_size);
   void* data = nullptr;
   if (size > 0) {
-    data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (data == MAP_FAILED) {
-      const int err = errno;
-      ::close(fd);
-      throw_errno("cannot map " + path, err);
-    }
+    data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.fd.get(), 0);
+    if (data == MAP_FAILED) throw_errno("cannot map " + printable(path), errno);
   }
-  ::close(fd);
   return std::unique_ptr<MappedFile>(
-      new MappedFile(static_cast<const std::byte*>(data), size, st.st_dev, st.st_ino));
+      new MappedFile(static_cast<const std::byte*>(data), size, file.st.st_dev, file.st.st_ino));
 }
 
 MappedFile::~MappedFile() {

@@ -10,8 +10,8 @@
 namespace hangscope::elf {
 
 std::unique_ptr<Module> Module::open(const std::string& path, const std::string& open_path,
-                                     const std::vector<std::string>& debug_roots) {
-  auto mapped = MappedFile::open(open_path);
+                                     const std::vector<std::string>& debug_roots, Links links) {
+  auto mapped = MappedFile::open(open_path, {links, std::nullopt});
   ElfFile parsed = [&] {
     try {
       return ElfFile::parse(mapped->bytes());
@@ -47,6 +47,8 @@ void Module::load_debug_symbols(const std::vector<std::string>& debug_roots) {
   for (const auto& candidate : candidates) {
     if (::access(candidate.c_str(), R_OK) != 0) continue;
     try {
+      // Links followed (distributions link .build-id entries to the debug files); a FIFO or
+      // device under a debug root is refused like any input, and the build id must match.
       auto mapped = MappedFile::open(candidate);
       auto parsed = ElfFile::parse(mapped->bytes());
       if (parsed.build_id() != build_id_ || parsed.section(".symtab") == nullptr) continue;

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "hangscope/common/error.h"
+#include "hangscope/common/text.h"
 
 namespace hangscope::elf {
 
@@ -28,8 +29,12 @@ const Module* ProcessImage::module_for(const proc::Mapping& mapping) {
   std::string first_error;
   const auto open = [&]() -> std::shared_ptr<const Module> {
     for (const auto& candidate : files_->candidates(mapping)) {
+      if (!candidate.refusal.empty()) {
+        if (first_error.empty()) first_error = printable(candidate.path) + ": " + candidate.refusal;
+        continue;
+      }
       try {
-        return Module::open(mapping.path, candidate, debug_roots_);
+        return Module::open(mapping.path, candidate.path, debug_roots_, candidate.links);
       } catch (const Error& e) {
         if (first_error.empty()) first_error = e.what();
       }

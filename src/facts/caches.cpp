@@ -67,22 +67,30 @@ void walk_files(const std::string& dir, int depth, Visit&& visit, std::size_t* s
   }
 }
 
+// A cache file of a rank's root: a regular file, no link (which would have root read a file
+// outside the cache), never a FIFO or device. Its text, or nullopt.
+std::optional<std::string> read_in_root(const std::string& root, const std::string& path,
+                                        struct stat* st = nullptr) {
+  const OpenedFile opened =
+      open_regular_file(root + path, "cache file", {Links::kRefuse, std::nullopt});
+  if (st != nullptr && opened.ok()) *st = opened.st;
+  return read_opened_file(opened, kMaxFileBytes).text;
+}
+
 CacheFile read_cache_file(const std::string& root, const std::string& path) {
   CacheFile file;
   file.path = path;
   struct stat st {};
-  if (::stat((root + path).c_str(), &st) == 0) {
-    file.size = static_cast<std::uint64_t>(st.st_size);
-    file.mtime_unix = st.st_mtim.tv_sec;
-  }
-  const auto read = read_file(root + path, kMaxFileBytes);
-  if (!read.text) {
+  const auto text = read_in_root(root, path, &st);
+  if (!text) {
     file.error = "cannot be read";
     return file;
   }
-  file.sha256 = sha256_hex(*read.text);
+  file.size = static_cast<std::uint64_t>(st.st_size);
+  file.mtime_unix = st.st_mtim.tv_sec;
+  file.sha256 = sha256_hex(*text);
   try {
-    const auto doc = parse_json_within(*read.text, kCacheJson, top_level_only);
+    const auto doc = parse_json_within(*text, kCacheJson, top_level_only);
     for (const auto& [key, value] : doc.items()) {
       if (!key.empty() && key.front() == '_') continue;  // _metadata, _generation, _records
       ++file.entries;
@@ -224,9 +232,9 @@ std::vector<P2pCacheFile> gpu_p2p_cache_files(const std::string& root,
     if (name.rfind("gpu_p2p_access_cache_for_", 0) != 0 || out.size() >= kMaxFiles) continue;
     P2pCacheFile p2p;
     p2p.file = read_cache_file(root, cache_root + "/" + name);
-    const auto read = read_file(root + cache_root + "/" + name, kMaxFileBytes);
     try {
-      const auto doc = parse_json_within(read.text.value_or(""), kCacheJson, top_level_only);
+      const auto doc = parse_json_within(
+          read_in_root(root, cache_root + "/" + name).value_or(""), kCacheJson, top_level_only);
       for (const auto& [pair, value] : doc.items()) {
         (value.is_boolean() && value.get<bool>() ? p2p.p2p_true : p2p.p2p_false).push_back(pair);
       }

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
 #include <limits>
 #include <set>
+#include <sstream>
 #include <tuple>
 
 #include "hangscope/common/files.h"
@@ -14,9 +14,10 @@
 namespace hangscope::facts {
 namespace {
 
-// "Version: 1.2.3" from a METADATA or PKG-INFO file ("" when absent).
+// "Version: 1.2.3" from a METADATA or PKG-INFO file ("" when absent). A FIFO or device planted
+// there is refused without being opened (an agent reading it would block).
 std::string metadata_version(const std::string& file) {
-  std::ifstream in(file);
+  std::istringstream in(read_file(file, 64 * 1024).text.value_or(""));
   std::string line;
   for (int i = 0; i < 64 && std::getline(in, line); ++i) {
     if (line.rfind("Version:", 0) == 0) {

@@ -108,7 +108,7 @@ Environment read_environment(const proc::ProcessFs& fs, elf::ProcessImage& image
     env.source = "memory";
     return env;
   }
-  const auto read = read_file(fs.dir() + "/environ", 4u << 20);
+  const auto read = read_proc_file(fs.dir() + "/environ", 4u << 20);
   if (read.text) {
     env.variables = parse_environ_block(*read.text);
     if (!env.variables.empty()) {

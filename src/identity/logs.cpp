@@ -1,8 +1,6 @@
 #include "hangscope/identity/logs.h"
 
-#include <fcntl.h>
 #include <glob.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,7 +9,9 @@
 #include <charconv>
 #include <optional>
 
+#include "hangscope/common/files.h"
 #include "hangscope/common/redaction.h"
+#include "hangscope/proc/process_fs.h"
 
 namespace hangscope::identity {
 namespace {
@@ -106,60 +106,39 @@ std::vector<LogExcerpt> read_process_logs(pid_t pid, std::size_t max_bytes) {
   std::vector<LogExcerpt> logs;
   std::vector<std::pair<dev_t, ino_t>> seen;
   for (int fd : {1, 2}) {
+    // The kernel's link to the open file, followed; a tty, pipe, FIFO or socket is refused
+    // without being opened.
     const std::string link = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
-    struct stat st {};
-    if (::stat(link.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;  // a tty or pipe
-    if (std::find(seen.begin(), seen.end(), std::make_pair(st.st_dev, st.st_ino)) != seen.end())
-      continue;
-    seen.emplace_back(st.st_dev, st.st_ino);
+    const OpenedFile file = open_regular_file(link, "log");
+    if (!file.ok()) continue;
+    const auto id = std::make_pair(file.st.st_dev, file.st.st_ino);
+    if (std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
+    seen.push_back(id);
     std::array<char, 4096> target{};
     const ssize_t n = ::readlink(link.c_str(), target.data(), target.size() - 1);
-    const int file = ::open(link.c_str(), O_RDONLY | O_CLOEXEC);
-    if (file < 0) continue;
-    const off_t size = st.st_size;
-    const off_t start =
-        size > static_cast<off_t>(max_bytes) ? size - static_cast<off_t>(max_bytes) : 0;
-    std::string text(static_cast<std::size_t>(size - start), '\0');
-    const ssize_t got = ::pread(file, text.data(), text.size(), start);
-    ::close(file);
-    text.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
+    const auto read = read_opened_file(file, max_bytes, true);
     logs.push_back({n > 0 ? std::string(target.data(), static_cast<std::size_t>(n)) : link,
-                    interesting_lines(text)});
+                    interesting_lines(read.text.value_or(""))});
   }
   return logs;
 }
 
-namespace {
-
-// The last max_bytes of a regular file, or nullopt.
-std::optional<std::string> read_tail(const std::string& path, std::size_t max_bytes) {
-  const int file = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  struct stat st {};
-  if (file < 0 || ::fstat(file, &st) != 0 || !S_ISREG(st.st_mode)) {
-    if (file >= 0) ::close(file);
-    return std::nullopt;
-  }
-  const off_t start =
-      st.st_size > static_cast<off_t>(max_bytes) ? st.st_size - static_cast<off_t>(max_bytes) : 0;
-  std::string text(static_cast<std::size_t>(st.st_size - start), '\0');
-  const ssize_t got = ::pread(file, text.data(), text.size(), start);
-  ::close(file);
-  text.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
-  return text;
-}
-
-}  // namespace
-
 std::vector<LogExcerpt> read_ray_worker_logs(pid_t pid, const std::string& ray_root,
                                              std::size_t max_bytes) {
   std::vector<LogExcerpt> logs;
+  // Anyone may write under /tmp/ray: a log is read only when it is a regular file (no link)
+  // of the worker's own user or root.
+  const auto status = proc::ProcessFs(pid).task_status(pid);
+  if (!status || !status->effective_uid) return logs;
+  const OpenRules rules{Links::kRefuse, status->effective_uid};
   const std::string pattern = ray_root + "/session_*/logs/worker-*-" + std::to_string(pid) + ".*";
   glob_t found{};
   if (::glob(pattern.c_str(), 0, nullptr, &found) == 0) {
     for (std::size_t i = 0; i < found.gl_pathc; ++i) {
       const std::string path = found.gl_pathv[i];
       if (!path.ends_with(".out") && !path.ends_with(".err")) continue;
-      if (auto text = read_tail(path, max_bytes)) logs.push_back({path, interesting_lines(*text)});
+      const auto read = read_file_tail(path, "Ray worker log", max_bytes, rules);
+      if (read.text) logs.push_back({path, interesting_lines(*read.text)});
     }
   }
   ::globfree(&found);
@@ -179,19 +158,10 @@ std::map<pid_t, LogExcerpt> attribute_shared_logs(const std::vector<std::string>
     }
     for (std::size_t i = 0; i < found.gl_pathc; ++i) {
       const std::string path = found.gl_pathv[i];
-      const int file = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      struct stat st {};
-      if (file < 0 || ::fstat(file, &st) != 0 || !S_ISREG(st.st_mode)) {
-        if (file >= 0) ::close(file);
-        continue;
-      }
-      const off_t start = st.st_size > static_cast<off_t>(max_bytes)
-                              ? st.st_size - static_cast<off_t>(max_bytes)
-                              : 0;
-      std::string text(static_cast<std::size_t>(st.st_size - start), '\0');
-      const ssize_t got = ::pread(file, text.data(), text.size(), start);
-      ::close(file);
-      text.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
+      // The operator's glob: links followed, but a FIFO or device is never opened.
+      const auto read = read_file_tail(path, "log", max_bytes);
+      if (!read.text) continue;
+      const std::string& text = *read.text;
       std::size_t pos = 0;
       while (pos < text.size()) {
         auto end = text.find_first_of("\r\n", pos);

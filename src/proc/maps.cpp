@@ -89,7 +89,7 @@ const Mapping* MemoryMap::find(std::uint64_t address) const {
 }
 
 std::optional<MemoryMap> read_memory_map(pid_t pid, int* error) {
-  auto read = read_file("/proc/" + std::to_string(pid) + "/maps", 64u << 20);
+  auto read = read_proc_file("/proc/" + std::to_string(pid) + "/maps", 64u << 20);
   if (!read.text) {
     if (error) *error = read.error;
     return std::nullopt;

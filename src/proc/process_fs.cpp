@@ -40,26 +40,26 @@ std::optional<std::vector<pid_t>> ProcessFs::list_tasks(int* error) const {
 }
 
 std::optional<TaskStat> ProcessFs::task_stat(pid_t tid) const {
-  const auto read = read_file(task_dir(tid) + "/stat", 4096);
+  const auto read = read_proc_file(task_dir(tid) + "/stat", 4096);
   if (!read.text) return std::nullopt;
   return parse_task_stat(*read.text);
 }
 
 std::optional<TaskStatus> ProcessFs::task_status(pid_t tid) const {
-  const auto read = read_file(task_dir(tid) + "/status", 65536);
+  const auto read = read_proc_file(task_dir(tid) + "/status", 65536);
   if (!read.text) return std::nullopt;
   return parse_task_status(*read.text);
 }
 
 std::string ProcessFs::task_wchan(pid_t tid) const {
-  const auto read = read_file(task_dir(tid) + "/wchan", 256);
+  const auto read = read_proc_file(task_dir(tid) + "/wchan", 256);
   if (!read.text || *read.text == "0") return {};
   return *read.text;
 }
 
 std::vector<std::string> ProcessFs::task_kernel_stack(pid_t tid) const {
   std::vector<std::string> frames;
-  const auto read = read_file(task_dir(tid) + "/stack", 65536);
+  const auto read = read_proc_file(task_dir(tid) + "/stack", 65536);
   if (!read.text) return frames;
   std::size_t pos = 0;
   const std::string& text = *read.text;

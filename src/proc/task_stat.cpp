@@ -67,6 +67,9 @@ TaskStatus parse_task_status(std::string_view text) {
       parse_number(values[0], status.voluntary_switches);
     } else if (key == "nonvoluntary_ctxt_switches" && !values.empty()) {
       parse_number(values[0], status.involuntary_switches);
+    } else if (key == "Uid" && values.size() >= 2) {
+      uid_t uid = 0;
+      if (parse_number(values[1], uid)) status.effective_uid = uid;
     } else if (key == "NSpid") {
       for (const auto word : values) {
         pid_t id = 0;

@@ -1,12 +1,14 @@
 #include "hangscope/report/bundle_files.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -27,16 +29,30 @@ namespace hangscope::report {
 constexpr std::size_t kJsonSnapshotNodes = 64;
 namespace {
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  out.flush();
-  if (!out) throw_errno("cannot write " + path, errno);
+// The largest tree.svg kept: dot's output beyond it is no picture anyone opens.
+constexpr std::size_t kMaxSvgBytes = std::size_t{64} << 20;
+
+std::string in_bundle(const std::string& dir, std::string_view name) {
+  return dir + "/" + std::string(name);
 }
 
+// A bundle file, written by replacing what is at its name.
+void write_text(const std::string& dir, std::string_view name, const std::string& text) {
+  write_file_replacing(in_bundle(dir, name), text);
+}
+
+// Creates a directory of the bundle; an existing one must be a directory, not a link to one.
 void make_dir(const std::string& path) {
-  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
-    throw_errno("cannot create directory " + path, errno);
+  if (::mkdir(path.c_str(), 0755) == 0) return;
+  const int err = errno;
+  struct stat st {};
+  if (err != EEXIST) throw_errno("cannot create directory " + printable(path), err);
+  if (::lstat(path.c_str(), &st) != 0) {
+    throw_errno("cannot create directory " + printable(path), errno);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    throw Error("cannot create directory " + printable(path) + ": it exists and " +
+                describe_file_type(st.st_mode));
   }
 }
 
@@ -49,19 +65,122 @@ std::string file_name(const std::string& node) {
   return out;
 }
 
-// Runs Graphviz's dot, bounded in time; false (with why) when it is absent or fails.
+// Runs Graphviz's dot, bounded in time and output; its SVG is written like every bundle file
+// (dot's own -o would write through a link). False (with why) when it is absent or fails.
 bool render_svg(const std::string& dot_file, const std::string& svg_file, std::string& why) {
   const auto result =
-      run_program({"dot", "-Tsvg", dot_file, "-o", svg_file}, std::chrono::seconds(30));
-  if (!result.ok()) why = result.error;
-  return result.ok();
+      run_program({"dot", "-Tsvg", dot_file}, std::chrono::seconds(30), kMaxSvgBytes);
+  if (!result.ok()) {
+    why = result.error;
+    return false;
+  }
+  if (result.output.size() >= kMaxSvgBytes) {
+    why = "dot's SVG is larger than " + describe_size(kMaxSvgBytes);
+    return false;
+  }
+  write_file_replacing(svg_file, result.output);
+  return true;
+}
+
+// ".NODE.json.new-PID-N": the new file of an interrupted write of a snapshot file.
+bool is_new_file_of_snapshot(std::string_view name) {
+  const auto at = name.rfind(".new-");
+  return name.size() > 1 && name.front() == '.' && at != std::string_view::npos &&
+         is_snapshot_file_name(name.substr(1, at - 1)) &&
+         is_replacement_of(name, name.substr(1, at - 1));
+}
+
+bool is_bundle_file_name(std::string_view name) {
+  for (const auto file : kBundleFiles) {
+    if (name == file || is_replacement_of(name, file)) return true;
+  }
+  return false;
+}
+
+// The entries of an open directory, sorted; throws naming `dir` (an -o directory).
+std::vector<std::string> entries_of(int dir_fd, const std::string& dir) {
+  const int copy = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+  DIR* d = copy < 0 ? nullptr : ::fdopendir(copy);
+  if (d == nullptr) {
+    const int err = errno;
+    if (copy >= 0) ::close(copy);
+    throw_errno("-o " + printable(dir) + ": cannot list it", err);
+  }
+  std::vector<std::string> names;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+bool is_regular_at(int dir_fd, const std::string& name) {
+  struct stat st {};
+  return ::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
 }
 
 }  // namespace
 
+bool is_snapshot_file_name(std::string_view name) {
+  std::string_view node;
+  if (name.ends_with(".json")) {
+    node = name.substr(0, name.size() - 5);
+  } else if (name.ends_with(".pb")) {
+    node = name.substr(0, name.size() - 3);
+  } else {
+    return false;
+  }
+  return !node.empty() && std::all_of(node.begin(), node.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  });
+}
+
+std::string remove_earlier_bundle(const std::string& dir) {
+  const std::string what = "-o " + printable(dir);
+  const FileDescriptor top(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!top) throw_errno(what + ": cannot open it", errno);
+  // First every entry is checked; only a directory that is all bundle loses anything.
+  std::vector<std::string> files;
+  FileDescriptor snapshots;
+  std::vector<std::string> snapshot_files;
+  for (const auto& name : entries_of(top.get(), dir)) {
+    if (name == kSnapshotsDir) {
+      snapshots.reset(
+          ::openat(top.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!snapshots) return name;  // a link, a file: nothing a bundle writes
+      for (const auto& entry : entries_of(snapshots.get(), dir + "/" + name)) {
+        if (!(is_snapshot_file_name(entry) || is_new_file_of_snapshot(entry)) ||
+            !is_regular_at(snapshots.get(), entry)) {
+          return name + "/" + entry;
+        }
+        snapshot_files.push_back(entry);
+      }
+    } else if (is_bundle_file_name(name) && is_regular_at(top.get(), name)) {
+      files.push_back(name);
+    } else {
+      return name;
+    }
+  }
+  const auto remove = [&](int at, const std::string& name, const std::string& shown, int flags) {
+    if (::unlinkat(at, name.c_str(), flags) != 0 && errno != ENOENT) {
+      throw_errno(what + ": cannot remove " + printable(shown), errno);
+    }
+  };
+  for (const auto& name : snapshot_files) {
+    remove(snapshots.get(), name, std::string(kSnapshotsDir) + "/" + name, 0);
+  }
+  if (snapshots) {
+    remove(top.get(), std::string(kSnapshotsDir), std::string(kSnapshotsDir), AT_REMOVEDIR);
+  }
+  for (const auto& name : files) remove(top.get(), name, name, 0);
+  return "";
+}
+
 void make_bundle_dirs(const std::string& dir) {
   make_dir(dir);
-  make_dir(dir + "/snapshots");
+  make_dir(in_bundle(dir, kSnapshotsDir));
 }
 
 void write_bundle_data(const std::string& dir, const analysis::Bundle& bundle) {
@@ -80,8 +199,9 @@ void write_bundle_data(const std::string& dir, const analysis::Bundle& bundle) {
   const auto work = [&] {
     for (std::size_t i = next++; i < files.size(); i = next++) {
       try {
-        snapshot::write_file(dir + "/snapshots/" + file_name(files[i]->first) + extension,
-                             files[i]->second);
+        snapshot::write_file(
+            in_bundle(dir, kSnapshotsDir) + "/" + file_name(files[i]->first) + extension,
+            files[i]->second);
       } catch (const Error& e) {
         std::lock_guard<std::mutex> lock(failure_mutex);
         if (failure.empty()) failure = e.what();
@@ -102,7 +222,7 @@ void write_bundle_data(const std::string& dir, const analysis::Bundle& bundle) {
                      {"error", n.error},
                      {"clock_offset_ns", n.clock_offset_ns}});
   }
-  write_text(dir + "/nodes.json",
+  write_text(dir, "nodes.json",
              nodes.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
@@ -114,26 +234,32 @@ std::vector<std::string> write_reports(const std::string& dir, const analysis::B
   std::string json_failure;
   std::thread json_writer([&] {
     try {
-      std::ofstream out(dir + "/report.json", std::ios::trunc);
-      write_report_json(out, bundle, analysis);
-      out.close();
-      if (!out) throw_errno("cannot write " + dir + "/report.json", errno);
+      ReplacingFile out(in_bundle(dir, "report.json"));
+      write_report_json(out.stream(), bundle, analysis);
+      out.commit();
     } catch (const std::exception& e) {  // nothing may escape a thread
       json_failure = e.what();
     }
   });
-  write_text(dir + "/report.md", report_markdown(bundle, analysis));
-  timer.lap("report.md");
-  write_text(dir + "/tree.dot", tree_dot(analysis));
-  write_text(dir + "/stacks.folded", stacks_folded(analysis));
-  timer.lap("tree.dot and stacks.folded");
-  std::string why;
-  if (!render_svg(dir + "/tree.dot", dir + "/tree.svg", why)) {
-    notes.push_back("tree.svg not written: " + why);
+  // The writer thread is joined on every path out, a failed write here included.
+  std::string failure;
+  try {
+    write_text(dir, "report.md", report_markdown(bundle, analysis));
+    timer.lap("report.md");
+    write_text(dir, "tree.dot", tree_dot(analysis));
+    write_text(dir, "stacks.folded", stacks_folded(analysis));
+    timer.lap("tree.dot and stacks.folded");
+    std::string why;
+    if (!render_svg(in_bundle(dir, "tree.dot"), in_bundle(dir, "tree.svg"), why)) {
+      notes.push_back("tree.svg not written: " + why);
+    }
+    timer.lap("tree.svg");
+  } catch (const std::exception& e) {
+    failure = e.what();
   }
-  timer.lap("tree.svg");
   json_writer.join();
   timer.lap("report.json");
+  if (!failure.empty()) throw Error(failure);
   if (!json_failure.empty()) throw Error(json_failure);
   return notes;
 }
@@ -143,17 +269,25 @@ analysis::Bundle read_bundle(const std::string& dir, std::size_t max_bytes) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) throw_errno("bundle " + printable(dir), errno);
   if (!S_ISDIR(st.st_mode)) throw Error("bundle " + printable(dir) + ": is not a directory");
-  const std::string snapshots = dir + "/snapshots";
+  const std::string snapshots = in_bundle(dir, kSnapshotsDir);
+  // snapshots/ and nodes.json are looked at, never followed: a link there would read (and
+  // report) a file outside the bundle.
+  if (::lstat(snapshots.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    throw Error("bundle " + printable(dir) + ": snapshots " + describe_file_type(st.st_mode));
+  }
   const auto names = list_directory(snapshots);
   if (!names) {
     throw_errno("bundle " + printable(dir) + ": no snapshots/ (not written by diagnose?)", errno);
   }
   std::vector<std::string> files;
-  for (const auto& name : *names) files.push_back(snapshots + "/" + name);
+  for (const auto& name : *names) {
+    if (!is_new_file_of_snapshot(name)) files.push_back(snapshots + "/" + name);
+  }
   std::map<std::string, analysis::NodeStatus> statuses;
-  if (::stat((dir + "/nodes.json").c_str(), &st) == 0) {
-    const std::string nodes_file = dir + "/nodes.json";
-    const std::string text = read_input_file(nodes_file, "bundle file", max_bytes);
+  const std::string nodes_file = in_bundle(dir, "nodes.json");
+  if (::lstat(nodes_file.c_str(), &st) == 0) {
+    const std::string text = read_input_file(nodes_file, "bundle file", max_bytes,
+                                             InputKind::kRegularFile, Links::kRefuse);
     try {
       for (const auto& n : nlohmann::json::parse(text)) {
         analysis::NodeStatus status;
@@ -172,7 +306,7 @@ analysis::Bundle read_bundle(const std::string& dir, std::size_t max_bytes) {
   }
   for (const auto& file : files) {
     try {
-      for (auto& node : snapshot::read_file(file, max_bytes)) {
+      for (auto& node : snapshot::read_file(file, max_bytes, Links::kRefuse)) {
         if (!statuses.count(node.node_name)) {
           statuses[node.node_name] = {node.node_name, std::nullopt, "ok", "", 0};
           bundle.nodes.push_back(statuses[node.node_name]);

@@ -1,6 +1,5 @@
 #include "hangscope/snapshot/codec.h"
 
-#include <fcntl.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
@@ -559,31 +558,34 @@ void write_file(const std::string& path, const std::vector<const snapshot::NodeS
       throw Error("cannot encode snapshots for " + path);
     }
   }
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw_errno("cannot write " + path, errno);
-  google::protobuf::io::FileOutputStream out(fd);  // closed below on every path
-  bool written = true;
-  google::protobuf::util::Status converted;
-  if (is_binary(path)) {
-    written = out.WriteAliasedRaw(binary.data(), static_cast<int>(binary.size()));
-  } else {
-    // The JSON text is produced into the file as it is converted (BinaryToJsonStream).
-    google::protobuf::util::JsonPrintOptions options;
-    options.add_whitespace = true;
-    options.preserve_proto_field_names = true;
-    const auto* type = v1::SnapshotFile::descriptor();
-    const std::unique_ptr<google::protobuf::util::TypeResolver> resolver(
-        google::protobuf::util::NewTypeResolverForDescriptorPool("type.googleapis.com",
-                                                                 type->file()->pool()));
-    google::protobuf::io::ArrayInputStream in(binary.data(), static_cast<int>(binary.size()));
-    converted = google::protobuf::util::BinaryToJsonStream(
-        resolver.get(), "type.googleapis.com/" + type->full_name(), &in, &out, options);
+  ReplacingFile file(path);  // a new file beside path, renamed over it once whole
+  {
+    google::protobuf::io::FileOutputStream out(file.fd());
+    out.SetCloseOnDelete(false);  // the ReplacingFile closes it
+    bool written = true;
+    google::protobuf::util::Status converted;
+    if (is_binary(path)) {
+      written = out.WriteAliasedRaw(binary.data(), static_cast<int>(binary.size()));
+    } else {
+      // The JSON text is produced into the file as it is converted (BinaryToJsonStream).
+      google::protobuf::util::JsonPrintOptions options;
+      options.add_whitespace = true;
+      options.preserve_proto_field_names = true;
+      const auto* type = v1::SnapshotFile::descriptor();
+      const std::unique_ptr<google::protobuf::util::TypeResolver> resolver(
+          google::protobuf::util::NewTypeResolverForDescriptorPool("type.googleapis.com",
+                                                                   type->file()->pool()));
+      google::protobuf::io::ArrayInputStream in(binary.data(), static_cast<int>(binary.size()));
+      converted = google::protobuf::util::BinaryToJsonStream(
+          resolver.get(), "type.googleapis.com/" + type->full_name(), &in, &out, options);
+    }
+    const bool flushed = out.Flush();
+    if (!converted.ok()) {
+      throw Error("cannot encode snapshots for " + path + ": " + converted.ToString());
+    }
+    if (!written || !flushed) throw_errno("cannot write " + path, out.GetErrno());
   }
-  const bool closed = out.Close();
-  if (!converted.ok()) {
-    throw Error("cannot encode snapshots for " + path + ": " + converted.ToString());
-  }
-  if (!written || !closed) throw_errno("cannot write " + path, out.GetErrno());
+  file.commit();
 }
 
 namespace {
@@ -760,11 +762,12 @@ std::vector<snapshot::NodeSnapshot> refused_if_too_large(const std::string& path
 
 }  // namespace
 
-std::vector<snapshot::NodeSnapshot> read_file(const std::string& path, std::size_t max_bytes) {
+std::vector<snapshot::NodeSnapshot> read_file(const std::string& path, std::size_t max_bytes,
+                                              Links links) {
   return refused_if_too_large(path, [&] {
     v1::SnapshotFile file;
     {
-      const std::string bytes = read_input_file(path, "snapshot file", max_bytes);
+      const std::string bytes = read_input_file(path, "snapshot file", max_bytes, InputKind::kRegularFile, links);
       parse_message(bytes, is_binary(path), path, file, max_bytes);
     }  // the bytes are freed before the snapshots are decoded
     return decode_file(file, path);

@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -21,16 +23,31 @@ namespace {
 
 using testing::CommandResult;
 
-// Replaces every "{D}" (the fixture directory) in `text`.
+// Replaces every "{D}" (the fixture directory) and "{T}" (the native target's path) in `text`.
 std::string expand(std::string text, const std::string& dir) {
-  for (auto at = text.find("{D}"); at != std::string::npos; at = text.find("{D}", at)) {
-    text.replace(at, 3, dir);
+  for (const auto& [key, value] :
+       {std::pair<std::string, std::string>{"{D}", dir}, {"{T}", NATIVE_TARGET}}) {
+    for (auto at = text.find(key); at != std::string::npos; at = text.find(key, at)) {
+      text.replace(at, key.size(), value);
+    }
   }
   return text;
 }
 
+// Bounded: a command that would block (on a FIFO) is killed after a minute instead of hanging
+// the suite, and fails its row.
 CommandResult hangscope(const std::string& args) {
-  return testing::run_command(std::string(HANGSCOPE_BINARY) + " " + args);
+  return testing::run_command("timeout -s KILL 60 " + std::string(HANGSCOPE_BINARY) + " " + args);
+}
+
+std::string file_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+bool is_regular(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
 // True when `text` is valid UTF-8 without control characters but newlines: safe on a terminal.
@@ -116,24 +133,77 @@ class BadInput : public ::testing::Test {
     write_bytes(d + "/empties.json", empties);
     ASSERT_EQ(testing::run_command("mkdir -p " + d + "/empties-bundle/snapshots").exit_code, 0);
     write_bytes(d + "/empties-bundle/snapshots/node0.json", empties);
+    // Issue 30: FIFOs where inputs are expected, links in a bundle, -o in a directory of the
+    // user's own files.
+    ASSERT_EQ(
+        testing::run_command(
+            "mkdir -p " + d + "/home/snapshots " + d + "/cores " + d + "/logs " + d + "/fr " + d +
+            "/linkbundle/snapshots " + d + "/nodeslink/snapshots " + d + "/sysroot$(dirname " +
+            NATIVE_TARGET + ") && mkfifo " + d + "/cores/fifo " + d + "/logs/fifo " + d +
+            "/sysroot" + NATIVE_TARGET + " && cp " + HANGSCOPE_SOURCE_DIR +
+            "/tests/fixtures/flight_recorder/behind/pickle/nccl_trace_rank_0 " + d + "/fr/")
+            .exit_code,
+        0);
+    write_bytes(d + "/home/thesis.tex", "years of work");
+    write_bytes(d + "/logs/rank0.log", "[rank0]: ERROR worker failed\n");
+    write_bytes(d + "/victim.md", "precious");
+    write_bytes(d + "/linkbundle/snapshots/node0.json", junk());
+    write_bytes(d + "/linkbundle/nodes.json", "[]");
+    ASSERT_EQ(::symlink((d + "/victim.md").c_str(), (d + "/linkbundle/report.md").c_str()), 0);
+    ASSERT_EQ(::symlink((d + "/victim.md").c_str(), (d + "/linkbundle/tree.dot").c_str()), 0);
+    ASSERT_EQ(
+        ::symlink((d + "/junk.json").c_str(), (d + "/linkbundle/snapshots/link.json").c_str()), 0);
+    write_bytes(d + "/nodes-elsewhere.json", "[]");
+    ASSERT_EQ(
+        ::symlink((d + "/nodes-elsewhere.json").c_str(), (d + "/nodeslink/nodes.json").c_str()), 0);
+    // A core of a real process (gcore), the executable and libraries it names opened on this
+    // machine or under {D}/sysroot, where the executable is a FIFO.
+    if (testing::run_command("command -v gcore >/dev/null").exit_code == 0) {
+      testing::TargetProcess target({NATIVE_TARGET}, {{"RANK", "0"}, {"WORLD_SIZE", "1"}});
+      target.wait_for_line("ready");
+      const std::string pid = std::to_string(target.pid());
+      have_core_ =
+          testing::run_command("gcore -o " + d + "/cores/core " + pid + " >/dev/null 2>&1 && mv " +
+                               d + "/cores/core." + pid + " " + d + "/cores/core")
+              .exit_code == 0;
+    }
   }
   static void TearDownTestSuite() {
     testing::run_command("rm -rf " + *dir_);
     delete dir_;
   }
   static const std::string& dir() { return *dir_; }
+  static bool have_core() { return have_core_; }
 
  private:
   static std::string* dir_;
+  static bool have_core_;
 };
 
 std::string* BadInput::dir_ = nullptr;
+bool BadInput::have_core_ = false;
 
 struct Case {
-  const char* args;     // after the binary; {D} is the fixture directory
-  int exit_code;        // 1 failed / unreadable, 2 usage
-  const char* message;  // a part of stderr that names the input and the reason
+  const char* args;     // after the binary; {D} is the fixture directory, {T} the native target
+  int exit_code;        // 1 failed / unreadable, 2 usage; 0, 1 or 3 (the rest read and reported)
+  const char* message;  // a part of stderr (or stdout, for a note of a dump) naming the input
+                        // and the reason
+  const char* also = nullptr;  // a part of stderr or stdout: the rest of the work was done
+  bool (*after)(const std::string& dir) = nullptr;  // what must hold afterwards (files kept)
+  bool needs_core = false;                          // uses {D}/cores/core (gcore)
+  bool quick = false;  // an input that once blocked forever: must finish within 10 s
 };
+
+bool thesis_kept(const std::string& d) {
+  return file_text(d + "/home/thesis.tex") == "years of work" && is_regular(d + "/home/thesis.tex");
+}
+
+// report wrote its report.md and tree.dot as files of their own, never into the link's target.
+bool link_target_untouched(const std::string& d) {
+  return file_text(d + "/victim.md") == "precious" && is_regular(d + "/linkbundle/report.md") &&
+         is_regular(d + "/linkbundle/tree.dot") &&
+         file_text(d + "/linkbundle/report.md").find("precious") == std::string::npos;
+}
 
 // One row per case of issue 19 (and what a careful user would expect where it is silent).
 const Case kCases[] = {
@@ -176,7 +246,12 @@ const Case kCases[] = {
     {"diagnose --token-file {D}/file", 2, "--token-file applies to agents"},
     {"diagnose --no-locals --query-store", 2, "--query-store needs --locals"},
     {"diagnose -o {D}/nonempty", 2, "-o {D}/nonempty: exists and is not empty"},
-    {"diagnose -o {D}/nonempty --force", 2, "-o {D}/nonempty: is not empty and holds no hangscope"},
+    {"diagnose -o {D}/nonempty --force", 2,
+     "-o {D}/nonempty: holds keep.txt, which is no file of a hangscope bundle"},
+    // issue 30 item 2: an empty snapshots/ beside the user's files made --force empty it all
+    {"diagnose -o {D}/home --force", 2,
+     "-o {D}/home: holds thesis.tex, which is no file of a hangscope bundle: --force removes only",
+     nullptr, thesis_kept},
     {"diagnose -o {D}/file", 2, "-o {D}/file: exists and is not a directory"},
     {"diagnose --pid 0", 2, "--pid: '0' is not a process id"},
     // report
@@ -186,6 +261,12 @@ const Case kCases[] = {
     {"report {D}/bundle", 1, "snapshot file {D}/bundle/snapshots/node0.json: not a hangscope"},
     {"report {D}/empties-bundle", 1,
      "snapshot file {D}/empties-bundle/snapshots/node0.json: refused: decoding it would take"},
+    // issue 30 item 5: links in a shared bundle are neither written through nor read
+    {"report {D}/linkbundle", 1,
+     "snapshot file {D}/linkbundle/snapshots/link.json: is a symbolic link, which is not followed",
+     "report written to {D}/linkbundle/report.md", link_target_untouched},
+    {"report {D}/nodeslink", 1,
+     "bundle file {D}/nodeslink/nodes.json: is a symbolic link, which is not followed"},
     // rules
     {"rules check /tmp", 1, "rule file /tmp: is a directory"},
     {"rules check /dev/zero", 1, "rule file /dev/zero: is a character device"},
@@ -203,7 +284,26 @@ const Case kCases[] = {
     {"dump --pid 999999", 1, "pid 999999 does not exist"},
     {"dump", 2, "give one process: --pid PID (live) or --core FILE"},
     {"dump --core {D}/junk.json", 1, "{D}/junk.json: not an ELF file"},
-    {"dump --core /dev/zero", 1, "cannot map /dev/zero: not a regular file"},
+    {"dump --core /dev/zero", 1, "core file /dev/zero: is a character device, not a regular file"},
+    // issue 30 item 6: every file opened for an input is refused when it is no regular file,
+    // without waiting for a FIFO's writer; the rest of the work is still done
+    {"dump --core {D}/fifo", 1, "core file {D}/fifo: is a FIFO, not a regular file", nullptr,
+     nullptr, false, true},
+    {"dump --core {D}/cores/core --exe {D}/fifo", 0,
+     "cannot open {D}/fifo: is a FIFO, not a regular file", "Thread ", nullptr, true, true},
+    {"dump --core {D}/cores/core --sysroot {D}/sysroot", 0,
+     "cannot open {D}/sysroot{T}: is a FIFO, not a regular file", "Thread ", nullptr, true, true},
+    {"diagnose --cores {D}/fifo -o {D}/o_cfifo", 1, "core file {D}/fifo: is a FIFO", nullptr,
+     nullptr, false, true},
+    {"diagnose --cores '{D}/cores/*' --log '{D}/logs/*' -o {D}/o_cglob", 1,
+     "core file {D}/cores/fifo: is a FIFO, not a regular file", "read 1 core file(s)", nullptr,
+     true, true},
+    {"diagnose --cores {D}/cores/core --log '{D}/logs/*' -o {D}/o_clog", 0,
+     "log {D}/logs/fifo: is a FIFO, not a regular file", "read 1 core file(s)", nullptr, true,
+     true},
+    {"diagnose --flight-records {D}/fr --log '{D}/logs/*' -o {D}/o_frlog", 3,
+     "log {D}/logs/fifo: is a FIFO, not a regular file", "read 1 flight-recorder dump(s)", nullptr,
+     false, true},
     {"dump --pid 1 --stop-mode all --core {D}/junk.json", 2, "excludes"},
     {"diagnose --exe /bin/true -o {D}/o_exe", 2, "--exe applies to --cores only"},
     {"diagnose --cores {D} --samples 2 -o {D}/o_cs", 2, "--samples does not apply to --cores"},
@@ -234,17 +334,30 @@ const Case kCases[] = {
 
 TEST_F(BadInput, EveryCaseExitsWithItsCodeAndNamesTheInput) {
   for (const auto& c : kCases) {
+    if (c.needs_core && !have_core()) continue;  // no gcore here (the core tests skip too)
     const std::string args = expand(c.args, dir());
     const auto started = std::chrono::steady_clock::now();
     const auto result = hangscope(args);
     const auto took = std::chrono::steady_clock::now() - started;
     SCOPED_TRACE(args + "\nstderr: " + result.err);
     EXPECT_EQ(result.exit_code, c.exit_code);
-    EXPECT_NE(result.err.find(expand(c.message, dir())), std::string::npos);
+    const std::string both = result.err + result.out;
+    EXPECT_NE(both.find(expand(c.message, dir())), std::string::npos);
+    if (c.also != nullptr) {
+      EXPECT_NE(both.find(expand(c.also, dir())), std::string::npos);
+    }
+    if (c.after != nullptr) {
+      EXPECT_TRUE(c.after(dir()));
+    }
+    if (c.quick) {
+      EXPECT_LT(took, std::chrono::seconds(10));
+    }
     EXPECT_TRUE(terminal_safe(result.err));
     EXPECT_TRUE(terminal_safe(result.out));
     // Every error is a line of its own that says it is one.
-    EXPECT_NE(result.err.find("hangscope: error: "), std::string::npos);
+    if (c.exit_code == 1 || c.exit_code == 2) {
+      EXPECT_NE(result.err.find("hangscope: error: "), std::string::npos);
+    }
     if (c.exit_code == 2) {
       // Usage errors are found before anything is sampled or served.
       EXPECT_EQ(result.err.find("local sample"), std::string::npos);
@@ -387,11 +500,36 @@ TEST_F(BadInput, OutputDirectoryOfAnEarlierRunNeedsForce) {
   EXPECT_EQ(again.exit_code, 2);
   EXPECT_NE(again.err.find("-o " + out + ": exists and is not empty"), std::string::npos)
       << again.err;
+  // A file of the user's own in the bundle: --force removes nothing, and says which file.
+  write_bytes(out + "/notes.txt", "mine");
+  const auto foreign = hangscope("diagnose " + snapshot + " -o " + out + " --force --quiet");
+  EXPECT_EQ(foreign.exit_code, 2);
+  EXPECT_NE(foreign.err.find("-o " + out + ": holds notes.txt, which is no file of a hangscope"),
+            std::string::npos)
+      << foreign.err;
+  EXPECT_EQ(file_text(out + "/notes.txt"), "mine");
+  EXPECT_TRUE(is_regular(out + "/report.md"));
+  ASSERT_EQ(::unlink((out + "/notes.txt").c_str()), 0);
   const auto forced = hangscope("diagnose " + snapshot + " -o " + out + " --force --quiet");
   EXPECT_EQ(forced.exit_code, first.exit_code) << forced.err;
   const auto replayed = hangscope("report --json " + out);
   EXPECT_EQ(replayed.exit_code, first.exit_code) << replayed.err;
   EXPECT_EQ(nlohmann::json::parse(replayed.out).at("ranks").size(), 1u);
+
+  // The bundle shared on a ticket, its report.md and tree.dot made links to a file elsewhere:
+  // `report` replaces the links with its files and leaves the file as it was.
+  const std::string victim = dir() + "/someone-elses.md";
+  write_bytes(victim, "precious");
+  for (const char* name : {"/report.md", "/tree.dot"}) {
+    ASSERT_EQ(::unlink((out + name).c_str()), 0);
+    ASSERT_EQ(::symlink(victim.c_str(), (out + name).c_str()), 0);
+  }
+  const auto relinked = hangscope("report " + out);
+  EXPECT_EQ(relinked.exit_code, first.exit_code) << relinked.err;
+  EXPECT_EQ(file_text(victim), "precious");
+  EXPECT_TRUE(is_regular(out + "/report.md"));
+  EXPECT_TRUE(is_regular(out + "/tree.dot"));
+  EXPECT_NE(file_text(out + "/report.md").find("# "), std::string::npos);
 }
 
 // A second agent on a port in use is refused (gRPC's SO_REUSEPORT would have let it take half

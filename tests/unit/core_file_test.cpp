@@ -1,19 +1,24 @@
 // The ELF core reader on cores built byte by byte: threads and signals (NT_PRSTATUS), the process
 // (NT_PRPSINFO), mappings from PT_LOAD and NT_FILE (gcore leaves code out), the auxiliary vector,
-// reads of dumped and left-out memory, and cores that are cut short or malformed.
+// reads of dumped and left-out memory, cores that are cut short or malformed, and files named by a
+// core that are no regular files.
 #include "hangscope/elf/core_file.h"
 
 #include <elf.h>
 #include <gtest/gtest.h>
 #include <sys/procfs.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "hangscope/capture/core_capture.h"
 #include "hangscope/common/error.h"
+#include "target_process.h"
 
 namespace hangscope::elf {
 namespace {
@@ -254,6 +259,47 @@ TEST(CoreFile, AMalformedFileNoteLosesTheFilesNotTheThreads) {
   EXPECT_EQ(parsed->maps().find(kLibc), nullptr);
   ASSERT_FALSE(parsed->notes().empty());
   EXPECT_NE(parsed->notes().front().find("NT_FILE"), std::string::npos);
+}
+
+// Issue 30 item 6: the files a core names (NT_FILE) are opened as root on the reader's machine.
+// A FIFO there blocked the read forever, /dev/zero was opened; now each is named with the reason
+// and never opened, a path climbing out with ".." is not tried, and the dump still comes out.
+TEST(CoreFile, FilesTheCoreNamesThatAreNoRegularFilesAreNamedAndNeverOpened) {
+  const std::string fifo = testing::temp_path("core-names-fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  constexpr std::uint64_t kOther = 0x40000;
+  CoreBuilder core;
+  core.process(4711, "python3", "python3 train.py");
+  core.thread(4711, SIGABRT, kLibc + 0x20);  // a thread in each file: each file is looked for
+  core.thread(4712, SIGABRT, kExe + 0x20);
+  core.thread(4713, SIGABRT, kOther + 0x20);
+  core.files({{kLibc, kLibc + kPage, 0, fifo},
+              {kExe, kExe + kPage, 0, "/dev/zero"},
+              {kOther, kOther + kPage, 0, "/usr/lib/../../etc/shadow"}});
+  core.load(kData, pattern(kPage), kPage, PF_R | PF_W);
+  core.load(kLibc, {}, kPage, PF_R | PF_X);
+  core.load(kExe, {}, kPage, PF_R | PF_X);
+  core.load(kOther, {}, kPage, PF_R | PF_X);
+  TempCore file(core.bytes());
+  for (const std::string sysroot : {"", "/"}) {
+    capture::CoreOptions options;
+    options.sysroot = sysroot;
+    options.stacks = capture::StackKinds::kNativeOnly;
+    const auto started = std::chrono::steady_clock::now();
+    const auto dump = capture::capture_core(file.path, options);
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+    ASSERT_EQ(dump.threads.size(), 3u);
+    std::string notes;
+    for (const auto& n : dump.notes) notes += n + "\n";
+    EXPECT_NE(notes.find("cannot open " + fifo + ": is a FIFO, not a regular file"),
+              std::string::npos)
+        << notes;
+    EXPECT_NE(notes.find("cannot open /dev/zero: is a character device, not a regular file"),
+              std::string::npos)
+        << notes;
+    EXPECT_NE(notes.find("holds '.' or '..': not opened"), std::string::npos) << notes;
+  }
+  ::unlink(fifo.c_str());
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // behind is named although every rank's stack is the same all_reduce.
 #include "hangscope/collectives/flight_recorder.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -131,19 +132,20 @@ TEST(FlightRecorder, TheNewestDumpOfTheRanksPrefixesIsRead) {
   const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                        std::chrono::system_clock::now().time_since_epoch())
                        .count();
-  const auto r = read_flight_record(root, env, 2, now, std::chrono::seconds(600));
+  const auto r = read_flight_record(root, env, 2, ::getuid(), now, std::chrono::seconds(600));
   ASSERT_TRUE(r);
   EXPECT_EQ(r->path, "/dumps/fr_2");
   EXPECT_EQ(r->format, "pickle");
   EXPECT_TRUE(r->fresh);
   EXPECT_EQ(r->groups.at("0").last_enqueued, 5);
   const auto later = now + 3'600'000'000'000;  // an hour later: stale
-  EXPECT_FALSE(read_flight_record(root, env, 2, later, std::chrono::seconds(600))->fresh);
-  EXPECT_FALSE(read_flight_record(root, env, 7, now, std::chrono::seconds(600)));
+  EXPECT_FALSE(
+      read_flight_record(root, env, 2, ::getuid(), later, std::chrono::seconds(600))->fresh);
+  EXPECT_FALSE(read_flight_record(root, env, 7, ::getuid(), now, std::chrono::seconds(600)));
   std::ofstream(root + "/dumps/fr_3") << "{broken";
-  EXPECT_NE(
-      read_flight_record(root, env, 3, now, std::chrono::seconds(600))->error.find("/dumps/fr_3"),
-      std::string::npos);
+  EXPECT_NE(read_flight_record(root, env, 3, ::getuid(), now, std::chrono::seconds(600))
+                ->error.find("/dumps/fr_3"),
+            std::string::npos);
   std::system(("rm -rf " + root).c_str());
 }
 
@@ -153,13 +155,16 @@ TEST(FlightRecorder, ADumpIsTriggeredThroughTheRanksFifo) {
   const std::map<std::string, std::string> env = {
       {"TORCH_NCCL_DEBUG_INFO_PIPE_FILE", "/run/fr_pipe_"},
       {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "/run/fr_dump_"}};
-  EXPECT_NE(trigger_flight_dump(root, {}, 0, std::chrono::milliseconds(100)).find("not set"),
-            std::string::npos);
-  EXPECT_NE(trigger_flight_dump(root, env, 0, std::chrono::milliseconds(100)).find("no fifo"),
-            std::string::npos);
+  EXPECT_NE(
+      trigger_flight_dump(root, {}, 0, ::getuid(), std::chrono::milliseconds(100)).find("not set"),
+      std::string::npos);
+  EXPECT_NE(
+      trigger_flight_dump(root, env, 0, ::getuid(), std::chrono::milliseconds(100)).find("no fifo"),
+      std::string::npos);
   ASSERT_EQ(::mkfifo((root + "/run/fr_pipe_0.pipe").c_str(), 0600), 0);
   // Nobody reads the fifo yet: refused at once, never blocking.
-  EXPECT_NE(trigger_flight_dump(root, env, 0, std::chrono::milliseconds(100)).find("nobody reads"),
+  EXPECT_NE(trigger_flight_dump(root, env, 0, ::getuid(), std::chrono::milliseconds(100))
+                .find("nobody reads"),
             std::string::npos);
   // A rank's dump thread: reads the fifo, then writes its dump (as ProcessGroupNCCL does).
   std::thread rank([&] {
@@ -171,13 +176,127 @@ TEST(FlightRecorder, ADumpIsTriggeredThroughTheRanksFifo) {
   std::string result = "not tried";
   testing::eventually(
       [&] {
-        result = trigger_flight_dump(root, env, 0, std::chrono::milliseconds(3000));
+        result = trigger_flight_dump(root, env, 0, ::getuid(), std::chrono::milliseconds(3000));
         return result.find("nobody reads") == std::string::npos;
       },
       std::chrono::seconds(5));
   rank.join();
   EXPECT_EQ(result, "");
   std::system(("rm -rf " + root).c_str());
+}
+
+// A directory in /tmp removed with everything in it when the test ends, however it ends.
+struct TempRoot {
+  explicit TempRoot(const std::string& stem) : path(testing::temp_path(stem)) {
+    std::system(("mkdir -p " + path + "/run " + path + "/dumps").c_str());
+  }
+  ~TempRoot() { std::system(("rm -rf " + path).c_str()); }
+  std::string path;
+};
+
+// What a reader of a fifo got: the bytes waiting in it, "" when none (it never blocks).
+std::string waiting_bytes(int fd) {
+  char buffer[16];
+  const ssize_t n = ::read(fd, buffer, sizeof buffer);
+  return n > 0 ? std::string(buffer, static_cast<std::size_t>(n)) : "";
+}
+
+// Issue 30 item 7: the agent (root) writes "1\n" into the rank's TORCH_NCCL_DEBUG_INFO_PIPE_FILE
+// fifo only when it is a FIFO of the rank's user or root. A FIFO of another user, a link swapped
+// in (to a file or to a FIFO) and a regular file are refused by name, and nothing is written.
+TEST(FlightRecorder, TheTriggerWritesOnlyIntoAFifoOfTheRanksUserOrRoot) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give files to uid 65534";
+  const TempRoot root("fr-owner");
+  const std::map<std::string, std::string> env = {{"TORCH_NCCL_DEBUG_INFO_PIPE_FILE", "/run/p_"}};
+  const std::string fifo = root.path + "/run/p_0.pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0666), 0);
+  ASSERT_EQ(::chown(fifo.c_str(), 65534, 65534), 0);
+  // A reader is there: a write that was not refused would land.
+  const FileDescriptor reader(::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  ASSERT_TRUE(reader);
+  const auto refused = request_flight_dump(root.path, env, 0, 1000);
+  EXPECT_NE(refused.find("fifo /run/p_0.pipe refused: it belongs to uid 65534, neither uid 1000"),
+            std::string::npos)
+      << refused;
+  EXPECT_EQ(waiting_bytes(reader.get()), "");
+  // The rank's own user's fifo is asked.
+  EXPECT_EQ(request_flight_dump(root.path, env, 0, 65534), "");
+  EXPECT_EQ(waiting_bytes(reader.get()), "1\n");
+
+  // A link swapped in, to a root-owned FIFO with a reader and to a root-owned file.
+  const std::string other_fifo = root.path + "/run/other.pipe";
+  ASSERT_EQ(::mkfifo(other_fifo.c_str(), 0600), 0);
+  const FileDescriptor other_reader(::open(other_fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  ASSERT_TRUE(other_reader);
+  const std::string victim = root.path + "/victim";
+  std::ofstream(victim) << "precious";
+  for (const auto& target : {other_fifo, victim}) {
+    ASSERT_EQ(::unlink(fifo.c_str()), 0);
+    ASSERT_EQ(::symlink(target.c_str(), fifo.c_str()), 0);
+    const auto linked = request_flight_dump(root.path, env, 0, 65534);
+    EXPECT_NE(linked.find("refused: it is a symbolic link"), std::string::npos) << linked;
+  }
+  EXPECT_EQ(waiting_bytes(other_reader.get()), "");
+  EXPECT_EQ(*read_file(victim).text, "precious");
+  // A regular file at the fifo's path.
+  ASSERT_EQ(::unlink(fifo.c_str()), 0);
+  std::ofstream(fifo) << "a file";
+  const auto regular = request_flight_dump(root.path, env, 0, 0);
+  EXPECT_NE(regular.find("refused: it is a regular file, not a FIFO"), std::string::npos)
+      << regular;
+  EXPECT_EQ(*read_file(fifo).text, "a file");
+}
+
+// Dumps are read from /tmp and the rank's environment: only a regular file of the rank's user or
+// root is read. A dump of another user, a link and a FIFO are refused with the reason (a FIFO
+// without waiting for a writer), and a good dump under another prefix is still read.
+TEST(FlightRecorder, DumpsAreReadOnlyFromRegularFilesOfTheRanksUserOrRoot) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give files to uid 65534";
+  const TempRoot root("fr-dump-owner");
+  const std::map<std::string, std::string> env = {{"TORCH_FR_DUMP_TEMP_FILE", "/dumps/fr_"}};
+  const std::string dump = root.path + "/dumps/fr_2";
+  const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  const auto read = [&](uid_t uid) {
+    return read_flight_record(root.path, env, 2, uid, now, std::chrono::seconds(600));
+  };
+  std::ofstream(dump) << fixture_bytes("behind/pickle/nccl_trace_rank_2");
+  ASSERT_EQ(::chown(dump.c_str(), 65534, 65534), 0);
+  auto r = read(1000);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->path, "/dumps/fr_2");
+  EXPECT_NE(r->error.find("refused (belongs to uid 65534, neither uid 1000"), std::string::npos)
+      << r->error;
+  EXPECT_TRUE(r->entries.empty());
+  r = read(65534);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->error, "");
+  EXPECT_EQ(r->groups.at("0").last_enqueued, 5);
+
+  const std::string elsewhere = root.path + "/elsewhere";
+  ASSERT_EQ(::rename(dump.c_str(), elsewhere.c_str()), 0);
+  ASSERT_EQ(::symlink(elsewhere.c_str(), dump.c_str()), 0);
+  r = read(65534);
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->error.find("refused (is a symbolic link"), std::string::npos) << r->error;
+
+  ASSERT_EQ(::unlink(dump.c_str()), 0);
+  ASSERT_EQ(::mkfifo(dump.c_str(), 0600), 0);
+  const auto started = std::chrono::steady_clock::now();
+  r = read(0);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(2));
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->error.find("refused (is a FIFO"), std::string::npos) << r->error;
+
+  // /tmp/nccl_trace_rank_2 of the rank's root is the next prefix: a good dump there is read
+  // despite the FIFO under the first prefix.
+  std::system(("mkdir -p " + root.path + "/tmp").c_str());
+  ASSERT_EQ(::rename(elsewhere.c_str(), (root.path + "/tmp/nccl_trace_rank_2").c_str()), 0);
+  r = read(65534);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->path, "/tmp/nccl_trace_rank_2");
+  EXPECT_EQ(r->error, "");
 }
 
 // Four ranks all in the same all_reduce (same stacks), with the case's dumps.

@@ -40,8 +40,10 @@ std::vector<std::string> agent_addresses(const std::string& agents, const std::s
 void check_regex(const std::string& option, const std::string& pattern);
 
 // Makes `dir` ready for a bundle before any capture: creates it (its parent must exist),
-// refuses an existing non-empty directory unless `force`, which empties it first (only a
-// directory that holds a hangscope bundle), and checks that a file can be created in it.
+// refuses an existing non-empty directory unless `force`, which first removes an earlier
+// bundle's files by name (report::remove_earlier_bundle; a directory holding anything else is
+// refused, naming the first foreign entry, and nothing is removed), and checks that a file can
+// be created in it.
 // Throws UsageError for what the user must change, Error for a failed system call.
 void prepare_output_dir(const std::string& dir, bool force);
 

@@ -4,6 +4,8 @@
 // the compact record of it that travels in a snapshot.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -64,18 +66,27 @@ std::vector<std::string> dump_prefixes(const std::map<std::string, std::string>&
 
 // The newest dump of `rank` under `root` (the process's /proc/PID/root), read and parsed;
 // nullopt when none exists. A dump older than `stale_after` before `capture_unix_ns` is kept but
-// marked not fresh. Unreadable or malformed dumps come back with `error` set.
+// marked not fresh. Unreadable or malformed dumps come back with `error` set. The paths come from
+// the rank's environment and /tmp, so a dump is read only when it is a regular file (no link,
+// FIFO or device) owned by `rank_uid` (the rank's effective uid) or root; when no dump passes,
+// the first refused one comes back with the reason as its `error`.
 std::optional<FlightRecord> read_flight_record(const std::string& root,
                                                const std::map<std::string, std::string>& env,
-                                               int rank, std::int64_t capture_unix_ns,
+                                               int rank, uid_t rank_uid,
+                                               std::int64_t capture_unix_ns,
                                                std::chrono::seconds stale_after);
 
 // Asks the rank for a dump: writes to its fifo TORCH_NCCL_DEBUG_INFO_PIPE_FILE<rank>.pipe without
-// blocking (no reader is an error). Returns "" when the request was delivered, else why not.
+// blocking (no reader is an error). The fifo is opened first (O_PATH, no link followed) and
+// written only when it is a FIFO owned by `rank_uid` or root: a link, a regular file or a FIFO of
+// another user is refused, so root never writes where a job's user points it. Returns "" when
+// the request was delivered, else why not, naming the path.
 std::string request_flight_dump(const std::string& root,
-                                const std::map<std::string, std::string>& env, int rank);
+                                const std::map<std::string, std::string>& env, int rank,
+                                uid_t rank_uid);
 
-// Whether a dump of `rank` written at or after `since_unix_ns` exists.
+// Whether a dump of `rank` written at or after `since_unix_ns` exists (a regular file; a link
+// does not count).
 bool flight_dump_written_since(const std::string& root,
                                const std::map<std::string, std::string>& env, int rank,
                                std::int64_t since_unix_ns);
@@ -85,7 +96,7 @@ bool flight_dump_written_since(const std::string& root,
 // the request. Returns "" on success, else why not.
 std::string trigger_flight_dump(const std::string& root,
                                 const std::map<std::string, std::string>& env, int rank,
-                                std::chrono::milliseconds timeout);
+                                uid_t rank_uid, std::chrono::milliseconds timeout);
 
 // The record as compact JSON (for snapshots) and back. flight_record_from_json throws
 // nlohmann::json's exceptions for a value of the wrong type and hangscope::Error for a number

@@ -8,12 +8,16 @@
 #include <span>
 #include <string>
 
+#include "hangscope/common/files.h"
+
 namespace hangscope::elf {
 
 class MappedFile {
  public:
-  // Maps path read-only; throws hangscope::Error naming the path and errno when it cannot.
-  static std::unique_ptr<MappedFile> open(const std::string& path);
+  // Maps a regular file read-only (opened by open_regular_file under `rules`: a FIFO, device or
+  // refused link is never opened); throws hangscope::Error "WHAT PATH: reason" when it cannot.
+  static std::unique_ptr<MappedFile> open(const std::string& path, const OpenRules& rules = {},
+                                          const std::string& what = "cannot open");
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;

@@ -18,8 +18,10 @@ class Module {
  public:
   // Maps the file at open_path (what the target sees as `path`) and parses it; throws Error.
   // debug_roots: directories holding /usr/lib/debug trees to search for a separate debug file.
+  // `links`: kRefuse when open_path comes from the target or a core (MappedFile::open).
   static std::unique_ptr<Module> open(const std::string& path, const std::string& open_path,
-                                      const std::vector<std::string>& debug_roots);
+                                      const std::vector<std::string>& debug_roots,
+                                      Links links = Links::kFollow);
 
   const std::string& path() const { return path_; }
   const ElfFile& elf() const { return elf_; }

@@ -35,6 +35,9 @@ struct TaskStatus {
   std::vector<pid_t> ns_pids;  // NSpid: ids from the host namespace inward
   std::uint64_t voluntary_switches = 0;  // voluntary_ctxt_switches: times it blocked
   std::uint64_t involuntary_switches = 0;
+  // Uid: the effective uid (the second of real, effective, saved, file system); nullopt when the
+  // line is missing. The owner a file the process wrote for root to read must have.
+  std::optional<uid_t> effective_uid;
 };
 
 TaskStatus parse_task_status(std::string_view text);

@@ -29,19 +29,23 @@ snapshot::NodeSnapshot decode(const v1::NodeSnapshot& in);
 // capture of diagnose goes through it, so all sources reach the analysis alike.
 snapshot::NodeSnapshot as_transmitted(const snapshot::NodeSnapshot& node);
 
-// Writes every snapshot to path; throws hangscope::Error naming the path and the reason.
+// Writes every snapshot to path, replacing what is there (ReplacingFile: a symbolic link at the
+// path is replaced, never written through); throws hangscope::Error naming the path and the
+// reason.
 void write_file(const std::string& path, const std::vector<snapshot::NodeSnapshot>& nodes);
 // The same, for snapshots held elsewhere (no copies).
 void write_file(const std::string& path, const std::vector<const snapshot::NodeSnapshot*>& nodes);
 
-// Reads a snapshot file of at most max_bytes (a regular file: read_input_file); throws
-// hangscope::Error naming the path and the reason. Costs the file's bytes and the parsed
-// message at once, then the message and the decoded snapshots (docs/reliability.md). A file
-// whose decoding is estimated (from its bytes, before parsing) at more than 8 (JSON) or 64
-// (binary) times its size, or 8 times max_bytes, is refused, as is one that runs out of memory
-// (std::bad_alloc): the error names the file, and the caller goes on with the others.
+// Reads a snapshot file of at most max_bytes (a regular file: read_input_file; `links` kRefuse
+// for a file of a bundle); throws hangscope::Error naming the path and the reason. Costs the
+// file's bytes and the parsed message at once, then the message and the decoded snapshots
+// (docs/reliability.md). A file whose decoding is estimated (from its bytes, before parsing) at
+// more than 8 (JSON) or 64 (binary) times its size, or 8 times max_bytes, is refused, as is one
+// that runs out of memory (std::bad_alloc): the error names the file, and the caller goes on
+// with the others.
 std::vector<snapshot::NodeSnapshot> read_file(const std::string& path,
-                                              std::size_t max_bytes = kDefaultMaxInputBytes);
+                                              std::size_t max_bytes = kDefaultMaxInputBytes,
+                                              Links links = Links::kFollow);
 
 // What read_file does with the file's bytes: binary protobuf when `binary` (a .pb file), else
 // protobuf's JSON mapping; `path` names the file in errors. Throws hangscope::Error.
