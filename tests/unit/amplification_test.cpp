@@ -100,7 +100,8 @@ TEST(Amplification, ABombAtARanksDumpPathIsThatRanksError) {
                        std::chrono::system_clock::now().time_since_epoch())
                        .count();
   std::optional<FlightRecord> record;
-  ASSERT_NO_THROW(record = read_flight_record(root, {}, 3, ::getuid(), now, std::chrono::seconds(600)));
+  ASSERT_NO_THROW(record =
+                      read_flight_record(root, {}, 3, ::getuid(), now, std::chrono::seconds(600)));
   ASSERT_TRUE(record);
   EXPECT_EQ(record->path, "/tmp/nccl_trace_rank_3");
   EXPECT_EQ(record->rank, 3);
