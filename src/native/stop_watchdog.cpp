@@ -150,12 +150,15 @@ struct StopTimer {
   stat_path.add("/stat");
   StopTimer timer;
   for (;;) {
+    // A whole poll period after every wake-up, even if the window has closed meanwhile: the
+    // windows of `each` mode follow each other within microseconds, and going idle between
+    // them would cost a doorbell and a wake-up per window.
+    if (!wait_for_doorbell(doorbell, kPollMs)) ::_exit(0);
     if (shared.open.load() == 0) {
       timer.observe(false, 0);
       if (!wait_while_closed(doorbell, shared)) ::_exit(0);
       continue;
     }
-    if (!wait_for_doorbell(doorbell, kPollMs)) ::_exit(0);
     const std::uint32_t window = shared.generation.load();
     const char state = process_state(stat_path.text);
     if (state == 0 || state == 'Z' || state == 'X') ::_exit(0);
