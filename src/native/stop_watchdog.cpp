@@ -221,6 +221,9 @@ void StopWatchdog::forget_child() noexcept {
 }
 
 bool StopWatchdog::start() noexcept {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < retry_after_) return false;
+  retry_after_ = now + std::chrono::seconds(10);  // until this start succeeds
   if (shared_ == nullptr) {
     void* page =
         ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -245,6 +248,7 @@ bool StopWatchdog::start() noexcept {
   doorbell_ = ends[0];
   child_ = child;
   owner_ = parent;
+  retry_after_ = {};
   return true;
 }
 

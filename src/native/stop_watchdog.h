@@ -45,6 +45,8 @@ class StopWatchdog {
   int doorbell_ = -1;  // our end of a socket pair; the watchdog sees EOF when we are gone
   pid_t child_ = 0;
   pid_t owner_ = 0;  // the process that forked it (a forked copy of that one must not kill it)
+  // A failed start is not retried at every window (each mode opens one per batch).
+  std::chrono::steady_clock::time_point retry_after_{};
 };
 
 }  // namespace hangscope::native
