@@ -260,14 +260,16 @@ TEST(Faults, SigkillOfHangscopeNeverLeavesTheTargetStopped) {
 
 constexpr const char* kManyThreads = "2000";
 
-// `hangscope dump --pid TARGET --stop-mode MODE` as a child in a process group of its own: the
-// group is not orphaned (its parent, this test, is in another group of the same session), so
-// job-control signals do stop it. stdout goes to /dev/null, stderr to a file. Killed and reaped
-// on every path.
-class DumpRun {
+// `hangscope ARGS...` as a child in a process group of its own: the group is not orphaned (its
+// parent, this test, is in another group of the same session), so job-control signals do stop
+// it. stdout goes to /dev/null, stderr to a file. Killed and reaped on every path.
+class HangscopeRun {
  public:
-  DumpRun(pid_t target, const std::string& mode) : stderr_path_(testing::temp_path("stderr")) {
-    const std::string pid_text = std::to_string(target);
+  explicit HangscopeRun(const std::vector<std::string>& args)
+      : stderr_path_(testing::temp_path("stderr")) {
+    std::vector<char*> argv{const_cast<char*>(HANGSCOPE_BINARY)};
+    for (const auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
     const pid_t parent = ::getpid();
     pid_ = ::fork();
     if (pid_ == 0) {
@@ -279,13 +281,12 @@ class DumpRun {
       if (out < 0 || err < 0) ::_exit(127);
       ::dup2(out, STDOUT_FILENO);
       ::dup2(err, STDERR_FILENO);
-      ::execl(HANGSCOPE_BINARY, HANGSCOPE_BINARY, "dump", "--pid", pid_text.c_str(), "--stop-mode",
-              mode.c_str(), static_cast<char*>(nullptr));
+      ::execv(HANGSCOPE_BINARY, argv.data());
       ::_exit(127);
     }
     if (pid_ > 0) ::setpgid(pid_, pid_);
   }
-  ~DumpRun() {
+  ~HangscopeRun() {
     if (pid_ > 0 && !status_) {
       ::kill(pid_, SIGKILL);
       int status = 0;
@@ -293,8 +294,8 @@ class DumpRun {
     }
     ::unlink(stderr_path_.c_str());
   }
-  DumpRun(const DumpRun&) = delete;
-  DumpRun& operator=(const DumpRun&) = delete;
+  HangscopeRun(const HangscopeRun&) = delete;
+  HangscopeRun& operator=(const HangscopeRun&) = delete;
 
   pid_t pid() const { return pid_; }
   // The wait status once it has ended (reaped then), or nothing within the timeout.
@@ -383,7 +384,7 @@ TEST_P(JobControlStopOfHangscope, WaitsUntilTheTargetIsReleasedThenStops) {
   const auto& [sig, mode] = GetParam();
   auto target = start_target({"--extra-threads", kManyThreads});
   target.wait_for_line("ready", 120s);
-  DumpRun dump(target.pid(), mode);
+  HangscopeRun dump({"dump", "--pid", std::to_string(target.pid()), "--stop-mode", mode});
   ASSERT_GT(dump.pid(), 0);
   ASSERT_TRUE(testing::eventually([&] { return mid_capture(dump.pid(), target.pid()); }, 60s))
       << "the capture was not seen in progress; stderr: " << dump.error_output();
@@ -411,6 +412,36 @@ INSTANTIATE_TEST_SUITE_P(Faults, JobControlStopOfHangscope,
                                   std::get<1>(param_info.param);
                          });
 
+// The agent runs the same capture code: Ctrl-Z of `hangscope collect` while it captures for a
+// diagnose holds nothing either, and the agent answers once continued.
+TEST(Faults, JobControlStopOfTheAgentWaitsUntilTheTargetIsReleased) {
+  auto target = start_target({"--extra-threads", kManyThreads});
+  target.wait_for_line("ready", 120s);
+  TargetProcess agent({HANGSCOPE_BINARY, "collect", "--listen", "127.0.0.1:0", "--pid",
+                       std::to_string(target.pid())});
+  const std::string address = agent.wait_for_line("listening on ").substr(13);
+  const std::string bundle = testing::temp_path("bundle");
+  HangscopeRun diagnose({"diagnose", "--agents", address, "--samples", "1", "-o", bundle});
+  ASSERT_TRUE(testing::eventually([&] { return mid_capture(agent.pid(), target.pid()); }, 60s))
+      << "the agent's capture was not seen in progress; diagnose: " << diagnose.error_output();
+  ASSERT_EQ(::kill(agent.pid(), SIGTSTP), 0);
+  ASSERT_TRUE(testing::eventually([&] { return stopped(agent.pid()); }, 60s));
+  EXPECT_EQ(threads_held(target.pid()), 0);
+  ::usleep(200000);
+  EXPECT_TRUE(stopped(agent.pid()));
+  EXPECT_EQ(threads_held(target.pid()), 0);
+  ASSERT_EQ(::kill(agent.pid(), SIGCONT), 0);
+  // The target is no rank, so diagnose ends with "no rank process found" (exit 1), but only
+  // once the agent has answered.
+  const auto status = diagnose.wait(120s);
+  ASSERT_TRUE(status.has_value()) << "diagnose did not finish after the agent was continued";
+  EXPECT_TRUE(WIFEXITED(*status)) << "wait status " << *status;
+  EXPECT_EQ(diagnose.error_output().find("unreachable"), std::string::npos)
+      << diagnose.error_output();
+  EXPECT_TRUE(testing::no_thread_stopped(target.pid()));
+  std::system(("rm -rf " + bundle).c_str());
+}
+
 class StopSignalOfHangscope : public ::testing::TestWithParam<std::string> {};
 
 // SIGSTOP cannot be caught: when hangscope stays stopped while it holds threads, its watchdog
@@ -423,7 +454,7 @@ TEST_P(StopSignalOfHangscope, LeavesTheTargetHeldForAtMostTheWatchdogsBound) {
   target.wait_for_line("ready", 120s);
   int killed = 0;
   for (int run = 0; run < 5 && killed == 0; ++run) {
-    DumpRun dump(target.pid(), mode);
+    HangscopeRun dump({"dump", "--pid", std::to_string(target.pid()), "--stop-mode", mode});
     ASSERT_GT(dump.pid(), 0);
     ASSERT_TRUE(testing::eventually([&] { return mid_capture(dump.pid(), target.pid()); }, 60s))
         << "the capture was not seen in progress; stderr: " << dump.error_output();
