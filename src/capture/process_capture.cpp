@@ -10,8 +10,8 @@
 #include "hangscope/common/redaction.h"
 #include "hangscope/elf/process_image.h"
 #include "hangscope/memory/process_memory.h"
+#include "hangscope/native/freezer.h"
 #include "hangscope/native/symbolizer.h"
-#include "hangscope/native/thread_stop.h"
 #include "hangscope/native/unwinder.h"
 #include "hangscope/proc/process_fs.h"
 #include "hangscope/python/merge.h"
@@ -95,18 +95,15 @@ std::chrono::nanoseconds reread_torn_threads(std::vector<python::PyThread>& thre
     if (!python::torn(thread)) continue;
     const auto tid = matcher.host_tid(thread);
     if (!tid) continue;
-    native::ThreadStop stop(*tid);
-    if (stop.seize_and_interrupt() != 0 ||
-        stop.wait(options.freeze.stop_timeout) != native::StopState::kStopped) {
-      continue;
-    }
     std::vector<python::PyThread> again;
-    try {
-      again = python.read_threads(options.locals, 1);
-    } catch (const Error&) {
-    }
-    longest = std::max(longest, stop.paused_for());
-    stop.release();
+    const auto paused = native::while_thread_stopped(*tid, options.freeze.stop_timeout, [&] {
+      try {
+        again = python.read_threads(options.locals, 1);
+      } catch (const Error&) {
+      }
+    });
+    if (!paused) continue;
+    longest = std::max(longest, *paused);
     for (auto& t : again) {
       if (t.tstate == thread.tstate && !python::torn(t)) {
         thread = std::move(t);

@@ -112,7 +112,8 @@ CommandRunner register_dump_command(CLI::App& app) {
                "awaits), under the thread that runs their loop")
       ->excludes(native_only);
   app.add_option("--stop-mode", args->stop_mode,
-                 "each: stop one thread at a time (shortest pause); all: stop every thread at once")
+                 "each: stop up to 8 threads at a time, release each once copied (shortest pause); "
+                 "all: stop every thread at once")
       ->check(CLI::IsMember({"each", "all"}))
       ->capture_default_str()
       ->excludes(core);

@@ -1,17 +1,26 @@
 #include "hangscope/native/freezer.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <exception>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
 #include "hangscope/common/error.h"
+#include "hangscope/native/held_window.h"
 #include "hangscope/native/thread_stop.h"
 
 namespace hangscope::native {
 namespace {
+
+// Named so that it can be told apart in /proc (and in the tests that look for a capture).
+void name_tracer_thread() {
+  ::pthread_setname_np(::pthread_self(), "hangscope-trace");
+}
 
 std::string stop_failure(pid_t pid, pid_t tid, int err, const proc::ProcessFs& fs) {
   std::string why;
@@ -46,15 +55,26 @@ void copy_stopped_thread(ThreadCopy& copy, const proc::MemoryMap& maps,
   copy.copied = true;
 }
 
+// Runs on the tracer thread. A held window is open from the first seize of a batch (kEachThread)
+// or of the capture (kAllThreads) until its threads are released; `lingering` keeps one open
+// past that when a thread never stopped: it stays seized until the tracer thread exits.
 class Freezer {
  public:
   Freezer(const proc::ProcessFs& fs, const proc::MemoryMap& maps, memory::MemoryReader& memory,
-          const FreezeOptions& options)
+          const FreezeOptions& options, std::optional<HeldWindow>& lingering)
       : fs_(fs),
         maps_(maps),
         memory_(memory),
         options_(options),
-        deadline_(std::chrono::steady_clock::now() + options.process_budget) {}
+        deadline_(std::chrono::steady_clock::now() + options.process_budget),
+        lingering_(lingering) {}
+  // An exception left stops behind: released here, before the window closes.
+  ~Freezer() {
+    release_list(pending_);
+    release_list(held_);
+  }
+  Freezer(const Freezer&) = delete;
+  Freezer& operator=(const Freezer&) = delete;
 
   FreezeResult run() {
     const auto begin = std::chrono::steady_clock::now();
@@ -110,6 +130,7 @@ class Freezer {
         result_.threads.push_back(std::move(copy));
         continue;
       }
+      if (!window_) window_.emplace();  // before the first seize of the batch
       ThreadStop stop(tid);
       if (const int err = stop.seize_and_interrupt(); err != 0) {
         if (err == ESRCH) continue;  // exited between listing and stopping
@@ -149,6 +170,7 @@ class Freezer {
     }
     if (options_.mode == StopMode::kEachThread) {
       pending_.clear();
+      window_.reset();  // the batch is released: nothing held until the next seize
     } else {
       for (auto& entry : pending_) held_.push_back(std::move(entry));
       pending_.clear();
@@ -157,13 +179,19 @@ class Freezer {
 
   void release(std::size_t index, ThreadStop& stop) {
     stop.release();
+    if (stop.state() == StopState::kAbandoned && !lingering_) lingering_.emplace();
     result_.threads[index].paused = stop.paused_for();
     result_.max_paused = std::max(result_.max_paused, result_.threads[index].paused);
   }
 
+  void release_list(std::vector<std::pair<std::size_t, ThreadStop>>& stops) {
+    for (auto& [index, stop] : stops) release(index, stop);
+    stops.clear();
+  }
+
   void release_all() {
-    for (auto& [index, stop] : held_) release(index, stop);
-    held_.clear();
+    release_list(held_);
+    window_.reset();
   }
 
   const proc::ProcessFs& fs_;
@@ -171,8 +199,10 @@ class Freezer {
   memory::MemoryReader& memory_;
   const FreezeOptions& options_;
   std::chrono::steady_clock::time_point deadline_;
+  std::optional<HeldWindow>& lingering_;
   FreezeResult result_;
   std::set<pid_t> seen_;
+  std::optional<HeldWindow> window_;  // declared before the stops: closed after they are released
   std::vector<std::pair<std::size_t, ThreadStop>> pending_;
   std::vector<std::pair<std::size_t, ThreadStop>> held_;
 };
@@ -183,16 +213,43 @@ FreezeResult freeze_and_copy(const proc::ProcessFs& fs, const proc::MemoryMap& m
                              memory::MemoryReader& memory, const FreezeOptions& options) {
   FreezeResult result;
   std::exception_ptr failure;
+  std::optional<HeldWindow> lingering;  // closed only once the tracer thread has exited
   std::thread tracer([&] {
+    name_tracer_thread();
     try {
-      result = Freezer(fs, maps, memory, options).run();
+      result = Freezer(fs, maps, memory, options, lingering).run();
     } catch (...) {
       failure = std::current_exception();
     }
   });
   tracer.join();
+  lingering.reset();
   if (failure) std::rethrow_exception(failure);
   return result;
+}
+
+std::optional<std::chrono::nanoseconds> while_thread_stopped(
+    pid_t tid, std::chrono::milliseconds timeout, const std::function<void()>& while_stopped) {
+  std::optional<std::chrono::nanoseconds> paused;
+  std::exception_ptr failure;
+  {
+    HeldWindow window;  // open until the tracer thread has exited (a thread that never stopped)
+    std::thread tracer([&] {
+      name_tracer_thread();
+      ThreadStop stop(tid);
+      if (stop.seize_and_interrupt() != 0 || stop.wait(timeout) != StopState::kStopped) return;
+      try {
+        while_stopped();
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      paused = stop.paused_for();
+      stop.release();
+    });
+    tracer.join();
+  }
+  if (failure) std::rethrow_exception(failure);
+  return paused;
 }
 
 }  // namespace hangscope::native

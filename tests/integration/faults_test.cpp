@@ -1,15 +1,21 @@
 // Bad input and faults: missing, zombie, kernel and stopped processes, other tracers, state D,
-// thread churn, targets that exit mid-capture, and hangscope killed mid-capture.
+// thread churn, targets that exit mid-capture, and hangscope killed or stopped mid-capture.
 #include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <optional>
+#include <tuple>
 
 #include "hangscope/capture/process_capture.h"
 #include "hangscope/common/error.h"
@@ -24,6 +30,7 @@ namespace {
 
 using testing::find_thread;
 using testing::TargetProcess;
+using namespace std::chrono_literals;
 
 std::string capture_error(pid_t pid) {
   try {
@@ -247,6 +254,246 @@ TEST(Faults, SigkillOfHangscopeNeverLeavesTheTargetStopped) {
   }
   EXPECT_TRUE(testing::no_thread_stopped(target.pid()));
 }
+
+// --- hangscope stopped mid-capture (issue 30, item 4): Ctrl-Z, background terminal I/O and
+// SIGSTOP of `hangscope dump` while it holds a 2,000-thread target.
+
+constexpr const char* kManyThreads = "2000";
+
+// `hangscope ARGS...` as a child in a process group of its own: the group is not orphaned (its
+// parent, this test, is in another group of the same session), so job-control signals do stop
+// it. stdout goes to /dev/null, stderr to a file. Killed and reaped on every path.
+class HangscopeRun {
+ public:
+  explicit HangscopeRun(const std::vector<std::string>& args)
+      : stderr_path_(testing::temp_path("stderr")) {
+    std::vector<char*> argv{const_cast<char*>(HANGSCOPE_BINARY)};
+    for (const auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    const pid_t parent = ::getpid();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::setpgid(0, 0);
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);
+      const int out = ::open("/dev/null", O_WRONLY);
+      const int err = ::open(stderr_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      if (out < 0 || err < 0) ::_exit(127);
+      ::dup2(out, STDOUT_FILENO);
+      ::dup2(err, STDERR_FILENO);
+      ::execv(HANGSCOPE_BINARY, argv.data());
+      ::_exit(127);
+    }
+    if (pid_ > 0) ::setpgid(pid_, pid_);
+  }
+  ~HangscopeRun() {
+    if (pid_ > 0 && !status_) {
+      ::kill(pid_, SIGKILL);
+      int status = 0;
+      ::waitpid(pid_, &status, 0);
+    }
+    ::unlink(stderr_path_.c_str());
+  }
+  HangscopeRun(const HangscopeRun&) = delete;
+  HangscopeRun& operator=(const HangscopeRun&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // The wait status once it has ended (reaped then), or nothing within the timeout.
+  std::optional<int> wait(std::chrono::milliseconds timeout) {
+    testing::eventually(
+        [&] {
+          int status = 0;
+          if (!status_ && ::waitpid(pid_, &status, WNOHANG) == pid_) status_ = status;
+          return status_.has_value();
+        },
+        timeout);
+    return status_;
+  }
+  std::string error_output() const { return read_file(stderr_path_).text.value_or(""); }
+
+ private:
+  std::string stderr_path_;
+  pid_t pid_ = -1;
+  std::optional<int> status_;
+};
+
+std::string task_comm(pid_t pid, pid_t tid) {
+  const auto read =
+      read_file("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/comm");
+  return read.text.value_or("");
+}
+
+int threads_held(pid_t pid) {
+  int held = 0;
+  for (const auto& [tid, state] : testing::thread_states(pid)) held += state == 't' || state == 'T';
+  return held;
+}
+
+// hangscope is holding threads of the target: its tracer thread runs and some target thread is
+// in a ptrace stop (each mode: one of the batches, which follow each other closely; all mode:
+// the first threads, held until every thread is copied).
+bool mid_capture(pid_t hangscope, pid_t target) {
+  bool tracing = false;
+  for (const auto& [tid, state] : testing::thread_states(hangscope)) {
+    tracing = tracing || task_comm(hangscope, tid) == "hangscope-trace\n";
+  }
+  return tracing && threads_held(target) > 0;
+}
+
+// Every thread of pid is in a group stop (T).
+bool stopped(pid_t pid) {
+  const auto states = testing::thread_states(pid);
+  if (states.empty()) return false;
+  for (const auto& [tid, state] : states) {
+    if (state != 'T') return false;
+  }
+  return true;
+}
+
+// The watchdog that hangscope forked: the child named hangscope-watch (0: none).
+pid_t watchdog_of(pid_t hangscope) {
+  pid_t found = 0;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return 0;
+  while (const dirent* e = ::readdir(proc)) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (pid <= 0) continue;
+    const auto read = read_file("/proc/" + std::to_string(pid) + "/stat");
+    if (!read.text) continue;
+    const auto stat = proc::parse_task_stat(*read.text);
+    if (stat && stat->ppid == hangscope && stat->comm == "hangscope-watch") found = pid;
+  }
+  ::closedir(proc);
+  return found;
+}
+
+bool gone_or_zombie(pid_t pid) {
+  const auto states = testing::thread_states(pid);
+  return states.empty() || states.begin()->second == 'Z';
+}
+
+std::string signal_label(int sig) {
+  return sig == SIGTSTP ? "SIGTSTP" : sig == SIGTTIN ? "SIGTTIN" : sig == SIGTTOU ? "SIGTTOU" : "?";
+}
+
+class JobControlStopOfHangscope : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
+
+// Ctrl-Z (SIGTSTP), or SIGTTIN/SIGTTOU, reaches hangscope while it holds threads: it stops only
+// once they are released, and finishes normally when continued.
+TEST_P(JobControlStopOfHangscope, WaitsUntilTheTargetIsReleasedThenStops) {
+  const auto& [sig, mode] = GetParam();
+  auto target = start_target({"--extra-threads", kManyThreads});
+  target.wait_for_line("ready", 120s);
+  HangscopeRun dump({"dump", "--pid", std::to_string(target.pid()), "--stop-mode", mode});
+  ASSERT_GT(dump.pid(), 0);
+  ASSERT_TRUE(testing::eventually([&] { return mid_capture(dump.pid(), target.pid()); }, 60s))
+      << "the capture was not seen in progress; stderr: " << dump.error_output();
+  ASSERT_EQ(::kill(dump.pid(), sig), 0);
+  ASSERT_TRUE(testing::eventually([&] { return stopped(dump.pid()); }, 60s))
+      << signal_label(sig) << " did not stop hangscope; stderr: " << dump.error_output();
+  // hangscope is stopped, and nothing of the target is held while it stays so.
+  EXPECT_EQ(threads_held(target.pid()), 0);
+  ::usleep(200000);
+  EXPECT_TRUE(stopped(dump.pid()));
+  EXPECT_EQ(threads_held(target.pid()), 0);
+  ASSERT_EQ(::kill(dump.pid(), SIGCONT), 0);
+  const auto status = dump.wait(120s);
+  ASSERT_TRUE(status.has_value()) << "hangscope did not finish after SIGCONT";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+      << "wait status " << *status << "; stderr: " << dump.error_output();
+  EXPECT_TRUE(testing::no_thread_stopped(target.pid()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, JobControlStopOfHangscope,
+                         ::testing::Combine(::testing::Values(SIGTSTP, SIGTTIN, SIGTTOU),
+                                            ::testing::Values("all", "each")),
+                         [](const auto& param_info) {
+                           return signal_label(std::get<0>(param_info.param)).substr(3) + "_" +
+                                  std::get<1>(param_info.param);
+                         });
+
+// The agent runs the same capture code: Ctrl-Z of `hangscope collect` while it captures for a
+// diagnose holds nothing either, and the agent answers once continued.
+TEST(Faults, JobControlStopOfTheAgentWaitsUntilTheTargetIsReleased) {
+  auto target = start_target({"--extra-threads", kManyThreads});
+  target.wait_for_line("ready", 120s);
+  TargetProcess agent({HANGSCOPE_BINARY, "collect", "--listen", "127.0.0.1:0", "--pid",
+                       std::to_string(target.pid())});
+  const std::string address = agent.wait_for_line("listening on ").substr(13);
+  const std::string bundle = testing::temp_path("bundle");
+  HangscopeRun diagnose({"diagnose", "--agents", address, "--samples", "1", "-o", bundle});
+  ASSERT_TRUE(testing::eventually([&] { return mid_capture(agent.pid(), target.pid()); }, 60s))
+      << "the agent's capture was not seen in progress; diagnose: " << diagnose.error_output();
+  ASSERT_EQ(::kill(agent.pid(), SIGTSTP), 0);
+  ASSERT_TRUE(testing::eventually([&] { return stopped(agent.pid()); }, 60s));
+  EXPECT_EQ(threads_held(target.pid()), 0);
+  ::usleep(200000);
+  EXPECT_TRUE(stopped(agent.pid()));
+  EXPECT_EQ(threads_held(target.pid()), 0);
+  ASSERT_EQ(::kill(agent.pid(), SIGCONT), 0);
+  // The target is no rank, so diagnose ends with "no rank process found" (exit 1), but only
+  // once the agent has answered.
+  const auto status = diagnose.wait(120s);
+  ASSERT_TRUE(status.has_value()) << "diagnose did not finish after the agent was continued";
+  EXPECT_TRUE(WIFEXITED(*status)) << "wait status " << *status;
+  EXPECT_EQ(diagnose.error_output().find("unreachable"), std::string::npos)
+      << diagnose.error_output();
+  EXPECT_TRUE(testing::no_thread_stopped(target.pid()));
+  std::system(("rm -rf " + bundle).c_str());
+}
+
+class StopSignalOfHangscope : public ::testing::TestWithParam<std::string> {};
+
+// SIGSTOP cannot be caught: when hangscope stays stopped while it holds threads, its watchdog
+// kills it within the bound and the kernel releases them. A SIGSTOP that lands between two
+// batches (each mode) holds nothing: hangscope then finishes once continued, and the run is
+// tried again (up to 5 runs) until one lands inside a held window.
+TEST_P(StopSignalOfHangscope, LeavesTheTargetHeldForAtMostTheWatchdogsBound) {
+  const std::string mode = GetParam();
+  auto target = start_target({"--extra-threads", kManyThreads});
+  target.wait_for_line("ready", 120s);
+  int killed = 0;
+  for (int run = 0; run < 5 && killed == 0; ++run) {
+    HangscopeRun dump({"dump", "--pid", std::to_string(target.pid()), "--stop-mode", mode});
+    ASSERT_GT(dump.pid(), 0);
+    ASSERT_TRUE(testing::eventually([&] { return mid_capture(dump.pid(), target.pid()); }, 60s))
+        << "the capture was not seen in progress; stderr: " << dump.error_output();
+    ASSERT_EQ(::kill(dump.pid(), SIGSTOP), 0);
+    const auto sent = std::chrono::steady_clock::now();
+    // Seen stopped, or already killed by the watchdog if this test was starved for a second.
+    ASSERT_TRUE(testing::eventually(
+        [&] { return stopped(dump.pid()) || dump.wait(0ms).has_value(); }, 60s));
+    const bool held = dump.wait(0ms).has_value() || threads_held(target.pid()) > 0;
+    const pid_t watchdog = watchdog_of(dump.pid());  // forked before the first thread was held
+    EXPECT_TRUE(testing::eventually([&] { return testing::no_thread_stopped(target.pid()); }, 60s))
+        << threads_held(target.pid()) << " threads still held";
+    const auto released = std::chrono::steady_clock::now() - sent;
+    if (!held) {
+      ASSERT_EQ(::kill(dump.pid(), SIGCONT), 0);
+      const auto status = dump.wait(120s);
+      ASSERT_TRUE(status.has_value());
+      EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << dump.error_output();
+      continue;
+    }
+    const auto status = dump.wait(60s);
+    ASSERT_TRUE(status.has_value()) << "hangscope was not killed";
+    EXPECT_TRUE(WIFSIGNALED(*status) && WTERMSIG(*status) == SIGKILL) << "wait status " << *status;
+    EXPECT_NE(dump.error_output().find("watchdog"), std::string::npos) << dump.error_output();
+    std::printf("SIGSTOP in %s mode: target released %lld ms after the signal\n", mode.c_str(),
+                static_cast<long long>(
+                    std::chrono::duration_cast<std::chrono::milliseconds>(released).count()));
+    // The watchdog (its message above says it ran) does not outlive hangscope.
+    if (watchdog != 0) {
+      EXPECT_TRUE(testing::eventually([&] { return gone_or_zombie(watchdog); }));
+    }
+    ++killed;
+  }
+  EXPECT_EQ(killed, 1) << "no SIGSTOP landed while hangscope held threads in 5 runs";
+  EXPECT_TRUE(testing::no_thread_stopped(target.pid()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, StopSignalOfHangscope, ::testing::Values("all", "each"),
+                         [](const auto& param_info) { return std::string(param_info.param); });
 
 }  // namespace
 }  // namespace hangscope

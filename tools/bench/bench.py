@@ -350,7 +350,7 @@ def write_markdown(results, path):
     if pause:
         lines += ["## Target pause", "",
                   "The longest time one target thread was stopped during one `hangscope dump` "
-                  "(stop mode each: one thread at a time). *Inside*: measured by a thread of the "
+                  "(stop mode each: up to 8 threads at a time, each released once copied). *Inside*: measured by a thread of the "
                   "target that timestamps a tight loop (its largest gap, which also holds "
                   "scheduler noise: *baseline* is the same gap over 50 ms without any capture). "
                   "*Reported*: `max_paused_us` of the dump, over every thread.", "",

@@ -67,10 +67,19 @@ struct FreezeResult {
 };
 
 // Runs the whole stop/copy/release sequence on a dedicated thread and joins it: when that
-// thread exits, the kernel detaches any tracee that never reached its stop.
+// thread exits, the kernel detaches any tracee that never reached its stop. Threads are held
+// inside held windows (held_window.h): hangscope does not stop for Ctrl-Z while it holds any,
+// and a watchdog kills it if it is SIGSTOPped then.
 // Throws hangscope::Error when the process cannot be examined at all (its /proc is gone).
 // Stacks are copied through `memory` (the process's one remote-memory reader).
 FreezeResult freeze_and_copy(const proc::ProcessFs& fs, const proc::MemoryMap& maps,
                              memory::MemoryReader& memory, const FreezeOptions& options);
+
+// Stops one thread for `while_stopped` (a second read of its Python frames), on a tracer thread
+// of its own inside a held window, as freeze_and_copy does. Returns how long the thread was
+// paused, or nothing when it did not stop within `timeout` (while_stopped then does not run).
+// An exception of while_stopped reaches the caller after the thread is released.
+std::optional<std::chrono::nanoseconds> while_thread_stopped(
+    pid_t tid, std::chrono::milliseconds timeout, const std::function<void()>& while_stopped);
 
 }  // namespace hangscope::native
