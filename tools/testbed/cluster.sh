@@ -61,7 +61,8 @@ node_ns() { echo "hs$(realpath -m "$dir" | md5sum | cut -c1-6)n$1"; }
 up() {
   [ -n "$dir" ] || { echo "cluster.sh: --dir is required" >&2; exit 2; }
   mkdir -p "$dir"
-  head -c 24 /dev/urandom | base64 | tr -d '/+=' > "$dir/token"
+  # 0600: agents on a non-loopback address refuse a token file others can read.
+  (umask 077 && head -c 24 /dev/urandom | base64 | tr -d '/+=' >"$dir/token")
   : > "$dir/agents"
   # Never collide with a network this machine really uses: every address must be ours.
   if ip -4 route show | grep -v "dev $bridge" | grep -q "^$subnet\." ||
