@@ -32,7 +32,7 @@ const std::string kControls =
 const std::string kNotUtf8 = "bad\xff\xfe\xc3";
 const std::string kHostileFile = "/srv/app/\x1b[31mred\n- item|x.py";
 
-std::vector<std::string> lines_of(const std::string& text) {
+std::vector<std::string> report_lines(const std::string& text) {
   std::vector<std::string> out;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) out.push_back(line);
@@ -220,7 +220,7 @@ TEST(ForeignText, DumpTextShowsEveryNameEscaped) {
   EXPECT_EQ(raw_control(text), std::string::npos)
       << "raw byte at " << raw_control(text) << ": " << printable(text);
   EXPECT_TRUE(is_utf8(text));
-  for (const auto& line : lines_of(text)) {
+  for (const auto& line : report_lines(text)) {
     EXPECT_NE(line.rfind("# hangscope", 0), 0u) << line;
     EXPECT_NE(line.rfind("```", 0), 0u) << line;
   }
@@ -248,7 +248,7 @@ TEST(ForeignText, ReportMarkdownKeepsItsOwnStructure) {
   EXPECT_EQ(raw_control(md), std::string::npos)
       << "raw byte at " << raw_control(md) << ": " << printable(md.substr(raw_control(md), 80));
   EXPECT_TRUE(is_utf8(md));
-  const auto lines = lines_of(md);
+  const auto lines = report_lines(md);
   ASSERT_GT(lines.size(), 3u);
   // The first line is the real verdict, naming the hostile frame escaped.
   EXPECT_EQ(lines[0].rfind("# hangscope: Rank 2 ", 0), 0u) << lines[0];
@@ -341,7 +341,7 @@ TEST(ForeignText, TerminalTreeDotAndFoldedStacksShowNoRawControlByte) {
   const auto dot = tree_dot(a);
   EXPECT_EQ(raw_control(dot), std::string::npos) << printable(dot);
   EXPECT_TRUE(is_utf8(dot));
-  for (const auto& line : lines_of(dot)) {
+  for (const auto& line : report_lines(dot)) {
     // Every quote of a line is DOT's own: the label's are escaped.
     std::size_t quotes = 0;
     for (std::size_t i = 0; i < line.size(); ++i) {
@@ -358,7 +358,7 @@ TEST(ForeignText, TerminalTreeDotAndFoldedStacksShowNoRawControlByte) {
 
   const auto folded = stacks_folded(a);
   EXPECT_EQ(raw_control(folded), std::string::npos) << printable(folded);
-  const auto folded_lines = lines_of(folded);
+  const auto folded_lines = report_lines(folded);
   EXPECT_EQ(folded_lines.size(), 4u) << folded;  // one stack per rank
   for (const auto& line : folded_lines) {
     EXPECT_EQ(line.rfind("job 127.0.0.1:29500w\\x1b[2Jq\\x0a# hangscope: ", 0), 0u) << line;
