@@ -313,8 +313,12 @@ class Unpickler {
         const Id key = pop();
         return set_items(top(), {key, value});
       }
-      case kSetItems:
-        return set_items(top(), pop_to_mark());
+      case kSetItems: {
+        // Sequenced: the items come off the stack before the dict under them is read (the
+        // order of a call's arguments is unspecified; clang read top() first).
+        const auto items = pop_to_mark();
+        return set_items(top(), items);
+      }
       case kBinPut:
         return memo_put(static_cast<unsigned char>(byte()));
       case kLongBinPut:
