@@ -113,16 +113,19 @@ std::string read_pem_file(const std::string& path, const std::string& option) {
   return read_input_file(path, option, kMaxPemBytes, InputKind::kRegularFile);
 }
 
-CredentialCheck check_server_credentials(const ServerCredentialFiles& files) {
-  if (files.tls_cert.empty() != files.tls_key.empty()) {
-    throw Error("--tls-cert and --tls-key go together");
-  }
-  if (!files.tls_ca.empty() && files.tls_cert.empty()) {
+void check_tls_combination(const std::string& tls_cert, const std::string& tls_key,
+                           const std::string& tls_ca) {
+  if (tls_cert.empty() != tls_key.empty()) throw Error("--tls-cert and --tls-key go together");
+  if (!tls_ca.empty() && tls_cert.empty()) {
     throw Error(
         "--tls-ca requires the agent's own certificate (--tls-cert and --tls-key): client "
         "certificates are only checked over TLS, and without it the agent would serve "
         "plaintext to anyone");
   }
+}
+
+CredentialCheck check_server_credentials(const ServerCredentialFiles& files) {
+  check_tls_combination(files.tls_cert, files.tls_key, files.tls_ca);
   CredentialCheck check;
   if (!files.tls_cert.empty()) {
     check_certificate_and_key(files.tls_cert, "--tls-cert", files.tls_key, "--tls-key",

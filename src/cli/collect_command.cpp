@@ -57,14 +57,10 @@ void check_options(const CollectArguments& args) {
   } catch (const UsageError& e) {
     throw UsageError("--listen '" + printable(args.listen) + "': " + e.what());
   }
-  if (args.tls_cert.empty() != args.tls_key.empty()) {
-    throw UsageError("--tls-cert and --tls-key go together");
-  }
-  if (!args.tls_ca.empty() && args.tls_cert.empty()) {
-    throw UsageError(
-        "--tls-ca requires the agent's own certificate (--tls-cert and --tls-key): client "
-        "certificates are only checked over TLS, and without it the agent would serve "
-        "plaintext to anyone");
+  try {
+    agent::check_tls_combination(args.tls_cert, args.tls_key, args.tls_ca);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
   }
 }
 

@@ -28,6 +28,11 @@ struct CredentialCheck {
   bool authenticated() const { return client_certificates || token; }
 };
 
+// The combination alone, before any file is read: the certificate and key go together, and a
+// CA needs them (client certificates are only checked over TLS). Throws hangscope::Error.
+void check_tls_combination(const std::string& tls_cert, const std::string& tls_key,
+                           const std::string& tls_ca);
+
 // Checks the combination and every file (readable regular files holding a certificate, a key
 // that matches it, a CA): throws hangscope::Error naming the option, the file and the reason.
 // A CA without the agent's own certificate is refused: client certificates need TLS, and the
