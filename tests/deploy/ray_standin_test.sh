@@ -98,6 +98,8 @@ start_agents() { # OUT
 agent_pids() { # the hangscope collect processes listening for this test, sorted
   local p
   for p in $(ours); do
+    # An agent's stop watchdog (docs/native-capture.md) is a fork with the agent's command line.
+    [ "$(cat "/proc/$p/comm" 2>/dev/null)" = hangscope-watch ] && continue
     tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | grep -q "collect --listen 127.0.0.[23]:$port " && echo "$p"
   done | sort
 }
