@@ -252,13 +252,20 @@ def spawn_compiler():
 
 
 def decode_step():
-    """Every rank's endless stream of small all-reduces (no hang: progress)."""
+    """Every rank's endless stream of small all-reduces (no hang: progress), one per step;
+    HANGSCOPE_STEP_SECONDS (default 0) is the host work between steps (tools/bench/false_alarms.sh
+    runs busy, 20 ms, slow and idle rhythms)."""
+    import time
+
     import torch
     import torch.distributed as dist
+    pause = float(os.environ.get("HANGSCOPE_STEP_SECONDS", "0"))
     step = 0
     while True:
         dist.all_reduce(torch.ones(8))
         step += 1
+        if pause > 0:
+            time.sleep(pause)
 
 
 def decode_loop(recorder, rank, diverged):
