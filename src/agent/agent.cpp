@@ -14,6 +14,8 @@
 #include <thread>
 
 #include "hangscope/agent/accept_probe.h"
+#include "hangscope/capture/sample_series.h"
+#include "hangscope/common/clock.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
 #include "hangscope/common/text.h"
@@ -24,12 +26,6 @@
 
 namespace hangscope::agent {
 namespace {
-
-std::int64_t unix_now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 std::string host_of(const std::string& address) {
   if (!address.empty() && address.front() == '[') return address.substr(1, address.find(']') - 1);
@@ -146,25 +142,25 @@ class AgentService final : public v1::Agent::Service {
           "agent busy: " + std::to_string(slot.count() - 1) + " captures are queued; try again");
     }
     // Sample i is due at start + i * interval on the agent's clock (every node samples at the
-    // same moments). check_request bounded start and the whole span, so nothing overflows.
-    const std::int64_t start = sampling_start(request->start_unix_ns(), now);
-    const auto interval = static_cast<std::int64_t>(request->interval_ns());
-    for (int i = 0; i < samples; ++i) {
-      if (!sleep_until_due(start + static_cast<std::int64_t>(i) * interval, *context)) {
-        return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
-      }
-      options.trigger_flight_dumps = options_.trigger_flight_dumps && i == samples - 1;
-      options.query_store = options_.query_store && i == samples - 1;
-      // One capture at a time on a node: no target is ever traced by two requests at once.
-      // The lock is held for the capture only, never while a request waits for its next sample.
-      snapshot::NodeSnapshot node;
-      {
-        std::lock_guard<std::mutex> lock(capture_mutex_);
-        node = capture::capture_node(options);
-      }
-      node.sample_index = i;
-      snapshot::encode(node, *reply->add_snapshots());
-    }
+    // same moments), with probes of the ranks' Python threads between samples.
+    // check_request bounded start and the whole span, so nothing overflows.
+    capture::SeriesPlan plan;
+    plan.samples = samples;
+    plan.interval = std::chrono::nanoseconds(request->interval_ns());
+    plan.start_unix_ns = sampling_start(request->start_unix_ns(), now);
+    plan.trigger_flight_dumps = options_.trigger_flight_dumps;
+    plan.query_store = options_.query_store;
+    capture::SeriesHooks hooks;
+    hooks.wait_until = [&](std::int64_t due) { return sleep_until_due(due, *context); };
+    // One capture at a time on a node: no target is ever traced by two requests at once.
+    // The lock is held for a stopped sample only, never while a request probes or waits.
+    hooks.capture = [this](const capture::NodeCaptureOptions& o) {
+      std::lock_guard<std::mutex> lock(capture_mutex_);
+      return capture::capture_node(o);
+    };
+    auto series = capture::capture_series(options, plan, hooks);
+    if (!series) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+    for (const auto& node : *series) snapshot::encode(node, *reply->add_snapshots());
     spdlog::info("capture: {} sample(s) for {}", samples, context->peer());
     return grpc::Status::OK;
   }

@@ -142,17 +142,23 @@ std::string no_divergence(const std::vector<Job>& jobs, int samples) {
   std::string out;
   for (const auto& job : jobs) {
     const std::string name = job.key.empty() ? "the ranks without a job" : "job " + job.key;
-    std::size_t progressing = 0, ranks = 0;
+    std::size_t progressing = 0, ranks = 0, undecided_ranks = 0;
     for (const auto& r : job.ranks) {
       if (r.history.empty()) continue;
       ++ranks;
       if (r.progress.progressing.value_or(false)) ++progressing;
+      if (!r.progress.undecided.empty()) ++undecided_ranks;
     }
     if (!out.empty()) out += " ";
-    if (ranks > 0 && progressing == ranks) {
-      out += "No divergence in " + name + ": every rank (" + std::to_string(ranks) +
-             ") is progressing (CPU time grew or stacks moved over " + std::to_string(samples) +
-             " samples).";
+    if (ranks > 0 && undecided_ranks == ranks) {
+      out += "No verdict on " + name + ": no rank could be told waiting or progressing.";
+    } else if (ranks > 0 && progressing + undecided_ranks == ranks) {
+      out += "No divergence in " + name + ": " +
+             (undecided_ranks == 0 ? "every rank (" + std::to_string(ranks) + ") is"
+                                   : "the other ranks (" + std::to_string(progressing) + ") are") +
+             " progressing (over " + std::to_string(samples) +
+             " samples their stacks moved, probes found them outside their waits, sequence "
+             "numbers advanced, or they worked on CPU).";
     } else if (job.classes.size() == 1) {
       out += "No divergence among the ranks of " + name + ": all " + std::to_string(ranks) +
              " wait at the same place (" + job.classes.front().description + ")" +
@@ -163,6 +169,16 @@ std::string no_divergence(const std::vector<Job>& jobs, int samples) {
       out += "No rank of " + name +
              " is waited on by the others: the ranks are at different places, none blocked on "
              "another.";
+    }
+    std::map<std::string, std::vector<int>> undecided;  // reason → their ranks
+    for (const auto& r : job.ranks) {
+      if (r.rank && !r.progress.undecided.empty())
+        undecided[r.progress.undecided].push_back(*r.rank);
+    }
+    for (const auto& [why, held] : undecided) {
+      out += std::string(held.size() == 1 ? " Rank " : " Ranks ") + compress_ranks(held) +
+             (held.size() == 1 ? " is" : " are") + " undecided: " + why + "; no verdict rests on " +
+             (held.size() == 1 ? "it." : "them.");
     }
   }
   return out;

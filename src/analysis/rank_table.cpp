@@ -91,6 +91,108 @@ std::uint64_t cpu_ticks(const snapshot::ProcessRecord& p) {
   return p.utime_ticks + p.stime_ticks;
 }
 
+// The depth (0: outermost) of the Python frame a thread waits in, on its stack in `process`;
+// nullopt when the wait has no Python frame there.
+std::optional<std::size_t> wait_depth(const model::ThreadDump* thread,
+                                      const waits::WaitPoint& wait) {
+  if (thread == nullptr || !wait.python) return std::nullopt;
+  const auto& frames = thread->python_frames;
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    const auto& f = frames[i];
+    if (f.function == wait.python->function && f.file == wait.python->file &&
+        f.line == wait.python->line) {
+      return frames.size() - 1 - i;
+    }
+  }
+  return std::nullopt;
+}
+
+// The probes between the samples of the rank's waiting thread, and those that found it
+// outside the frame it waits in (each sample's probes compare with the sample before it).
+void count_probes(const RankEntry& entry, Progress& progress) {
+  const auto& h = entry.history;
+  const auto depth = wait_depth(find_thread(*h.back(), entry.wait.tid), entry.wait);
+  if (!depth) return;
+  for (std::size_t i = 1; i < h.size(); ++i) {
+    const auto* thread = find_thread(*h[i], entry.wait.tid);
+    if (thread == nullptr || !thread->probes) continue;
+    progress.probes += thread->probes->taken;
+    progress.probes_outside += thread->probes->outside(*depth);
+  }
+}
+
+// The awaited group's sequence number (collectives issued on it) in the first and last sample,
+// for a rank in a collective. Otherwise, or when that group is not known, any group whose number
+// advanced stands for it (a rank that issued a collective somewhere left the wait it stood in);
+// when none advanced, that is evidence only for a collective (point-to-point operations do not
+// count on torch 1.13's sequence numbers): sequence_group is then "" ("no group's advanced").
+void read_sequences(const RankEntry& entry, Progress& progress) {
+  const auto* first = entry.history.front();
+  const auto* last = entry.history.back();
+  if (!first->dump || !first->dump->distributed || !last->dump || !last->dump->distributed) return;
+  const auto& before = *first->dump->distributed;
+  const auto& after = *last->dump->distributed;
+  const auto numbers = [&](const model::ProcessGroupState& group)
+      -> std::optional<std::pair<std::uint64_t, std::uint64_t>> {
+    const auto* earlier = before.find(group.name);
+    if (earlier == nullptr || !earlier->sequence || !group.sequence) return std::nullopt;
+    return std::make_pair(*earlier->sequence, *group.sequence);
+  };
+  const bool collective = entry.wait.kind == waits::WaitKind::kCollective;
+  if (const auto* group = collective ? awaited_group(entry) : nullptr) {
+    if (const auto n = numbers(*group)) {
+      progress.sequence_group = group->name;
+      std::tie(progress.sequence_first, progress.sequence_last) = *n;
+    }
+    return;
+  }
+  bool any = false;
+  for (const auto& group : after.groups) {
+    const auto n = numbers(group);
+    if (!n) continue;
+    any = true;
+    if (n->first != n->second) {
+      progress.sequence_group = group.name;
+      std::tie(progress.sequence_first, progress.sequence_last) = *n;
+      return;
+    }
+  }
+  if (any && collective) progress.sequence_first = progress.sequence_last = 0;
+}
+
+std::string progress_text(const Progress& p, bool peer_wait, std::size_t samples,
+                          double cpu_share) {
+  char share_text[32];
+  std::snprintf(share_text, sizeof share_text, "%.0f%%", cpu_share * 100);
+  std::string out = p.cpu_grew ? "CPU " + std::string(share_text) : "no CPU";
+  out += p.woke_up ? ", " + std::to_string(p.wakeups) + " wake-ups" : ", no wake-ups";
+  out += p.stack_moved ? ", stack moved" : ", same stack";
+  if (p.state_changed) out += ", state changed";
+  out += " over " + std::to_string(samples) + " samples";
+  if (p.probes > 0) {
+    out += p.probes_outside > 0 ? "; left its wait in " + std::to_string(p.probes_outside) +
+                                      " of " + std::to_string(p.probes) + " probes"
+                                : "; in its wait at all " + std::to_string(p.probes) + " probes";
+  }
+  if (p.sequence_last && p.sequence_group.empty()) {
+    out += "; no process group's sequence number advanced";
+  } else if (p.sequence_last) {
+    const auto advanced = *p.sequence_last - *p.sequence_first;
+    out += "; process group " + p.sequence_group + " sequence number " +
+           (advanced != 0 ? "advanced by " + std::to_string(advanced)
+                          : "unchanged at " + std::to_string(*p.sequence_last));
+  } else if (peer_wait) {
+    out += "; no sequence number read";
+  }
+  if (!p.undecided.empty()) out += "; undecided: " + p.undecided;
+  return out;
+}
+
+// Progress from the evidence of the samples (docs/analysis.md, "Progress evidence"): a rank
+// waits only when nothing shows it completing its wait — its stack moved between samples, a
+// probe found it outside the frame it waits in, or its group's sequence number advanced. CPU
+// time is work for a rank that waits on nothing; inside a wait it is no evidence either way
+// (NCCL and spin waits burn CPU while stuck).
 Progress measure_progress(const RankEntry& entry) {
   Progress progress;
   const auto& h = entry.history;
@@ -126,19 +228,30 @@ Progress measure_progress(const RankEntry& entry) {
       progress.stack_moved = true;
     if (h[i]->state != first.state) progress.state_changed = true;
   }
-  // Wake-ups alone are no work: a known wait that polls (the TCPStore server waiting for
-  // workers, store.wait/get loops, the store-based barrier, a broadcast ring's acquire loop, an
-  // idle event loop) wakes up all the time and stays where it is. Working takes CPU time or
-  // Python frames that change (docs/analysis.md, "Polling waits").
-  progress.progressing = spin ? progress.stack_moved : progress.cpu_grew || progress.stack_moved;
-  char share_text[32];
-  std::snprintf(share_text, sizeof share_text, "%.0f%%", share * 100);
-  progress.detail =
-      std::string(progress.cpu_grew ? "CPU " + std::string(share_text) : "no CPU") +
-      (progress.woke_up ? ", " + std::to_string(progress.wakeups) + " wake-ups" : ", no wake-ups") +
-      (progress.stack_moved ? ", stack moved" : ", same stack") +
-      (progress.state_changed ? ", state changed" : "") + " over " + std::to_string(h.size()) +
-      " samples";
+  count_probes(entry, progress);
+  read_sequences(entry, progress);
+  const bool peer_wait = waits::waits_on_peers(entry.wait.kind);
+  const bool sequence_advanced =
+      progress.sequence_last && *progress.sequence_last != *progress.sequence_first;
+  if (progress.stack_moved || progress.probes_outside > 0 || sequence_advanced) {
+    progress.progressing = true;
+  } else if (!peer_wait) {
+    // No wait on peers: CPU time is its work. Wake-ups alone are none: a known wait that polls
+    // (an idle event loop, a sleep loop) wakes up all the time and stays where it is.
+    progress.progressing = !spin && progress.cpu_grew;
+  } else if (!spin && progress.cpu_grew && !progress.sequence_last) {
+    // On CPU inside a collective or a receive at every look: a loop with no pause that the
+    // probes never caught outside, or a wait that spins (NCCL). Only a sequence number tells.
+    progress.undecided =
+        "on CPU inside " +
+        (entry.wait.operation.empty() ? entry.wait.primitive : entry.wait.operation) +
+        " at every sample" + (progress.probes > 0 ? " and probe" : "") +
+        ", and no sequence number was read to tell a loop with no pause from a wait that spins";
+  } else {
+    // A polling wait (store, rendezvous, ring) stays a wait however much it wakes or spins.
+    progress.progressing = false;
+  }
+  progress.detail = progress_text(progress, peer_wait, h.size(), share);
   return progress;
 }
 
@@ -213,7 +326,13 @@ void settle_state(RankEntry& entry) {
     return;
   }
   entry.state = thread ? state_from_letter(thread->state) : process_state;
-  if (entry.state == RankState::kRunning && spins(entry.wait)) entry.state = RankState::kWaiting;
+  // On CPU inside a wait that nothing shows it completing: a wait that spins (a polling loop,
+  // NCCL's busy wait), not work.
+  if (entry.state == RankState::kRunning &&
+      (spins(entry.wait) ||
+       (waits::waits_on_peers(entry.wait.kind) && entry.progress.progressing == false))) {
+    entry.state = RankState::kWaiting;
+  }
   if (entry.state == RankState::kWaiting && entry.progress.progressing.value_or(false)) {
     entry.state = RankState::kRunning;  // it waits only between pieces of work
   }

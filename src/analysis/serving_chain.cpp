@@ -144,13 +144,6 @@ const std::vector<FramePattern>& step_frames() {
   return patterns;
 }
 
-const std::vector<FramePattern>& idle_frames() {
-  static const std::vector<FramePattern> patterns = {
-      {"vllm/v1/engine/core.py", {"_process_input_queue"}},
-  };
-  return patterns;
-}
-
 const std::vector<FramePattern>& coordinator_frames() {
   static const std::vector<FramePattern> patterns = {{"vllm/v1/engine/coordinator.py", {}}};
   return patterns;
@@ -294,10 +287,11 @@ void read_engine(const Bundle& bundle, const std::string& node, ServingProcess& 
   s.wait = waits::classify_thread(*thread);
   s.wait.tid = thread->tid;
   const bool waits = s.wait.kind != waits::WaitKind::kCpu && s.wait.kind != waits::WaitKind::kOther;
-  if (find_frame(thread->python_frames, step_frames()) != nullptr) {
+  // Idle means waiting for requests (its input queue, a ZMQ poll); a busy loop that waits on
+  // peers (a DP engine core in its DP group's all-reduce) is blocked, a step in flight or not.
+  if (find_frame(thread->python_frames, step_frames()) != nullptr ||
+      waits::waits_on_peers(s.wait.kind)) {
     s.activity = waits ? "blocked" : "working";
-  } else if (find_frame(thread->python_frames, idle_frames()) != nullptr) {
-    s.activity = waits ? "idle" : "working";
   } else {
     s.activity = waits ? "idle" : "working";
   }

@@ -9,12 +9,13 @@
 
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/analysis/rank_set.h"
+#include "hangscope/facts/fact_keys.h"
 
 namespace hangscope::analysis {
 namespace {
 
 bool is_root(const RankEntry& r) {
-  if (!r.rank) return false;
+  if (!r.rank || !r.progress.undecided.empty()) return false;  // no verdict on an undecided rank
   if (r.state != RankState::kWaiting) return true;
   return r.waits_for.empty();
 }
@@ -458,6 +459,125 @@ std::optional<Verdict> cycle_verdict(const Job& job) {
   return v;
 }
 
+// The members of the group a waiting rank waits in: its process group's ranks from memory, else
+// the group ranks its waiting frame names; nullopt when not known.
+std::optional<RankSet> group_members(const RankEntry& r) {
+  if (const auto* group = awaited_group(r); group != nullptr) {
+    if (!group->ranks.empty()) return RankSet(group->ranks);
+    if (group->size > 0) return RankSet::range(0, group->size - 1);
+  }
+  return std::nullopt;
+}
+
+// What the ranks of a stalled collective show about the transport, one line each: the TCP
+// connections between them, the nodes' interfaces, GPU facts (NCCL RAS is added with the
+// evidence of every verdict).
+void add_transport_facts(const Job& job, const std::vector<const RankEntry*>& ranks, Verdict& v) {
+  std::set<std::string> nodes;
+  for (const auto* r : ranks) {
+    if (r->tcp_known && !r->missing_tcp_peers.empty()) {
+      v.evidence.push_back("rank " + std::to_string(*r->rank) + " (" + r->node +
+                           ") has no TCP connection to " + compress_ranks(r->missing_tcp_peers));
+    }
+    const auto* p = r->latest();
+    if (p == nullptr || !nodes.insert(r->node).second) continue;
+    for (const char* key : {facts::keys::kNetInterfaces, facts::keys::kGpuModel,
+                            facts::keys::kGpuLinks, facts::keys::kGpuNotes}) {
+      if (const auto it = p->facts.find(key); it != p->facts.end() && !it->second.empty()) {
+        v.evidence.push_back(r->node + " " + key + ": " + it->second);
+      }
+    }
+  }
+  if (job.tcp_meshed) {
+    const bool all_connected = std::all_of(ranks.begin(), ranks.end(), [](const RankEntry* r) {
+      return r->tcp_known && r->missing_tcp_peers.empty();
+    });
+    if (all_connected) {
+      v.evidence.push_back(
+          "every rank still holds its TCP connections to the others: a link that lost its "
+          "traffic without closing them (a cable, a switch, a firewall), or a peer's process "
+          "that stopped reading");
+    }
+  }
+}
+
+// Every member of a group inside the same collective, none of them completing it (no stack
+// moved, no probe caught one outside it, no sequence number advanced): no rank diverged, the
+// transport between them stalls. The live counterpart of the post-mortem verdict of the same id.
+std::optional<Verdict> transport_verdict(const Job& job) {
+  std::map<std::string, std::vector<const RankEntry*>> sides;  // operation@group → its ranks
+  for (const auto& r : job.ranks) {
+    if (!r.rank || r.state != RankState::kWaiting || r.progress.progressing != false ||
+        r.wait.kind != waits::WaitKind::kCollective) {
+      continue;
+    }
+    sides[r.wait.operation_key() + "@" + r.group].push_back(&r);
+  }
+  for (const auto& [key, ranks] : sides) {
+    if (ranks.size() < 2) continue;
+    std::set<int> in_it;
+    for (const auto* r : ranks) in_it.insert(*r->rank);
+    const RankSet stalled(in_it);
+    // Its members: the group's (every member must be in it), else the whole job with every
+    // rank present.
+    const auto members = group_members(*ranks.front());
+    if (members
+            ? !(*members - stalled).empty()
+            : !job.missing.empty() || stalled != job.present ||
+                  (job.world_size && static_cast<std::size_t>(*job.world_size) != in_it.size())) {
+      continue;
+    }
+    Verdict v;
+    v.id = "collective-transport";
+    v.title =
+        "Every rank is in the same collective and none completes it: the transport, not a rank";
+    v.job = job.key;
+    v.confidence = 0.7;
+    v.waiting_ranks = stalled;
+    const auto& any = *ranks.front();
+    const std::string group =
+        any.group.empty() ? std::string("the job") : "process group " + any.group;
+    v.summary = "Every rank of " + group + " (ranks " + stalled.text() + ") waits in " +
+                any.wait.describe() +
+                " and none completes it; no rank is behind, elsewhere or working: the transport "
+                "(network, NCCL, a GPU or link) is the suspect.";
+    std::map<std::string, std::set<int>> sequences;  // "unchanged at N" → ranks
+    std::uint32_t probes = 0;
+    for (const auto* r : ranks) {
+      probes += r->progress.probes;
+      const auto& p = r->progress;
+      const std::string what = !p.sequence_last ? "no sequence number read"
+                               : p.sequence_group.empty()
+                                   ? "no process group's sequence number advanced"
+                                   : "process group " + p.sequence_group +
+                                         " sequence number unchanged at " +
+                                         std::to_string(*p.sequence_last);
+      sequences[what].insert(*r->rank);
+    }
+    for (const auto& [what, holders] : sequences) {
+      v.evidence.push_back(ranks_text(holders) + ": " + what);
+    }
+    v.evidence.push_back(
+        probes > 0 ? "none of " + std::to_string(probes) +
+                         " probes between the samples found a rank outside the collective"
+                   : "no probe was taken between the samples (a capture without probes): the "
+                     "stacks alone show no rank leaving the collective");
+    if (sequences.size() > 1) {
+      v.evidence.push_back(
+          "the ranks' sequence numbers differ by the collective the stall cut in two: some "
+          "ranks received every part of it before the others could");
+    }
+    add_transport_facts(job, ranks, v);
+    v.remedies = {
+        "check the links between the nodes now, while the job hangs: `ip -s link` and the "
+        "interface named by GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME, firewalls, NCCL logs with "
+        "NCCL_DEBUG=INFO, NCCL RAS, Xid messages and link errors in the kernel log"};
+    set_membership(job, stalled, v);
+    return v;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::vector<Verdict> generic_verdicts(const Job& job) {
@@ -499,6 +619,9 @@ std::vector<Verdict> generic_verdicts(const Job& job) {
   }
   if (out.empty()) {
     if (auto v = cycle_verdict(job)) out.push_back(std::move(*v));
+  }
+  if (out.empty()) {
+    if (auto v = transport_verdict(job)) out.push_back(std::move(*v));
   }
   return out;
 }

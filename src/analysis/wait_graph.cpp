@@ -69,24 +69,6 @@ std::optional<std::set<int>> ranks_in_keys(const std::optional<std::string>& tex
   return ranks_named_by(keys);
 }
 
-// The process group the waiting call was given (its `group` local: a known group, or None for
-// the default group), as the rank's own memory holds it; nullptr when that is not known.
-const model::ProcessGroupState* awaited_group(const RankEntry& self) {
-  const auto* process = self.latest();
-  if (process == nullptr || !process->dump || !process->dump->distributed) return nullptr;
-  const auto& state = *process->dump->distributed;
-  const auto group = self.wait.local("group");
-  // A process that holds the default group alone can wait in no other.
-  if (!group && state.groups.size() == 1) return state.default_group();
-  if (!group || *group == "None") {
-    // No `group` argument in the waiting frames, or None: the default group. A frame with no
-    // `group` local at all (a wrapper's own wait) is not taken for the default group.
-    return group ? state.default_group() : nullptr;
-  }
-  const auto name = model::group_in_label(*group);
-  return name ? state.find(*name) : nullptr;
-}
-
 // Each rank's operation as a small number, so that "waits with me" is cheap at 30,000 ranks.
 class Operations {
  public:
@@ -268,6 +250,22 @@ bool link_ring_wait(RankEntry& self) {
 
 }  // namespace
 
+const model::ProcessGroupState* awaited_group(const RankEntry& self) {
+  const auto* process = self.latest();
+  if (process == nullptr || !process->dump || !process->dump->distributed) return nullptr;
+  const auto& state = *process->dump->distributed;
+  const auto group = self.wait.local("group");
+  // A process that holds the default group alone can wait in no other.
+  if (!group && state.groups.size() == 1) return state.default_group();
+  if (!group || *group == "None") {
+    // No `group` argument in the waiting frames, or None: the default group. A frame with no
+    // `group` local at all (a wrapper's own wait) is not taken for the default group.
+    return group ? state.default_group() : nullptr;
+  }
+  const auto name = model::group_in_label(*group);
+  return name ? state.find(*name) : nullptr;
+}
+
 void link_wait_graph(Job& job) {
   if (job.by_rank.empty()) job.index();
   Operations ops(job);
@@ -276,6 +274,8 @@ void link_wait_graph(Job& job) {
     self.membership.clear();
     self.group.clear();
     if (self.state != RankState::kWaiting || !waits::waits_on_peers(self.wait.kind)) continue;
+    // Neither waiting nor progressing could be told: no edge rests on it.
+    if (!self.progress.undecided.empty()) continue;
     switch (self.wait.kind) {
       case waits::WaitKind::kChannel:
         link_channel_wait(self);

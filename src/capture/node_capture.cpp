@@ -13,6 +13,7 @@
 #include "hangscope/collectives/c10d_store.h"
 #include "hangscope/collectives/nccl_ras.h"
 #include "hangscope/collectives/shm_ring.h"
+#include "hangscope/common/clock.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
 #include "hangscope/common/numbers.h"
@@ -75,12 +76,6 @@ std::string hostname() {
   char buffer[256] = {};
   ::gethostname(buffer, sizeof buffer - 1);
   return buffer;
-}
-
-std::int64_t unix_now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 // Where a process's facts come from, learned while describing it (read once per process).

@@ -8,6 +8,7 @@
 
 #include "hangscope/agent/agent.h"
 #include "hangscope/capture/node_capture.h"
+#include "hangscope/capture/sample_series.h"
 #include "hangscope/cli/commands.h"
 #include "hangscope/cli/options.h"
 #include "hangscope/common/error.h"
@@ -73,16 +74,17 @@ int collect_once(const CollectArguments& args) {
   options.process.modules = std::make_shared<elf::ModuleCache>();  // shared by the samples
   options.log_globs = args.log_globs;
   options.select = args.select;
-  std::vector<snapshot::NodeSnapshot> samples;
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < args.samples; ++i) {
-    std::this_thread::sleep_until(start + i * interval);
-    options.trigger_flight_dumps = args.trigger_fr_dump && i == args.samples - 1;
-    options.query_store = args.query_store && i == args.samples - 1;
-    samples.push_back(capture::capture_node(options));
-    samples.back().sample_index = i;
-    spdlog::info("sample {}: {} processes", i, samples.back().processes.size());
-  }
+  capture::SeriesPlan plan;
+  plan.samples = args.samples;
+  plan.interval = interval;
+  plan.trigger_flight_dumps = args.trigger_fr_dump;
+  plan.query_store = args.query_store;
+  capture::SeriesHooks hooks;
+  hooks.wait_until = capture::sleep_until_unix;
+  hooks.taken = [](const snapshot::NodeSnapshot& sample) {
+    spdlog::info("sample {}: {} processes", sample.sample_index, sample.processes.size());
+  };
+  const auto samples = *capture::capture_series(options, plan, hooks);
   snapshot::write_file(args.output, samples);
   std::cerr << "hangscope: wrote " << samples.size() << " sample(s) of node "
             << samples.front().node_name << " (" << samples.front().processes.size()

@@ -13,6 +13,7 @@
 #include "hangscope/analysis/postmortem.h"
 #include "hangscope/capture/core_capture.h"
 #include "hangscope/capture/node_capture.h"
+#include "hangscope/capture/sample_series.h"
 #include "hangscope/cli/commands.h"
 #include "hangscope/cli/options.h"
 #include "hangscope/common/error.h"
@@ -213,15 +214,21 @@ analysis::Bundle from_local_node(const DiagnoseArguments& args, std::chrono::mil
   options.process.modules = std::make_shared<elf::ModuleCache>();  // shared by the samples
   options.pids.assign(args.pids.begin(), args.pids.end());
   options.select = args.select;
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < args.samples; ++i) {
-    std::this_thread::sleep_until(start + i * interval);
-    options.trigger_flight_dumps = args.trigger_fr_dump && i == args.samples - 1;
-    options.query_store = args.query_store && i == args.samples - 1;
-    // As an agent's answer would be: every string from the targets valid UTF-8.
-    bundle.snapshots.push_back(snapshot::as_transmitted(capture::capture_node(options)));
-    bundle.snapshots.back().sample_index = i;
-    progress.say("local sample " + std::to_string(i + 1) + "/" + std::to_string(args.samples));
+  capture::SeriesPlan plan;
+  plan.samples = args.samples;
+  plan.interval = interval;
+  plan.trigger_flight_dumps = args.trigger_fr_dump;
+  plan.query_store = args.query_store;
+  capture::SeriesHooks hooks;
+  hooks.wait_until = capture::sleep_until_unix;
+  hooks.taken = [&](const snapshot::NodeSnapshot& sample) {
+    progress.say("local sample " + std::to_string(sample.sample_index + 1) + "/" +
+                 std::to_string(args.samples));
+  };
+  // As an agent's answer would be: every string from the targets valid UTF-8.
+  const auto samples = capture::capture_series(options, plan, hooks);  // never cancelled
+  for (const auto& sample : *samples) {
+    bundle.snapshots.push_back(snapshot::as_transmitted(sample));
   }
   bundle.nodes.push_back({bundle.snapshots.front().node_name, std::nullopt, "ok", "", 0});
   return bundle;

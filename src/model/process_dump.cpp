@@ -1,5 +1,7 @@
 #include "hangscope/model/process_dump.h"
 
+#include <algorithm>
+
 namespace hangscope::model {
 
 const std::vector<Frame>& FrameList::vector() const {
@@ -9,6 +11,25 @@ const std::vector<Frame>& FrameList::vector() const {
 
 bool in_asyncio(const Frame& frame) {
   return frame.kind == Frame::Kind::kPython && frame.file.find("/asyncio/") != std::string::npos;
+}
+
+std::uint32_t ProbeTally::outside(std::size_t depth) const {
+  std::uint32_t probes = 0;
+  for (const auto& [frames, n] : kept) {
+    if (frames <= depth) probes += n;
+  }
+  return probes;
+}
+
+void ProbeTally::count(std::uint32_t frames_kept) {
+  ++taken;
+  auto it = std::lower_bound(kept.begin(), kept.end(), frames_kept,
+                             [](const auto& entry, std::uint32_t f) { return entry.first < f; });
+  if (it != kept.end() && it->first == frames_kept) {
+    ++it->second;
+  } else {
+    kept.insert(it, {frames_kept, 1});
+  }
 }
 
 std::vector<Frame>& FrameList::edit() {

@@ -111,6 +111,14 @@ void encode_thread(const model::ThreadDump& t, v1::ThreadSnapshot& out, StackTab
   out.set_utime_ticks(t.utime_ticks);
   out.set_stime_ticks(t.stime_ticks);
   out.set_context_switches(t.context_switches);
+  if (t.probes) {
+    auto& probes = *out.mutable_probes();
+    probes.set_taken(t.probes->taken);
+    for (const auto& [frames, n] : t.probes->kept) {
+      probes.add_kept_frames(frames);
+      probes.add_kept_probes(n);
+    }
+  }
 }
 
 void encode_identity(const snapshot::ProcessRecord& r, v1::RankIdentity& out) {
@@ -343,6 +351,33 @@ model::FrameList stack_of(std::uint32_t id, const Repeated& inline_frames, const
   return id ? stacks(id) : model::FrameList(decode_frames(inline_frames, s));
 }
 
+// A thread's probe tally; one that cannot be true (pairs cut short, out of order, more probes
+// than were taken) is refused with the thread named.
+model::ProbeTally decode_probes(const v1::ProbeTally& in, pid_t tid) {
+  const auto refuse = [&](const std::string& why) {
+    return Error("thread " + std::to_string(tid) + ": probe tally " + why);
+  };
+  if (in.kept_frames_size() != in.kept_probes_size()) {
+    throw refuse("has " + std::to_string(in.kept_frames_size()) + " depths but " +
+                 std::to_string(in.kept_probes_size()) + " counts");
+  }
+  model::ProbeTally out;
+  out.taken = in.taken();
+  std::uint64_t counted = 0;
+  for (int i = 0; i < in.kept_frames_size(); ++i) {
+    if (i > 0 && in.kept_frames(i) <= in.kept_frames(i - 1)) {
+      throw refuse("lists depths out of order");
+    }
+    counted += in.kept_probes(i);
+    out.kept.emplace_back(in.kept_frames(i), in.kept_probes(i));
+  }
+  if (counted > out.taken) {
+    throw refuse("counts " + std::to_string(counted) + " probes of " + std::to_string(out.taken) +
+                 " taken");
+  }
+  return out;
+}
+
 model::ThreadDump decode_thread(const v1::ThreadSnapshot& t, const StringLookup& s,
                                 const StackLookup& stacks) {
   model::ThreadDump thread;
@@ -372,6 +407,7 @@ model::ThreadDump decode_thread(const v1::ThreadSnapshot& t, const StringLookup&
   thread.utime_ticks = t.utime_ticks();
   thread.stime_ticks = t.stime_ticks();
   thread.context_switches = t.context_switches();
+  if (t.has_probes()) thread.probes = decode_probes(t.probes(), thread.tid);
   return thread;
 }
 
@@ -767,7 +803,8 @@ std::vector<snapshot::NodeSnapshot> read_file(const std::string& path, std::size
   return refused_if_too_large(path, [&] {
     v1::SnapshotFile file;
     {
-      const std::string bytes = read_input_file(path, "snapshot file", max_bytes, InputKind::kRegularFile, links);
+      const std::string bytes =
+          read_input_file(path, "snapshot file", max_bytes, InputKind::kRegularFile, links);
       parse_message(bytes, is_binary(path), path, file, max_bytes);
     }  // the bytes are freed before the snapshots are decoded
     return decode_file(file, path);

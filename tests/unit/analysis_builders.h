@@ -112,6 +112,19 @@ class JobBuilder {
     return *this;
   }
 
+  // Probes between samples (in every sample after the first): `taken` per interval, of which
+  // `outside` found the rank's thread outside every frame of its stack.
+  JobBuilder& probes(int rank, std::uint32_t taken, std::uint32_t outside) {
+    probes_[rank] = {taken, outside};
+    return *this;
+  }
+
+  // Every sequence number of the rank's groups (distributed()) grows by `per_sample` per sample.
+  JobBuilder& sequence_step(int rank, std::uint64_t per_sample) {
+    sequence_steps_[rank] = per_sample;
+    return *this;
+  }
+
   // The rank's flight-recorder record in every sample.
   JobBuilder& flight(int rank, collectives::FlightRecord record) {
     flights_[rank] = std::move(record);
@@ -178,6 +191,20 @@ class JobBuilder {
     }
     if (auto it = distributed_.find(r.rank); it != distributed_.end()) {
       dump.distributed = it->second;
+      if (auto step = sequence_steps_.find(r.rank); step != sequence_steps_.end()) {
+        for (auto& g : dump.distributed->groups) {
+          if (g.sequence) *g.sequence += step->second * static_cast<std::uint64_t>(sample);
+        }
+      }
+    }
+    if (auto it = probes_.find(r.rank); it != probes_.end() && sample > 0) {
+      auto& t = dump.threads.back();
+      model::ProbeTally tally;
+      const auto [taken, outside] = it->second;
+      for (std::uint32_t i = 0; i < taken; ++i) {
+        tally.count(i < outside ? 0 : static_cast<std::uint32_t>(t.python_frames.size()));
+      }
+      t.probes = tally;
     }
     p.dump = std::move(dump);
     return p;
@@ -192,6 +219,8 @@ class JobBuilder {
   std::map<int, collectives::FlightRecord> flights_;
   std::map<int, model::DistributedState> distributed_;
   std::map<int, std::uint64_t> wakeups_;
+  std::map<int, std::pair<std::uint32_t, std::uint32_t>> probes_;  // rank → (taken, outside)
+  std::map<int, std::uint64_t> sequence_steps_;
 };
 
 // A process group as a rank holds it.

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <limits>
 #include <set>
 
@@ -266,21 +267,134 @@ TEST(Verdicts, ATieIsReportedAsATie) {
 
 TEST(Verdicts, EveryRankProgressingIsNoDivergence) {
   JobBuilder job(4);
-  for (int r = 0; r < 4; ++r) job.rank(r, all_reduce_stack(), 'S', /*cpu_per_sample=*/30);
+  // Caught in the all_reduce at every sample, but the probes between samples found each rank
+  // outside it: a step loop.
+  for (int r = 0; r < 4; ++r) job.rank(r, all_reduce_stack()).probes(r, 24, 9);
   const auto bundle = job.bundle();  // the analysis points into it
   const auto a = diagnosis::diagnose(bundle);
   EXPECT_TRUE(a.verdicts.empty()) << a.verdicts[0].summary;
   EXPECT_NE(a.conclusion.find("No divergence"), std::string::npos);
   EXPECT_NE(a.conclusion.find("every rank (4) is progressing"), std::string::npos);
+  EXPECT_NE(a.jobs[0].ranks[0].progress.detail.find("left its wait in 18 of 48 probes"),
+            std::string::npos)
+      << a.jobs[0].ranks[0].progress.detail;
 }
 
-TEST(Verdicts, EveryRankWaitingAtOnePlaceIsNoDivergenceAmongRanks) {
+// The compute of a decode step: no waiting primitive, on CPU.
+std::vector<model::Frame> forward_stack() {
+  return {native("at::native::addmm_out"), py("forward", kUser, 51), py("decode_step", kUser, 88),
+          py("<module>", kUser, 120)};
+}
+
+// Issue 32's false alarm: a healthy job whose step is an all_reduce and 20 ms of host work. The
+// samples catch rank 0 in the all_reduce each time (no CPU: it waits for its peers), and its
+// peers on CPU between steps. Only the evidence between samples tells it from a rank that waits
+// for a straggler.
+TEST(Verdicts, AStepLoopCaughtInItsCollectiveAtEverySampleIsNoStraggler) {
+  const auto job_with = [](const std::function<void(JobBuilder&)>& evidence) {
+    JobBuilder job(4);
+    job.rank(0, all_reduce_stack()).wakeups(0, 60);
+    for (int r = 1; r < 4; ++r) job.rank(r, forward_stack(), 'R', /*cpu_per_sample=*/30);
+    evidence(job);
+    return job.bundle();
+  };
+  {  // probes found rank 0 outside the all_reduce
+    const auto bundle = job_with([](JobBuilder& j) { j.probes(0, 24, 6); });
+    const auto a = diagnosis::diagnose(bundle);
+    EXPECT_TRUE(a.verdicts.empty()) << a.verdicts[0].summary;
+    EXPECT_EQ(a.jobs[0].ranks[0].progress.progressing, true);
+  }
+  {  // no probes, but the world group's sequence number advanced
+    const auto bundle = job_with([](JobBuilder& j) {
+      model::DistributedState state;
+      state.groups = {pg("0", {0, 1, 2, 3}, 0, 1804289383)};
+      j.distributed(0, state).sequence_step(0, 50);
+    });
+    const auto a = diagnosis::diagnose(bundle);
+    EXPECT_TRUE(a.verdicts.empty()) << a.verdicts[0].summary;
+    EXPECT_NE(a.jobs[0].ranks[0].progress.detail.find("sequence number advanced by 100"),
+              std::string::npos)
+        << a.jobs[0].ranks[0].progress.detail;
+  }
+  {  // no evidence of leaving: it waits, and its peers that work are the stragglers
+    const auto bundle = job_with([](JobBuilder& j) {
+      j.probes(0, 24, 0);
+      model::DistributedState state;
+      state.groups = {pg("0", {0, 1, 2, 3}, 0, 1804289383)};
+      j.distributed(0, state);
+    });
+    const auto a = diagnosis::diagnose(bundle);
+    ASSERT_FALSE(a.verdicts.empty());
+    EXPECT_EQ(a.verdicts[0].id, "rank-straggler");
+    EXPECT_NE(a.jobs[0].ranks[0].progress.detail.find("in its wait at all 48 probes"),
+              std::string::npos)
+        << a.jobs[0].ranks[0].progress.detail;
+  }
+}
+
+TEST(Verdicts, EveryRankStuckInOneCollectiveIsATransportStall) {
   JobBuilder job(4);
-  for (int r = 0; r < 4; ++r) job.rank(r, barrier_stack());
+  model::DistributedState state;
+  state.groups = {pg("0", {0, 1, 2, 3}, std::nullopt, 1804289391)};
+  for (int r = 0; r < 4; ++r) {
+    state.groups[0].group_rank = r;
+    job.rank(r, barrier_stack()).probes(r, 24, 0).distributed(r, state);
+  }
   const auto bundle = job.bundle();  // the analysis points into it
   const auto a = diagnosis::diagnose(bundle);
-  EXPECT_TRUE(a.verdicts.empty());
-  EXPECT_NE(a.conclusion.find("all 4 wait at the same place"), std::string::npos);
+  ASSERT_EQ(a.verdicts.size(), 1u) << a.conclusion;
+  const auto& v = a.verdicts[0];
+  EXPECT_EQ(v.id, "collective-transport");
+  EXPECT_TRUE(v.diverged_ranks.empty());
+  EXPECT_EQ(v.waiting_ranks, RankSet::range(0, 3));
+  EXPECT_NE(v.summary.find("Every rank of process group 0 (ranks 0-3) waits in barrier"),
+            std::string::npos)
+      << v.summary;
+  std::string evidence;
+  for (const auto& line : v.evidence) evidence += line + "\n";
+  EXPECT_NE(evidence.find("sequence number unchanged at 1804289391"), std::string::npos)
+      << evidence;
+  EXPECT_NE(evidence.find("none of 192 probes"), std::string::npos) << evidence;
+  EXPECT_EQ(v.membership, "memory");
+}
+
+TEST(Verdicts, OneRankLeavingTheCollectiveIsNoTransportStall) {
+  JobBuilder job(4);
+  for (int r = 0; r < 4; ++r) job.rank(r, barrier_stack()).probes(r, 24, r == 2 ? 3 : 0);
+  const auto bundle = job.bundle();  // the analysis points into it
+  const auto a = diagnosis::diagnose(bundle);
+  for (const auto& v : a.verdicts) EXPECT_NE(v.id, "collective-transport") << v.summary;
+}
+
+TEST(Verdicts, ARankOnCpuInACollectiveWithoutASequenceNumberIsUndecided) {
+  JobBuilder job(2);
+  // A loop with no pause (or a wait that spins): on CPU in the all_reduce at every look.
+  for (int r = 0; r < 2; ++r) job.rank(r, all_reduce_stack(), 'R', 30).probes(r, 24, 0);
+  const auto bundle = job.bundle();  // the analysis points into it
+  const auto a = diagnosis::diagnose(bundle);
+  EXPECT_TRUE(a.verdicts.empty()) << a.verdicts[0].summary;
+  EXPECT_FALSE(a.jobs[0].ranks[0].progress.progressing.has_value());
+  EXPECT_NE(a.jobs[0].ranks[0].progress.undecided.find("no sequence number"), std::string::npos);
+  EXPECT_EQ(a.conclusion.rfind("No verdict on job 127.0.0.1:29500: no rank could be told", 0), 0u)
+      << a.conclusion;
+  EXPECT_NE(a.conclusion.find("Ranks 0,1 are undecided: on CPU inside all_reduce"),
+            std::string::npos)
+      << a.conclusion;
+}
+
+TEST(Verdicts, ARankOnCpuInACollectiveWhoseSequenceNumberStandsStillWaits) {
+  // NCCL's wait spins on CPU while stuck: the sequence number decides.
+  JobBuilder job(2);
+  model::DistributedState state;
+  state.groups = {pg("0", {0, 1}, std::nullopt, 7)};
+  for (int r = 0; r < 2; ++r) {
+    job.rank(r, all_reduce_stack(), 'R', 30).probes(r, 24, 0).distributed(r, state);
+  }
+  const auto bundle = job.bundle();  // the analysis points into it
+  const auto a = diagnosis::diagnose(bundle);
+  ASSERT_EQ(a.verdicts.size(), 1u) << a.conclusion;
+  EXPECT_EQ(a.verdicts[0].id, "collective-transport");
+  EXPECT_EQ(a.jobs[0].ranks[0].state, RankState::kWaiting);
 }
 
 TEST(Verdicts, RanksWithoutPython) {
@@ -350,9 +464,9 @@ TEST(Verdicts, TwoJobsAreAnalysedApart) {
   JobBuilder a_job(2, "10.0.0.1:29500");
   a_job.rank(0, barrier_stack());
   a_job.rank(1, store_wait_stack(1));
-  JobBuilder b_job(2, "10.0.0.1:29600");
-  b_job.rank(0, barrier_stack());
-  b_job.rank(1, barrier_stack());
+  JobBuilder b_job(2, "10.0.0.1:29600");  // healthy: a barrier at every step
+  b_job.rank(0, barrier_stack()).probes(0, 24, 5);
+  b_job.rank(1, barrier_stack()).probes(1, 24, 5);
   auto bundle = a_job.bundle();
   for (auto& s : b_job.bundle().snapshots) {
     for (std::size_t i = 0; i < bundle.snapshots.size(); ++i) {

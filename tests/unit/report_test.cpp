@@ -53,7 +53,7 @@ TEST(ReportMarkdown, TheFirstThreeLinesSayWhichRankWhereAndWhy) {
 
 TEST(ReportMarkdown, NoDivergenceIsSaidPlainly) {
   JobBuilder job(4);
-  for (int r = 0; r < 4; ++r) job.rank(r, all_reduce_stack(), 'S', 30);
+  for (int r = 0; r < 4; ++r) job.rank(r, all_reduce_stack()).probes(r, 24, 8);
   const auto bundle = job.bundle();
   const auto md = report_markdown(bundle, diagnosis::diagnose(bundle));
   EXPECT_EQ(md.rfind("# hangscope: no divergence found\n\nNo divergence in job", 0), 0u) << md;

@@ -63,6 +63,14 @@ collectives before the hang):
                     the next collective is on another group.) Needs TP >= 2.
   slow-healthy      no hang: model steps with 0.5-1.5 s of work (sleeps) between them, forever;
                     every rank announces "progressing".
+  busy-healthy      no hang: model steps back to back, forever, with ``--step-ms MS`` of host
+                    work (a sleep) between them (0: none at all, a loop with no pause); every
+                    rank announces "progressing". The rhythm of a busy decode server.
+  transport-stall   every rank loops on the world group's all_reduce (a step's logits gather)
+                    with ``--step-ms`` between steps and announces "waiting" once it runs; the
+                    job hangs when the test cuts the link between the nodes' ranks (cluster.sh
+                    --fabric, then `cluster.sh cut`): every rank ends up in the same all_reduce,
+                    none diverged.
   symmetric-memory  seed A on TP subgroups (TP groups across nodes, e.g. 4 nodes x 1 rank with
                     tp=2,dp=2; torchrun, LOCAL_WORLD_SIZE says which node a rank is on): the
                     culprit's node cannot rendezvous the MNNVL buffer of its TP group and moves
@@ -105,7 +113,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SIM_DIR = os.path.join(HERE, "sim")
 LAUNCHERS = ("torchrun", "spawn", "vllm-worker", "ray-actor")
 SCENARIOS = ("tp-skip", "pp-chain", "dp-stall", "init-hang", "init-missing", "loop-early-exit",
-             "slow-healthy", "symmetric-memory", "autotune-cache", "compiled-dag")
+             "slow-healthy", "busy-healthy", "transport-stall", "symmetric-memory",
+             "autotune-cache", "compiled-dag")
 # The healthy steps every rank runs before the culprit diverges.
 STALL_STEP = 2
 # loop-early-exit: the CUDA-graph capture sizes (one all_reduce each); the culprit's list lacks
@@ -270,10 +279,11 @@ def cudagraph_capture_sizes(rank, culprit):
     return CAPTURE_SIZES
 
 
-def serve_model_steps(worker, rank, scenario, culprit):
+def serve_model_steps(worker, rank, scenario, culprit, step_seconds=0.0):
     """The worker's busy loop (vLLM's worker_busy_loop): the next batch, then
     Worker.execute_model, step after step. pp-chain and dp-stall hang at STALL_STEP;
-    slow-healthy never hangs (0.5-1.5 s of work between steps)."""
+    slow-healthy never hangs (0.5-1.5 s of work between steps), nor does busy-healthy
+    (step_seconds of work between steps)."""
     is_culprit = rank == culprit
     rng = random.Random(rank)
     for step in itertools.count():
@@ -281,6 +291,11 @@ def serve_model_steps(worker, rank, scenario, culprit):
             if step == 0:
                 announce(f"rank {rank} pid {os.getpid()} progressing")
             detokenize_and_stream(rng.uniform(0.5, 1.5))
+        elif scenario == "busy-healthy":
+            if step == 0:
+                announce(f"rank {rank} pid {os.getpid()} progressing")
+            if step_seconds > 0:
+                detokenize_and_stream(step_seconds)
         elif step == STALL_STEP:
             announce(f"rank {rank} pid {os.getpid()} {'diverged' if is_culprit else 'waiting'}")
             if scenario == "pp-chain" and is_culprit:
@@ -288,6 +303,20 @@ def serve_model_steps(worker, rank, scenario, culprit):
         batch = prepare_batch(step, stall=scenario == "dp-stall" and is_culprit
                               and step == STALL_STEP)
         worker.execute_model(batch)
+
+
+def gather_logits_forever(rank, step_seconds):
+    """transport-stall: each step's logits all-reduced over the world group (vLLM's
+    GroupCoordinator.all_reduce on the world's CPU group), forever."""
+    import torch
+    from vllm.distributed.parallel_state import get_world_group
+    logits = torch.ones(HIDDEN_SIZE)
+    for step in itertools.count():
+        get_world_group().all_reduce(logits)
+        if step == 0:
+            announce(f"rank {rank} pid {os.getpid()} waiting")
+        if step_seconds > 0:
+            time.sleep(step_seconds)
 
 
 def detokenize_and_stream(seconds):
@@ -359,8 +388,10 @@ def run_rank(args, rank, local_rank, world_size, init_method):
         announce(f"rank {rank} left the warm-up")
     elif scenario == "compiled-dag":
         run_compiled_dag_worker(rank, layout, args.culprit)
+    elif scenario == "transport-stall":
+        gather_logits_forever(rank, args.step_ms / 1000)
     else:
-        serve_model_steps(worker, rank, scenario, args.culprit)
+        serve_model_steps(worker, rank, scenario, args.culprit, args.step_ms / 1000)
 
 
 def setup_proc_title_and_log_prefix():
@@ -419,7 +450,8 @@ def worker_command(args, extra):
             args.launcher, "--layout", args.layout, "--scenario", args.scenario, "--culprit",
             str(args.culprit), "--nodes", str(args.nodes), "--node-index", str(args.node_index),
             "--ranks-per-node", str(args.ranks_per_node), "--master-addr", args.master_addr,
-            "--master-port", str(args.master_port), "--timeout", str(args.timeout), *extra]
+            "--master-port", str(args.master_port), "--timeout", str(args.timeout),
+            "--step-ms", str(args.step_ms), *extra]
 
 
 def clean_environment():
@@ -573,6 +605,8 @@ def main():
     parser.add_argument("--master-addr", default="127.0.0.1")
     parser.add_argument("--master-port", type=int, default=0, help="default: a free port")
     parser.add_argument("--timeout", type=int, default=1800, help="process-group timeout, s")
+    parser.add_argument("--step-ms", type=float, default=0.0,
+                        help="busy-healthy, transport-stall: host work between steps, ms")
     parser.add_argument("--rank-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--rank", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--local-rank", type=int, help=argparse.SUPPRESS)

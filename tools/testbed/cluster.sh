@@ -6,6 +6,7 @@
 #
 #   cluster.sh up   --dir DIR [--nodes K] [--ranks N] [--diverged R] [--hangscope BIN]
 #                   [--scenario NAME] [--variety] [--job "ARGS"]
+#   cluster.sh cut  --dir DIR --node N   (takes node N's fabric link down: its host-side veth)
 #   cluster.sh down --dir DIR
 #   cluster.sh run  [up options] -- COMMAND...   (up, run COMMAND with AGENTS and TOKEN_FILE
 #                                                  set, then down, whatever happens)
@@ -27,15 +28,21 @@
 # on every node (tools/repro/sglang_serving.py: `python3 -m sglang.launch_server --tp
 # NODES*RANKS --nnodes NODES --node-rank N --dist-init-addr <node 0>:5000`, node 0 with the HTTP
 # server and 23 requests in flight), scheduler --diverged stuck; up once every node says
-# "sglang serving ready". Needs root.
+# "sglang serving ready". --fabric gives every node a second network, the fabric (eth1 on its
+# own bridge, TEST-NET-3 addresses), that a --job's ranks use (MASTER_ADDR on it,
+# GLOO_SOCKET_IFNAME=eth1) while the agents stay on eth0, as a cluster's collectives run on
+# their own network (InfiniBand, RoCE) beside the management one: `cut` takes one node's fabric
+# link down and its agent still answers. Needs root.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 
 nodes=2 ranks=4 diverged=5 dir="" hangscope="$repo/build/src/hangscope" scenario=store-wait
-variety=0 job=""
+variety=0 job="" fabric=0 cut_node=""
 subnet=${HANGSCOPE_TESTBED_SUBNET:-198.51.100}  # TEST-NET-2: only ever on our own bridge
 bridge=hsbr0
+fabric_subnet=${HANGSCOPE_TESTBED_FABRIC_SUBNET:-203.0.113}  # TEST-NET-3, on its own bridge
+fabric_bridge=hsbr1
 port=7447
 
 parse() {
@@ -49,6 +56,8 @@ parse() {
       --scenario) scenario=$2; shift 2 ;;
       --variety) variety=1; shift ;;
       --job) job=$2; shift 2 ;;
+      --fabric) fabric=1; shift ;;
+      --node) cut_node=$2; shift 2 ;;
       --) shift; command=("$@"); return ;;
       *) echo "cluster.sh: unknown option $1" >&2; exit 2 ;;
     esac
@@ -75,6 +84,18 @@ up() {
     ip addr add "$subnet.254/24" dev "$bridge"
     ip link set "$bridge" up
   fi
+  local master="$subnet.1" ifname=eth0
+  if [ "$fabric" = 1 ]; then
+    if ip -4 addr show | grep -v "$fabric_bridge" | grep -q "inet $fabric_subnet\."; then
+      echo "cluster.sh: $fabric_subnet.0/24 is already used on this machine; set HANGSCOPE_TESTBED_FABRIC_SUBNET" >&2
+      exit 1
+    fi
+    if ! ip link show "$fabric_bridge" >/dev/null 2>&1; then
+      ip link add "$fabric_bridge" type bridge
+      ip link set "$fabric_bridge" up
+    fi
+    master="$fabric_subnet.1" ifname=eth1
+  fi
   for ((n = 0; n < nodes; n++)); do
     local ns addr
     ns=$(node_ns "$n")
@@ -85,12 +106,18 @@ up() {
     ip -n "$ns" addr add "$addr/24" dev eth0
     ip -n "$ns" link set eth0 up
     ip -n "$ns" link set lo up
+    if [ "$fabric" = 1 ]; then
+      ip link add "f$ns" type veth peer name eth1 netns "$ns"
+      ip link set "f$ns" master "$fabric_bridge" up
+      ip -n "$ns" addr add "$fabric_subnet.$((n + 1))/24" dev eth1
+      ip -n "$ns" link set eth1 up
+    fi
     echo "$addr:$port" >> "$dir/agents"
     # The node: its own PID, UTS and mount namespaces; pid 1 inside is node.sh, so killing the
     # unshare process ends every process of the node.
     ip netns exec "$ns" unshare --pid --fork --mount-proc --uts \
       "$here/node.sh" "node$n" "$n" "$addr" "$port" "$dir" "$hangscope" "$nodes" "$ranks" \
-      "$diverged" "$subnet.1" "$scenario" "$variety" "$job" > "$dir/node$n.log" 2>&1 &
+      "$diverged" "$master" "$scenario" "$variety" "$job" "$ifname" > "$dir/node$n.log" 2>&1 &
     echo $! > "$dir/node$n.pid"
     disown $!  # torn down by `down`, which kills it; no job-control chatter then
   done
@@ -137,11 +164,22 @@ down() {
     ns=$(node_ns "$n")
     ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
     ip link del "v$ns" 2>/dev/null || true
+    ip link del "f$ns" 2>/dev/null || true
     ip netns del "$ns" 2>/dev/null || true
   done
-  if ! ip link show master "$bridge" 2>/dev/null | grep -q . && ip link show "$bridge" >/dev/null 2>&1; then
-    ip link del "$bridge" 2>/dev/null || true
-  fi
+  local b
+  for b in "$bridge" "$fabric_bridge"; do
+    if ! ip link show master "$b" 2>/dev/null | grep -q . && ip link show "$b" >/dev/null 2>&1; then
+      ip link del "$b" 2>/dev/null || true
+    fi
+  done
+}
+
+# Node N's fabric link down (its host-side veth): its ranks' traffic to the other nodes stops
+# without a reset, as when a cable or a switch port fails; its agent still answers on eth0.
+cut_fabric() {
+  [ -n "$dir" ] && [ -n "$cut_node" ] || { echo "cluster.sh: cut needs --dir and --node" >&2; exit 2; }
+  ip link set "f$(node_ns "$cut_node")" down
 }
 
 action=${1:-}
@@ -151,6 +189,7 @@ parse "$@"
 case "$action" in
   up) trap 'down' ERR; up ;;
   down) down ;;
+  cut) cut_fabric ;;
   run)
     # One testbed per machine (one bridge, one subnet): `run` holds the machine-wide lock from
     # up to down, as tests/support/virtual_cluster.cpp does around its own up and down, so

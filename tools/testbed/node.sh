@@ -14,7 +14,7 @@
 # (tools/repro/sglang_serving.py: scheduler DIVERGED stuck).
 set -u
 name=$1 index=$2 addr=$3 port=$4 dir=$5 hangscope=$6 nodes=$7 ranks=$8 diverged=$9 master=${10}
-scenario=${11:-store-wait} variety=${12:-0} job=${13:-}
+scenario=${11:-store-wait} variety=${12:-0} job=${13:-} ifname=${14:-eth0}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 hostname "$name"
 agent_flags=()
@@ -31,7 +31,7 @@ if [ -n "$job" ]; then
   rm -rf "$VLLM_CACHE_ROOT"
   mkdir -p "$VLLM_CACHE_ROOT"
   # shellcheck disable=SC2086
-  GLOO_SOCKET_IFNAME=eth0 /usr/bin/python3 "$repo/tools/repro/parallel_job.py" --nodes "$nodes" \
+  GLOO_SOCKET_IFNAME=$ifname /usr/bin/python3 "$repo/tools/repro/parallel_job.py" --nodes "$nodes" \
     --node-index "$index" --ranks-per-node "$ranks" --master-addr "$master" --master-port 29500 \
     $job &
   wait

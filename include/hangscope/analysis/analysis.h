@@ -29,7 +29,21 @@ struct Progress {
   bool state_changed = false;
   std::uint64_t cpu_ticks = 0;  // CPU time used between the first and last sample
   double seconds = 0;           // between the first and last sample
-  std::string detail;           // for people: "CPU 38% and stack moved over 3 samples"
+  // Probes of its waiting thread between the samples (docs/analysis.md, "Progress evidence"),
+  // and how many found it outside the frame it waits in: it left the wait and came back.
+  std::uint32_t probes = 0;
+  std::uint32_t probes_outside = 0;
+  // The awaited process group's sequence number (collectives issued on it) in the first and last
+  // sample, when read; it advanced: the rank completed the collective it stood in. Group "" with
+  // numbers set: no group's number advanced (the awaited group not known).
+  std::string sequence_group;
+  std::optional<std::uint64_t> sequence_first;
+  std::optional<std::uint64_t> sequence_last;
+  // Why neither waiting nor progressing could be told ("" when it could): a thread on CPU inside
+  // a wait at every sample and probe, with no sequence number to tell a loop with no pause
+  // from a wait that spins. `progressing` is then nullopt and no verdict rests on the rank.
+  std::string undecided;
+  std::string detail;  // for people: "CPU 38% and stack moved over 3 samples"
 };
 
 struct RankEntry {
@@ -151,8 +165,9 @@ struct ServingProcess {
   std::string node;
   const snapshot::ProcessRecord* process = nullptr;  // its latest sample
   std::string title;                                 // setproctitle's, "" when none
-  // engine: "blocked" (its busy loop waits on the workers' output), "idle" (it waits for
-  // input), "working" (on CPU, no wait), "unknown" (no busy loop on its stacks)
+  // engine: "blocked" (its busy loop waits on the workers' output, or on its peers in a
+  // collective such as the DP all-reduce), "idle" (it waits for requests: its input queue, a
+  // ZMQ poll), "working" (on CPU, no wait), "unknown" (no busy loop on its stacks)
   std::string activity;
   waits::WaitPoint wait;            // engine: where its busy loop waits
   std::string waits_in;             // engine: that wait with the executor's call site, for people
@@ -208,6 +223,10 @@ struct Analysis {
 // Analysis::diagnostics); the rank table keeps what is consistent.
 std::vector<Job> build_jobs(const Bundle& bundle, std::vector<std::string>* diagnostics = nullptr);
 void link_wait_graph(Job& job);
+// The process group a rank's waiting call was given (its `group` local: a known group, or None
+// for the default group), as the rank's own memory holds it in its latest sample; nullptr when
+// that is not known.
+const model::ProcessGroupState* awaited_group(const RankEntry& self);
 void assign_classes(Job& job);
 void link_tcp_peers(Job& job);
 // Flight-recorder verdicts (collective-behind, collective-mismatch); sets the waiting ranks'

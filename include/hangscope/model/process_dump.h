@@ -75,6 +75,23 @@ class FrameList {
 // one of them); anything else says why they were not ("failed: …").
 inline constexpr char kMergeOk[] = "ok";
 
+// What the non-stopping probes between the previous sample and this one saw of a thread
+// (docs/analysis.md, "Progress evidence"): each probe read the thread's Python stack while it
+// ran and counted how many of the previous sample's frames, from the outermost in, it still
+// stood in (the same functions, called at the same lines, the innermost of them at any line).
+// A thread that waits in the frame at depth D (0: the outermost) was seen outside that wait
+// by every probe that kept D frames or fewer.
+struct ProbeTally {
+  std::uint32_t taken = 0;  // probes that read the thread's stack whole (torn reads not counted)
+  // (frames kept, probes that kept that many), by frames kept, ascending
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> kept;
+
+  // The probes that found the thread outside the frame at `depth` (0: outermost).
+  std::uint32_t outside(std::size_t depth) const;
+  void count(std::uint32_t frames_kept);
+  bool operator==(const ProbeTally&) const = default;
+};
+
 struct ThreadDump {
   pid_t tid = 0;
   std::string name;  // comm
@@ -93,6 +110,8 @@ struct ThreadDump {
   std::uint64_t utime_ticks = 0;  // CPU time of this thread (clock ticks), read before stopping
   std::uint64_t stime_ticks = 0;
   std::uint64_t context_switches = 0;  // voluntary + involuntary, read before stopping
+  // Probes since the previous sample (sample series only; nullopt when none read the thread).
+  std::optional<ProbeTally> probes;
 };
 
 // One torch.distributed process group as a rank holds it (read from its memory).
