@@ -38,8 +38,8 @@ VirtualCluster::VirtualCluster(const ClusterOptions& options)
       kCluster + " up --dir " + dir_ + " --nodes " + std::to_string(options.nodes) + " --ranks " +
       std::to_string(options.ranks_per_node) + " --diverged " + std::to_string(options.diverged) +
       " --scenario " + options.scenario + (options.variety ? " --variety" : "") +
-      (options.job.empty() ? "" : " --job '" + options.job + "'") + " --hangscope " +
-      HANGSCOPE_BINARY + " 2>&1");
+      (options.job.empty() ? "" : " --job '" + options.job + "'") +
+      (options.fabric ? " --fabric" : "") + " --hangscope " + HANGSCOPE_BINARY + " 2>&1");
   up_ = result.exit_code == 0;
   if (!up_) ADD_FAILURE() << "cluster did not come up:\n" << result.out << result.err;
 }
@@ -48,6 +48,13 @@ VirtualCluster::~VirtualCluster() {
   run_command(kCluster + " down --dir " + dir_ + " 2>&1");
   run_command("rm -rf " + dir_);
   if (testbed_lock_ >= 0) ::close(testbed_lock_);  // releases the flock
+}
+
+bool VirtualCluster::cut(int node) const {
+  const auto result =
+      run_command(kCluster + " cut --dir " + dir_ + " --node " + std::to_string(node) + " 2>&1");
+  if (result.exit_code != 0) ADD_FAILURE() << "cluster.sh cut failed:\n" << result.out;
+  return result.exit_code == 0;
 }
 
 std::string VirtualCluster::agents() const {

@@ -17,6 +17,9 @@ struct ClusterOptions {
   // Non-empty: tools/repro/parallel_job.py's arguments (cluster.sh --job): each node runs that
   // job's launcher instead of gloo_barrier_hang.py; diverged, scenario and variety are ignored.
   std::string job{};
+  // A second network, the fabric, for the job's ranks (cluster.sh --fabric): cut() takes a
+  // node's fabric link down while its agent still answers.
+  bool fabric = false;
 };
 
 class VirtualCluster {
@@ -30,6 +33,8 @@ class VirtualCluster {
   std::string agents() const;  // "host:port,host:port"
   std::string token_file() const { return dir_ + "/token"; }
   std::string dir() const { return dir_; }
+  // Takes node `node`'s fabric link down (cluster.sh cut); false when that failed.
+  bool cut(int node) const;
 
   struct Diagnosis {
     int exit_code = -1;
