@@ -221,7 +221,11 @@ Progress measure_progress(const RankEntry& entry) {
   const std::uint64_t capture_switches = 4 * (h.size() - 1);
   progress.woke_up = progress.wakeups > capture_switches + 4;
   const bool spin = spins(entry.wait);
-  const std::string spin_primitive = spin ? entry.wait.primitive : "";
+  // The anchor of a spin wait's stack: the Python function it waits in (a native primitive such
+  // as sched_yield stands on no Python frame).
+  const std::string spin_primitive = !spin               ? ""
+                                     : entry.wait.python ? entry.wait.python->function
+                                                         : entry.wait.primitive;
   const std::string reference = stack_signature(first_thread, spin_primitive);
   for (std::size_t i = 1; i < h.size(); ++i) {
     if (stack_signature(find_thread(*h[i], entry.wait.tid), spin_primitive) != reference)

@@ -279,6 +279,14 @@ void read_tasks(const Bundle& bundle, const std::string& node, ServingProcess& s
 void read_engine(const Bundle& bundle, const std::string& node, ServingProcess& s) {
   const auto* thread = busy_loop_thread(*s.process);
   if (thread == nullptr) {
+    // A read of a spinning busy loop caught mid-change may miss its outer frames: the newest
+    // sample of the process that shows the loop stands for it.
+    const auto history = history_of(bundle, node, *s.process);
+    for (auto it = history.rbegin(); it != history.rend() && thread == nullptr; ++it) {
+      if ((thread = busy_loop_thread(*it->second)) != nullptr) s.process = it->second;
+    }
+  }
+  if (thread == nullptr) {
     s.activity = "unknown";
     if (s.process->dump) s.wait = waits::process_wait_point(*s.process->dump);
     s.waits_in = s.wait.describe();

@@ -1,5 +1,7 @@
 #include "wait_probes.h"
 
+#include <algorithm>
+
 #include "hangscope/common/diagnostic.h"
 #include "hangscope/common/error.h"
 #include "hangscope/proc/maps.h"
@@ -70,18 +72,55 @@ ProcessProbe::ProcessProbe(const snapshot::ProcessRecord& record, proc::MemoryMa
   }
 }
 
-void ProcessProbe::probe() {
-  std::vector<python::PyThread> read;
+std::optional<std::uint32_t> ProcessProbe::kept_by(const python::PyThread& t) const {
+  const auto it = threads_.find(t.thread_id);
+  if (it == threads_.end() || python::torn(t) || t.frames.empty()) return std::nullopt;
+  const auto seen = outermost_first(t.frames);
+  // A thread's outermost frame stays for its life: a read that ends anywhere else caught the
+  // chain mid-change (a spin loop pushing and popping frames) and says nothing.
+  const auto& bottom = it->second.reference.front();
+  if (seen.front().function != bottom.function || seen.front().file != bottom.file) {
+    return std::nullopt;
+  }
+  return frames_kept(it->second.reference, seen);
+}
+
+std::vector<python::PyThread> ProcessProbe::read() {
   try {
-    read = python_->read_threads(/*locals=*/false, /*attempts=*/1);
+    return python_->read_threads(/*locals=*/false, /*attempts=*/1);
   } catch (const Error&) {
-    return;  // the interpreter could not be read this time (finalising, exited)
+    return {};  // the interpreter could not be read this time (finalising, exited)
   }
-  for (const auto& t : read) {
-    const auto it = threads_.find(t.thread_id);
-    if (it == threads_.end() || python::torn(t)) continue;
-    it->second.tally.count(frames_kept(it->second.reference, outermost_first(t.frames)));
+}
+
+void ProcessProbe::probe() {
+  std::map<std::uint64_t, std::uint32_t> kept;  // by thread id
+  bool moved = false;                           // some thread stands outside part of its stack
+  for (const auto& t : read()) {
+    if (const auto k = kept_by(t)) {
+      kept[t.thread_id] = *k;
+      moved = moved || *k < threads_.at(t.thread_id).reference.size();
+    }
   }
+  // A thread that seems to stand elsewhere is read once more at once: one that left its wait
+  // is still there a moment later, while a read that caught a spinning thread's frames
+  // mid-change is not repeated. The deeper of the two reads counts.
+  if (moved) {
+    std::map<std::uint64_t, std::uint32_t> again;
+    for (const auto& t : read()) {
+      if (const auto k = kept_by(t)) again[t.thread_id] = *k;
+    }
+    for (auto it = kept.begin(); it != kept.end();) {
+      const auto second = again.find(it->first);
+      if (second == again.end()) {
+        it = kept.erase(it);  // not read whole twice: no probe of it
+        continue;
+      }
+      it->second = std::max(it->second, second->second);
+      ++it;
+    }
+  }
+  for (const auto& [id, k] : kept) threads_.at(id).tally.count(k);
 }
 
 void ProcessProbe::attach(snapshot::ProcessRecord& next) const {

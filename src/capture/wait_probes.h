@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,10 @@ class ProcessProbe {
   };
   ProcessProbe(const snapshot::ProcessRecord& record, proc::MemoryMap maps,
                std::shared_ptr<elf::ModuleCache> modules);
+  std::vector<python::PyThread> read();
+  // The frames of its reference a read of a watched thread kept; nullopt when the thread is not
+  // watched or the read of it is torn.
+  std::optional<std::uint32_t> kept_by(const python::PyThread& t) const;
 
   pid_t pid_;
   std::uint64_t start_time_ticks_;
