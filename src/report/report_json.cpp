@@ -82,6 +82,19 @@ json log_lines(const snapshot::ProcessRecord* process) {
   return lines;
 }
 
+// What decided a rank's progress (docs/analysis.md, "Progress evidence").
+json progress_evidence_json(const analysis::Progress& p) {
+  const bool numbers = p.sequence_last.has_value();
+  return {
+      {"probes", p.probes},
+      {"probes_outside", p.probes_outside},
+      {"sequence_group", numbers && !p.sequence_group.empty() ? json(p.sequence_group) : json()},
+      {"sequence_first", numbers && !p.sequence_group.empty() ? json(*p.sequence_first) : json()},
+      {"sequence_last", numbers && !p.sequence_group.empty() ? json(*p.sequence_last) : json()},
+      {"undecided", p.undecided.empty() ? json() : json(p.undecided)},
+  };
+}
+
 // `present`: the ranks of its job's entries.
 json rank_json(const RankEntry& r, const RankSet& present) {
   const auto* p = r.latest();
@@ -95,6 +108,7 @@ json rank_json(const RankEntry& r, const RankSet& present) {
       {"state_source", r.state_from_stack ? "stack" : "process"},
       {"progressing", json_or_null(r.progress.progressing)},
       {"progress", r.progress.detail},
+      {"evidence", progress_evidence_json(r.progress)},
       {"stuck_since", r.stuck_since_ns ? json(utc_time(*r.stuck_since_ns)) : json(nullptr)},
       {"stuck_since_source", r.stuck_since_ns ? json(r.stuck_since_source) : json(nullptr)},
       {"wait_point",

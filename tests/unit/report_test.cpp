@@ -86,6 +86,29 @@ TEST(ReportJson, VerdictKindsAreWrittenAsTheirNames) {
   EXPECT_EQ(analysis::to_string(analysis::VerdictKind::kSignature), "signature");
 }
 
+TEST(ReportJson, EachRankCarriesTheEvidenceOfItsProgress) {
+  JobBuilder job(2);
+  model::DistributedState state;
+  state.groups = {pg("0", {0, 1}, std::nullopt, 40)};
+  job.rank(0, all_reduce_stack()).probes(0, 24, 6).distributed(0, state).sequence_step(0, 25);
+  job.rank(1, all_reduce_stack(), 'R', 30).probes(1, 24, 0);
+  const auto bundle = job.bundle();
+  const auto j = report_json(bundle, diagnosis::diagnose(bundle));
+  const auto& decided = j["ranks"][0]["evidence"];
+  EXPECT_EQ(decided["probes"], 48);
+  EXPECT_EQ(decided["probes_outside"], 12);
+  EXPECT_EQ(decided["sequence_group"], "0");
+  EXPECT_EQ(decided["sequence_first"], 40);
+  EXPECT_EQ(decided["sequence_last"], 90);
+  EXPECT_TRUE(decided["undecided"].is_null());
+  const auto& undecided = j["ranks"][1]["evidence"];
+  EXPECT_EQ(undecided["probes_outside"], 0);
+  EXPECT_TRUE(undecided["sequence_last"].is_null());
+  EXPECT_NE(undecided["undecided"].get<std::string>().find("no sequence number"),
+            std::string::npos);
+  EXPECT_TRUE(j["ranks"][1]["progressing"].is_null());
+}
+
 TEST(ReportJson, HasTheDesignKeys) {
   const auto bundle = store_wait_bundle();
   const auto j = report_json(bundle, diagnosis::diagnose(bundle));
