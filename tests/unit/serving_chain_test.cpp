@@ -425,6 +425,40 @@ TEST(ServingChain, AnIdleHealthyServerHasNoVerdict) {
       << a.conclusion;
 }
 
+// A DP engine core between steps (vLLM's DPEngineCoreProc): its busy loop asks the DP group
+// whether any engine still has requests, an all_reduce on the DP group. It waits for its peers,
+// not for input: blocked, never "idle: waits for input in all_reduce".
+std::vector<model::Frame> engine_in_dp_all_reduce() {
+  return {native("__futex_abstimed_wait_common"),
+          native("c10d::ProcessGroupGloo::AsyncWork::wait"),
+          py("all_reduce", kC10d, 1536),
+          method("has_unfinished_dp", "ParallelConfig.has_unfinished_dp",
+                 kSite + "vllm/config/parallel.py", 402),
+          method("_has_global_unfinished_reqs", "DPEngineCoreProc._has_global_unfinished_reqs",
+                 kCore, 1192),
+          method("run_busy_loop", "DPEngineCoreProc.run_busy_loop", kCore, 1160),
+          method("run_engine_core", "EngineCoreProc.run_engine_core", kCore, 700)};
+}
+
+TEST(ServingChain, ADpEngineCoreInItsDpAllReduceIsBlockedNotIdle) {
+  JobBuilder b(4, "127.0.0.1:40123");
+  b.parent(kEnginePid);
+  for (int r = 0; r < 4; ++r)
+    b.rank(r, worker_idle_in_ring(), 'S', 0, 4).distributed(r, world(r, 4));
+  auto bundle = b.bundle();
+  Front front;
+  front.engine = [](int) { return engine_in_dp_all_reduce(); };
+  front.tasks = [](int) {
+    return std::vector<model::AsyncTask>{server_task(), output_handler_task()};
+  };
+  add_front(bundle, front);
+  const auto a = diagnosis::diagnose(bundle);
+  ASSERT_EQ(a.serving.size(), 1u);
+  EXPECT_EQ(a.serving[0].engines[0].activity, "blocked");
+  EXPECT_EQ(a.conclusion.find("waits for input"), std::string::npos) << a.conclusion;
+  EXPECT_EQ(a.conclusion.find("is idle"), std::string::npos) << a.conclusion;
+}
+
 // Requests in flight for the whole capture, but the engine core steps (its stack moves, CPU
 // grows) and the workers compute: a busy server, not a stuck one.
 TEST(ServingChain, PendingRequestsWhileTheEngineMakesProgressIsNoVerdict) {
