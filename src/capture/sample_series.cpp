@@ -1,5 +1,6 @@
 #include "hangscope/capture/sample_series.h"
 
+#include <algorithm>
 #include <memory>
 #include <random>
 #include <thread>
@@ -42,9 +43,15 @@ bool probe_between(NodeProbes& probes, std::int64_t from, std::int64_t until, in
   const std::int64_t slot = (until - from) / count;
   if (slot <= 0) return true;
   std::uniform_int_distribution<std::int64_t> within(0, slot - 1);
+  std::int64_t rest_until = 0;  // a probe of many processes is followed by as long a pause
   for (int k = 0; k < count; ++k) {
-    if (!hooks.wait_until(from + k * slot + within(random))) return false;
+    const std::int64_t at = std::max(from + k * slot + within(random), rest_until);
+    if (at >= until) break;  // never past the next sample's moment
+    if (!hooks.wait_until(at)) return false;
+    const std::int64_t began = unix_now_ns();
     probes.probe();
+    const std::int64_t took = unix_now_ns() - began;
+    rest_until = unix_now_ns() + took;  // at most half of the node's time goes to probes
   }
   return true;
 }
