@@ -22,8 +22,8 @@ std::unique_ptr<PythonSession> PythonSession::open(elf::ProcessImage& image,
     std::vector<std::byte> table(size);
     if (size == 0) {
       *note = {DiagnosticCode::kPythonUnsupported,
-               "Python " + interpreter.version.to_string() +
-                   " is not supported (known: 3.10 to 3.14): native stacks only"};
+               "Python " + interpreter.version.to_string() + " is not supported (known: " +
+                   python::supported_versions() + "): native stacks only"};
       return nullptr;
     }
     if (!memory.read_exact(interpreter.runtime_address, table.data(), table.size())) {

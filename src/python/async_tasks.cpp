@@ -415,7 +415,7 @@ std::optional<AsyncTasks> AsyncTaskReader::read(const std::vector<std::uint64_t>
   AsyncTasks out;
   if (!asyncio_) {
     out.notes.push_back("asyncio tasks of CPython " + layout_.version.to_string() +
-                        " are not read (known: 3.10 to 3.14)");
+                        " are not read (known: " + supported_versions() + ")");
     return out;
   }
   out.notes = layout_notes_;

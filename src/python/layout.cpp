@@ -325,7 +325,8 @@ Layout layout_from_debug_offsets(std::span<const std::byte> table) {
   }
   const auto spec = table_spec(version);
   if (!spec) {
-    throw Error("CPython " + version.to_string() + " is not supported (known: 3.10 to 3.14)");
+    throw Error("CPython " + version.to_string() +
+                " is not supported (known: " + supported_versions() + ")");
   }
   if (table.size() < spec->size) throw Error("_Py_DebugOffsets table is truncated");
   const auto at = [&](Entry entry) { return table_u64(table, kRows[entry].*(spec->position)); };

@@ -4,6 +4,10 @@
 
 namespace hangscope::python {
 
+std::string supported_versions() {
+  return "3." + std::to_string(kOldestMinor) + " to 3." + std::to_string(kNewestMinor);
+}
+
 PythonVersion PythonVersion::from_hex(std::uint64_t hex) {
   PythonVersion v;
   v.hex = static_cast<std::uint32_t>(hex);

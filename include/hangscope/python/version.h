@@ -8,6 +8,13 @@
 
 namespace hangscope::python {
 
+// The CPython versions whose layouts hangscope knows (builtin or from _Py_DebugOffsets): the
+// one place they are written.
+inline constexpr int kOldestMinor = 10;  // 3.10
+inline constexpr int kNewestMinor = 14;  // 3.14
+// "3.10 to 3.14", for messages about versions outside them.
+std::string supported_versions();
+
 struct PythonVersion {
   int major = 0;
   int minor = 0;
