@@ -75,18 +75,6 @@ std::string utc_stamp() {
   return buffer;
 }
 
-class Progress {
- public:
-  explicit Progress(bool quiet) : quiet_(quiet) {}
-  // `line` names nodes, files and agents' answers: shown through printable().
-  void say(const std::string& line) const {
-    if (!quiet_) std::cerr << "hangscope: " << printable(line) << "\n";
-  }
-
- private:
-  bool quiet_;
-};
-
 // The bundle of `answers`, saying which nodes were named apart from another of the same name.
 analysis::Bundle assemble(std::vector<analysis::NodeAnswer> answers, const Progress& progress) {
   std::vector<std::string> renamed;
@@ -103,13 +91,18 @@ analysis::Bundle from_files(const DiagnoseArguments& args, const Progress& progr
   };
   std::vector<Read> reads(args.files.size());
   std::atomic<std::size_t> next{0};
+  auto all = args.files.size() > 1 ? progress.start("reading snapshot files", "", args.files.size())
+                                   : ProgressMeter::Task();
   const auto work = [&] {
     for (std::size_t i = next++; i < args.files.size(); i = next++) {
       try {
-        reads[i].nodes = snapshot::read_file(args.files[i], args.max_input_mib << 20);
+        auto task = progress.start("reading", args.files[i]);
+        reads[i].nodes =
+            snapshot::read_file(args.files[i], args.max_input_mib << 20, Links::kFollow, &task);
       } catch (const std::exception& e) {  // nothing may escape a thread
         reads[i].error = e.what();
       }
+      all.add_done(1);
     }
   };
   std::vector<std::thread> workers;
@@ -118,6 +111,7 @@ analysis::Bundle from_files(const DiagnoseArguments& args, const Progress& progr
   for (std::size_t w = 1; w < parallel; ++w) workers.emplace_back(work);
   work();
   for (auto& w : workers) w.join();
+  all.end();
   // A node per file and node name in it; the same name in two files is two nodes, named apart.
   std::vector<analysis::NodeAnswer> answers;
   for (std::size_t i = 0; i < args.files.size(); ++i) {
@@ -171,12 +165,14 @@ analysis::Bundle from_agents(const Plan& plan, const DiagnoseArguments& args,
   std::vector<agent::AgentAnswer> answers(addresses.size());
   std::atomic<std::size_t> next{0};
   std::atomic<std::size_t> done{0};
+  auto waiting = progress.start("waiting for the agents' answers", "", addresses.size());
   std::mutex say;
   const auto work = [&] {
     for (std::size_t i = next++; i < addresses.size(); i = next++) {
       answers[i] = agent::collect_from(addresses[i], request);
       const auto& answer = answers[i];
       const auto finished = ++done;
+      waiting.add_done(1);
       if (answer.status != "ok" || addresses.size() <= 16 || finished % 256 == 0 ||
           finished == addresses.size()) {
         std::lock_guard<std::mutex> lock(say);
@@ -193,6 +189,7 @@ analysis::Bundle from_agents(const Plan& plan, const DiagnoseArguments& args,
   std::vector<std::thread> workers;
   for (std::size_t w = 0; w < std::min(kWorkers, addresses.size()); ++w) workers.emplace_back(work);
   for (auto& w : workers) w.join();
+  waiting.end();
   // A node is the agent that answered: its snapshots take its name, and two agents giving one
   // name (one --node-name on two nodes) are named apart by their addresses.
   std::vector<analysis::NodeAnswer> nodes;
@@ -214,13 +211,16 @@ analysis::Bundle from_local_node(const DiagnoseArguments& args, std::chrono::mil
   options.pids.assign(args.pids.begin(), args.pids.end());
   options.select = args.select;
   const auto start = std::chrono::steady_clock::now();
+  auto sampling = progress.start("capturing samples", "", static_cast<std::uint64_t>(args.samples));
   for (int i = 0; i < args.samples; ++i) {
+    sampling.set_done(static_cast<std::uint64_t>(i));
     std::this_thread::sleep_until(start + i * interval);
     options.trigger_flight_dumps = args.trigger_fr_dump && i == args.samples - 1;
     options.query_store = args.query_store && i == args.samples - 1;
     // As an agent's answer would be: every string from the targets valid UTF-8.
     bundle.snapshots.push_back(snapshot::as_transmitted(capture::capture_node(options)));
     bundle.snapshots.back().sample_index = i;
+    sampling.set_done(static_cast<std::uint64_t>(i + 1));
     progress.say("local sample " + std::to_string(i + 1) + "/" + std::to_string(args.samples));
   }
   bundle.nodes.push_back({bundle.snapshots.front().node_name, std::nullopt, "ok", "", 0});
@@ -282,6 +282,7 @@ void attach_job_logs(const DiagnoseArguments& args, analysis::Bundle& bundle,
         continue;
       }
       try {
+        auto task = progress.start("reading log", found.path);
         const auto log = found.error.empty() ? read_log_tail(found.path, kLogTail) : found;
         for (const auto& note : analysis::attach_logs(bundle, {log}, &kept)) {
           progress.say("log " + note);
@@ -316,8 +317,12 @@ analysis::Bundle from_flight_records(const DiagnoseArguments& args, const Progre
   const std::size_t found = files.size();
   // Each dump is read by the worker that parses it, and freed once parsed (not all at once).
   const std::size_t max_bytes = args.max_input_mib << 20;
-  auto bundle = analysis::postmortem_bundle(
-      std::move(files), [max_bytes](analysis::DumpFile& f) { read_dump(f, max_bytes); });
+  auto reading = progress.start("reading flight-recorder dumps", "", found);
+  auto bundle = analysis::postmortem_bundle(std::move(files), [&](analysis::DumpFile& f) {
+    read_dump(f, max_bytes);
+    reading.add_done(1);  // thread-safe: the meter's lock
+  });
+  reading.end();
   attach_job_logs(args, bundle, progress);
   std::size_t read = 0;
   for (const auto& node : bundle.nodes) {
@@ -359,7 +364,9 @@ analysis::Bundle from_cores(const DiagnoseArguments& args, const Progress& progr
         node.capture_unix_ns =
             static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
       }
+      auto task = progress.start("reading core file", file.path);
       snapshot::ProcessRecord record = capture::core_record(file.path, options);
+      task.end();
       if (!record.error.empty()) {
         print_error(record.error);
         bundle.nodes.push_back({file.path, std::nullopt, "error", record.error, 0});
@@ -493,7 +500,8 @@ int run_diagnose(const DiagnoseArguments& args) {
   std::thread bundle_writer([&] {
     PhaseTimer writing;
     try {
-      report::write_bundle_data(p.dir, bundle);
+      auto task = progress.start("writing the bundle");
+      report::write_bundle_data(p.dir, bundle, &task);
     } catch (const std::exception& e) {  // nothing may escape a thread
       bundle_failure = e.what();
     }
@@ -507,7 +515,7 @@ int run_diagnose(const DiagnoseArguments& args) {
   request.max_rule_bytes = args.max_input_mib << 20;
   int code = kExitFailed;
   try {
-    code = analyse_and_report(request, bundle, [&](const std::string& s) { progress.say(s); });
+    code = analyse_and_report(request, bundle, progress);
   } catch (...) {
     bundle_writer.join();
     throw;
