@@ -11,6 +11,7 @@
 
 #include "hangscope/cli/commands.h"
 #include "hangscope/cli/options.h"
+#include "hangscope/common/progress_meter.h"
 #include "hangscope/common/text.h"
 #include "hangscope/version.h"
 
@@ -21,7 +22,8 @@ void setup_logging(int verbosity, const std::string& level) {
   // Registered once per process: run() may be called again (the cli_files fuzz target).
   auto logger = spdlog::get("hangscope");
   if (!logger) logger = spdlog::stderr_color_mt("hangscope");
-  logger->set_pattern("%^hangscope: %l:%$ %v");
+  // On a terminal, a status line being shown is erased first (stderr_line_start()).
+  logger->set_pattern(std::string(stderr_line_start()) + "%^hangscope: %l:%$ %v");
   if (!level.empty()) {
     logger->set_level(spdlog::level::from_str(level));
   } else {
@@ -82,12 +84,16 @@ int run_command(const CommandRunner& runner) {
 
 }  // namespace
 
+// Both start with stderr_line_start(): on a terminal, a status line being shown is erased
+// first, never left in front of the message.
 void print_error(const std::string& message) {
-  std::cerr << "hangscope: error: " + printable(message) + "\n" << std::flush;
+  std::cerr << stderr_line_start() + std::string("hangscope: error: ") + printable(message) + "\n"
+            << std::flush;
 }
 
 void print_warning(const std::string& message) {
-  std::cerr << "hangscope: warning: " + printable(message) + "\n" << std::flush;
+  std::cerr << stderr_line_start() + std::string("hangscope: warning: ") + printable(message) + "\n"
+            << std::flush;
 }
 
 std::vector<std::string> given_options(const std::vector<const CLI::Option*>& options) {

@@ -76,18 +76,6 @@ std::string utc_stamp() {
   return buffer;
 }
 
-class Progress {
- public:
-  explicit Progress(bool quiet) : quiet_(quiet) {}
-  // `line` names nodes, files and agents' answers: shown through printable().
-  void say(const std::string& line) const {
-    if (!quiet_) std::cerr << "hangscope: " << printable(line) << "\n";
-  }
-
- private:
-  bool quiet_;
-};
-
 // The bundle of `answers`, saying which nodes were named apart from another of the same name.
 analysis::Bundle assemble(std::vector<analysis::NodeAnswer> answers, const Progress& progress) {
   std::vector<std::string> renamed;
@@ -104,13 +92,18 @@ analysis::Bundle from_files(const DiagnoseArguments& args, const Progress& progr
   };
   std::vector<Read> reads(args.files.size());
   std::atomic<std::size_t> next{0};
+  auto all = args.files.size() > 1 ? progress.start("reading snapshot files", "", args.files.size())
+                                   : ProgressMeter::Task();
   const auto work = [&] {
     for (std::size_t i = next++; i < args.files.size(); i = next++) {
       try {
-        reads[i].nodes = snapshot::read_file(args.files[i], args.max_input_mib << 20);
+        auto task = progress.start("reading", args.files[i]);
+        reads[i].nodes =
+            snapshot::read_file(args.files[i], args.max_input_mib << 20, Links::kFollow, &task);
       } catch (const std::exception& e) {  // nothing may escape a thread
         reads[i].error = e.what();
       }
+      all.add_done(1);
     }
   };
   std::vector<std::thread> workers;
@@ -119,6 +112,7 @@ analysis::Bundle from_files(const DiagnoseArguments& args, const Progress& progr
   for (std::size_t w = 1; w < parallel; ++w) workers.emplace_back(work);
   work();
   for (auto& w : workers) w.join();
+  all.end();
   // A node per file and node name in it; the same name in two files is two nodes, named apart.
   std::vector<analysis::NodeAnswer> answers;
   for (std::size_t i = 0; i < args.files.size(); ++i) {
@@ -172,12 +166,14 @@ analysis::Bundle from_agents(const Plan& plan, const DiagnoseArguments& args,
   std::vector<agent::AgentAnswer> answers(addresses.size());
   std::atomic<std::size_t> next{0};
   std::atomic<std::size_t> done{0};
+  auto waiting = progress.start("waiting for the agents' answers", "", addresses.size());
   std::mutex say;
   const auto work = [&] {
     for (std::size_t i = next++; i < addresses.size(); i = next++) {
       answers[i] = agent::collect_from(addresses[i], request);
       const auto& answer = answers[i];
       const auto finished = ++done;
+      waiting.add_done(1);
       if (answer.status != "ok" || addresses.size() <= 16 || finished % 256 == 0 ||
           finished == addresses.size()) {
         std::lock_guard<std::mutex> lock(say);
@@ -194,6 +190,7 @@ analysis::Bundle from_agents(const Plan& plan, const DiagnoseArguments& args,
   std::vector<std::thread> workers;
   for (std::size_t w = 0; w < std::min(kWorkers, addresses.size()); ++w) workers.emplace_back(work);
   for (auto& w : workers) w.join();
+  waiting.end();
   // A node is the agent that answered: its snapshots take its name, and two agents giving one
   // name (one --node-name on two nodes) are named apart by their addresses.
   std::vector<analysis::NodeAnswer> nodes;
@@ -219,9 +216,11 @@ analysis::Bundle from_local_node(const DiagnoseArguments& args, std::chrono::mil
   plan.interval = interval;
   plan.trigger_flight_dumps = args.trigger_fr_dump;
   plan.query_store = args.query_store;
+  auto sampling = progress.start("capturing samples", "", static_cast<std::uint64_t>(args.samples));
   capture::SeriesHooks hooks;
   hooks.wait_until = capture::sleep_until_unix;
   hooks.taken = [&](const snapshot::NodeSnapshot& sample) {
+    sampling.set_done(static_cast<std::uint64_t>(sample.sample_index + 1));
     progress.say("local sample " + std::to_string(sample.sample_index + 1) + "/" +
                  std::to_string(args.samples));
   };
@@ -289,6 +288,7 @@ void attach_job_logs(const DiagnoseArguments& args, analysis::Bundle& bundle,
         continue;
       }
       try {
+        auto task = progress.start("reading log", found.path);
         const auto log = found.error.empty() ? read_log_tail(found.path, kLogTail) : found;
         for (const auto& note : analysis::attach_logs(bundle, {log}, &kept)) {
           progress.say("log " + note);
@@ -323,8 +323,12 @@ analysis::Bundle from_flight_records(const DiagnoseArguments& args, const Progre
   const std::size_t found = files.size();
   // Each dump is read by the worker that parses it, and freed once parsed (not all at once).
   const std::size_t max_bytes = args.max_input_mib << 20;
-  auto bundle = analysis::postmortem_bundle(
-      std::move(files), [max_bytes](analysis::DumpFile& f) { read_dump(f, max_bytes); });
+  auto reading = progress.start("reading flight-recorder dumps", "", found);
+  auto bundle = analysis::postmortem_bundle(std::move(files), [&](analysis::DumpFile& f) {
+    read_dump(f, max_bytes);
+    reading.add_done(1);  // thread-safe: the meter's lock
+  });
+  reading.end();
   attach_job_logs(args, bundle, progress);
   std::size_t read = 0;
   for (const auto& node : bundle.nodes) {
@@ -366,7 +370,9 @@ analysis::Bundle from_cores(const DiagnoseArguments& args, const Progress& progr
         node.capture_unix_ns =
             static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
       }
+      auto task = progress.start("reading core file", file.path);
       snapshot::ProcessRecord record = capture::core_record(file.path, options);
+      task.end();
       if (!record.error.empty()) {
         print_error(record.error);
         bundle.nodes.push_back({file.path, std::nullopt, "error", record.error, 0});
@@ -500,7 +506,8 @@ int run_diagnose(const DiagnoseArguments& args) {
   std::thread bundle_writer([&] {
     PhaseTimer writing;
     try {
-      report::write_bundle_data(p.dir, bundle);
+      auto task = progress.start("writing the bundle");
+      report::write_bundle_data(p.dir, bundle, &task);
     } catch (const std::exception& e) {  // nothing may escape a thread
       bundle_failure = e.what();
     }
@@ -514,7 +521,7 @@ int run_diagnose(const DiagnoseArguments& args) {
   request.max_rule_bytes = args.max_input_mib << 20;
   int code = kExitFailed;
   try {
-    code = analyse_and_report(request, bundle, [&](const std::string& s) { progress.say(s); });
+    code = analyse_and_report(request, bundle, progress);
   } catch (...) {
     bundle_writer.join();
     throw;

@@ -29,7 +29,9 @@ struct ReportArguments {
 
 int run_report(const ReportArguments& args) {
   const std::size_t max_bytes = args.max_input_mib << 20;
-  const auto bundle = report::read_bundle(args.bundle, max_bytes);
+  // --ticket and --json: stdout is the document, stderr only errors.
+  const Progress progress(args.ticket || args.json);
+  const auto bundle = report::read_bundle(args.bundle, max_bytes, &progress.meter());
   for (const auto& node : bundle.nodes) {
     if (node.status == "error") print_error(node.error);
   }
@@ -39,11 +41,7 @@ int run_report(const ReportArguments& args) {
   request.rules_dir = args.rules_dir;
   request.output = args.ticket ? Output::kTicket : args.json ? Output::kJson : Output::kSummary;
   request.max_rule_bytes = max_bytes;
-  // --ticket and --json: stdout is the document, stderr only errors.
-  const bool quiet = args.ticket || args.json;
-  return analyse_and_report(request, bundle, [quiet](const std::string& s) {
-    if (!quiet) std::cerr << "hangscope: " << printable(s) << "\n";
-  });
+  return analyse_and_report(request, bundle, progress);
 }
 
 // The processes of the newest samples that could not be captured: "pid 12: why", at most 3.
@@ -80,17 +78,21 @@ bool any_rank_captured(const analysis::Analysis& analysis) {
 }  // namespace
 
 int analyse_and_report(const ReportRequest& request, const analysis::Bundle& bundle,
-                       const std::function<void(const std::string&)>& say) {
+                       const Progress& progress) {
   PhaseTimer timer;
   const auto rule_set =
       rules::load_rules(rules::kSystemRulesDir, request.rules_dir, request.max_rule_bytes);
   // Shown in every output mode: a rule file left out changes which verdicts can be reached.
   for (const auto& e : rule_set.errors) print_warning("skipped rule: " + e);
+  auto task = progress.start("analysing the snapshots");
   const auto analysis = diagnosis::diagnose(bundle, rule_set);
   timer.lap("analysis and rules");
-  for (const auto& note : report::write_reports(request.dir, bundle, analysis)) say(note);
+  task.stage("writing the reports");
+  const auto notes = report::write_reports(request.dir, bundle, analysis);
+  task.end();
+  for (const auto& note : notes) progress.say(note);
   timer.lap("report files");
-  say("report written to " + request.dir + "/report.md");
+  progress.say("report written to " + request.dir + "/report.md");
   print_result(request.dir, bundle, analysis, request.output);
   const auto failed = failed_inputs(bundle);
   if (!any_rank_captured(analysis)) {

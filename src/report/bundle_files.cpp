@@ -183,7 +183,8 @@ void make_bundle_dirs(const std::string& dir) {
   make_dir(in_bundle(dir, kSnapshotsDir));
 }
 
-void write_bundle_data(const std::string& dir, const analysis::Bundle& bundle) {
+void write_bundle_data(const std::string& dir, const analysis::Bundle& bundle,
+                       ProgressMeter::Task* task) {
   make_bundle_dirs(dir);
   std::map<std::string, std::vector<const snapshot::NodeSnapshot*>> per_node;
   for (const auto& s : bundle.snapshots) per_node[s.node_name].push_back(&s);
@@ -193,6 +194,7 @@ void write_bundle_data(const std::string& dir, const analysis::Bundle& bundle) {
   std::vector<const std::pair<const std::string, std::vector<const snapshot::NodeSnapshot*>>*>
       files;
   for (const auto& entry : per_node) files.push_back(&entry);
+  if (task != nullptr) task->stage("writing the bundle's snapshot files", files.size());
   std::atomic<std::size_t> next{0};
   std::mutex failure_mutex;
   std::string failure;
@@ -202,6 +204,7 @@ void write_bundle_data(const std::string& dir, const analysis::Bundle& bundle) {
         snapshot::write_file(
             in_bundle(dir, kSnapshotsDir) + "/" + file_name(files[i]->first) + extension,
             files[i]->second);
+        if (task != nullptr) task->add_done(1);
       } catch (const Error& e) {
         std::lock_guard<std::mutex> lock(failure_mutex);
         if (failure.empty()) failure = e.what();
@@ -264,7 +267,7 @@ std::vector<std::string> write_reports(const std::string& dir, const analysis::B
   return notes;
 }
 
-analysis::Bundle read_bundle(const std::string& dir, std::size_t max_bytes) {
+analysis::Bundle read_bundle(const std::string& dir, std::size_t max_bytes, ProgressMeter* meter) {
   analysis::Bundle bundle;
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) throw_errno("bundle " + printable(dir), errno);
@@ -306,7 +309,8 @@ analysis::Bundle read_bundle(const std::string& dir, std::size_t max_bytes) {
   }
   for (const auto& file : files) {
     try {
-      for (auto& node : snapshot::read_file(file, max_bytes, Links::kRefuse)) {
+      auto task = meter != nullptr ? meter->start("reading", file) : ProgressMeter::Task();
+      for (auto& node : snapshot::read_file(file, max_bytes, Links::kRefuse, &task)) {
         if (!statuses.count(node.node_name)) {
           statuses[node.node_name] = {node.node_name, std::nullopt, "ok", "", 0};
           bundle.nodes.push_back(statuses[node.node_name]);

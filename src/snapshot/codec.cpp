@@ -24,6 +24,7 @@
 #include "hangscope/collectives/flight_recorder.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
+#include "hangscope/common/progress_meter.h"
 #include "hangscope/common/text.h"
 #include "hangscope/v1/snapshot.pb.h"
 #include "hangscope/version.h"
@@ -738,36 +739,82 @@ void check_decode_cost(const std::string& bytes, bool binary, const std::string&
   }
 }
 
+// The file's bytes as protobuf reads them, a block at a time, counted into `task` ("parsing:
+// 45 MB of 100 MB"): what JsonStringToMessage and ParseFromString do, with progress.
+class CountingInput : public google::protobuf::io::ZeroCopyInputStream {
+ public:
+  CountingInput(const std::string& bytes, ProgressMeter::Task* task)
+      : in_(bytes.data(), static_cast<int>(bytes.size()), kBlock), task_(task) {}
+  bool Next(const void** data, int* size) override {
+    if (!in_.Next(data, size)) return false;
+    if (task_ != nullptr) task_->set_done(static_cast<std::uint64_t>(in_.ByteCount()));
+    return true;
+  }
+  void BackUp(int count) override { in_.BackUp(count); }
+  bool Skip(int count) override { return in_.Skip(count); }
+  std::int64_t ByteCount() const override { return in_.ByteCount(); }
+
+ private:
+  static constexpr int kBlock = 1 << 20;
+  google::protobuf::io::ArrayInputStream in_;
+  ProgressMeter::Task* task_;
+};
+
 // The file's bytes into `file`: binary protobuf when `binary`, else protobuf's JSON mapping.
 void parse_message(const std::string& bytes, bool binary, const std::string& path,
-                   v1::SnapshotFile& file, std::size_t max_input_bytes) {
+                   v1::SnapshotFile& file, std::size_t max_input_bytes, ProgressMeter::Task* task) {
+  if (task != nullptr) task->stage("checking");
   check_decode_cost(bytes, binary, path, max_input_bytes);
+  if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+    throw Error("snapshot file " + printable(path) + ": refused: larger than 2 GiB");
+  }
+  if (task != nullptr) task->stage("parsing", bytes.size(), ProgressMeter::Unit::kBytes);
   if (binary) {
-    if (!file.ParseFromString(bytes)) {
+    CountingInput in(bytes, task);
+    if (!file.ParseFromZeroCopyStream(&in)) {
       throw Error("snapshot file " + printable(path) +
                   ": not a hangscope snapshot (binary protobuf expected)");
     }
     return;
   }
+  // JsonStringToMessage is this conversion into binary, then ParseFromString: the same steps,
+  // with the JSON text read through the counting stream.
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = true;  // newer minor versions add fields
-  const auto status = google::protobuf::util::JsonStringToMessage(bytes, &file, options);
-  if (!status.ok()) {
-    // The parser's message may quote the file's bytes: escaped, never printed raw.
+  const std::unique_ptr<google::protobuf::util::TypeResolver> resolver(
+      google::protobuf::util::NewTypeResolverForDescriptorPool(
+          "type.googleapis.com", google::protobuf::DescriptorPool::generated_pool()));
+  std::string binary_form;
+  {
+    CountingInput in(bytes, task);
+    google::protobuf::io::StringOutputStream out(&binary_form);
+    const auto status = google::protobuf::util::JsonToBinaryStream(
+        resolver.get(), "type.googleapis.com/" + v1::SnapshotFile::descriptor()->full_name(), &in,
+        &out, options);
+    if (!status.ok()) {
+      // The parser's message may quote the file's bytes: escaped, never printed raw.
+      throw Error("snapshot file " + printable(path) +
+                  ": not a hangscope snapshot: " + printable(std::string(status.message())));
+    }
+  }
+  if (!file.ParseFromString(binary_form)) {
     throw Error("snapshot file " + printable(path) +
-                ": not a hangscope snapshot: " + printable(std::string(status.message())));
+                ": not a hangscope snapshot: JSON transcoder produced invalid protobuf output");
   }
 }
 
 std::vector<snapshot::NodeSnapshot> decode_file(const v1::SnapshotFile& file,
-                                                const std::string& path) {
+                                                const std::string& path,
+                                                ProgressMeter::Task* task) {
   if (file.snapshots_size() == 0) {
     throw Error("snapshot file " + printable(path) + ": holds no snapshot");
   }
+  if (task != nullptr) task->stage("decoding", static_cast<std::uint64_t>(file.snapshots_size()));
   std::vector<snapshot::NodeSnapshot> nodes;
   for (const auto& snapshot : file.snapshots()) {
     try {
       nodes.push_back(decode(snapshot));
+      if (task != nullptr) task->set_done(nodes.size());
     } catch (const Error& e) {
       throw Error("snapshot file " + printable(path) + ": " + printable(e.what()));
     }
@@ -799,15 +846,16 @@ std::vector<snapshot::NodeSnapshot> refused_if_too_large(const std::string& path
 }  // namespace
 
 std::vector<snapshot::NodeSnapshot> read_file(const std::string& path, std::size_t max_bytes,
-                                              Links links) {
+                                              Links links, ProgressMeter::Task* task) {
   return refused_if_too_large(path, [&] {
     v1::SnapshotFile file;
     {
+      if (task != nullptr) task->stage("reading");
       const std::string bytes =
           read_input_file(path, "snapshot file", max_bytes, InputKind::kRegularFile, links);
-      parse_message(bytes, is_binary(path), path, file, max_bytes);
+      parse_message(bytes, is_binary(path), path, file, max_bytes, task);
     }  // the bytes are freed before the snapshots are decoded
-    return decode_file(file, path);
+    return decode_file(file, path, task);
   });
 }
 
@@ -815,8 +863,8 @@ std::vector<snapshot::NodeSnapshot> parse_file(const std::string& bytes, bool bi
                                                const std::string& path) {
   return refused_if_too_large(path, [&] {
     v1::SnapshotFile file;
-    parse_message(bytes, binary, path, file, kDefaultMaxInputBytes);
-    return decode_file(file, path);
+    parse_message(bytes, binary, path, file, kDefaultMaxInputBytes, nullptr);
+    return decode_file(file, path, nullptr);
   });
 }
 

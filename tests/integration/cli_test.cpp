@@ -13,6 +13,7 @@
 
 #include "../unit/analysis_builders.h"
 #include "command.h"
+#include "hangscope/common/text.h"
 #include "hangscope/snapshot/codec.h"
 #include "target_process.h"
 
@@ -372,6 +373,49 @@ TEST(Cli, DiagnoseNamesApartTwoNodesOfOneName) {
   EXPECT_EQ(nlohmann::json::parse(again.out)["verdicts"][0]["diverged_ranks"],
             nlohmann::json::parse("[3]"));
   testing::run_command("rm -rf " + dir);
+}
+
+// The status line (docs/cli.md, "Progress"), on a phase slowed on purpose: two local samples
+// 2 s apart. On a terminal, a line redrawn in place names the phase and how far it is, and is
+// erased before the next message; with stderr in a file, no redraw (no carriage return, no
+// escape sequence) and one plain line for the phase. --quiet shows none of it.
+TEST(Cli, LongPhasesShowAStatusLineOnATerminalOnly) {
+  testing::TargetProcess target({NATIVE_TARGET});
+  target.wait_for_line("ready");
+  const std::string dir = testing::temp_path("cli-status-line");
+  const std::string diagnose = std::string(HANGSCOPE_BINARY) + " diagnose --pid " +
+                               std::to_string(target.pid()) + " --samples 2 --interval 2s -o ";
+
+  const auto tty = testing::run_on_terminal(diagnose + dir + "-terminal");
+  // Drawn in place (\r, erase to the end of the line) once the phase has lasted a second.
+  const std::string drawn = "\rhangscope: capturing samples: 1 of 2 (1 s)\x1b[K";
+  const auto at = tty.out.find(drawn);
+  ASSERT_NE(at, std::string::npos) << tty.out;
+  EXPECT_EQ(tty.out.find("capturing samples"), at + 12) << "nothing before a second: " << tty.out;
+  // Erased before the next message: that line starts on a clean line.
+  EXPECT_NE(tty.out.find("\r\x1b[Khangscope: local sample 2/2", at), std::string::npos) << tty.out;
+  // At most ten draws a second: the phase lasts about 2 s, about one of them shown.
+  std::size_t draws = 0;
+  for (auto i = tty.out.find("\rhangscope: capturing"); i != std::string::npos;
+       i = tty.out.find("\rhangscope: capturing", i + 1)) {
+    ++draws;
+  }
+  EXPECT_LE(draws, 30u) << tty.out;
+
+  const auto piped = testing::run_command(diagnose + dir + "-piped");
+  EXPECT_EQ(piped.err.find('\r'), std::string::npos) << piped.err;
+  EXPECT_EQ(piped.err.find('\x1b'), std::string::npos) << piped.err;
+  std::size_t lines = 0;
+  for (const auto& line : split_lines(piped.err)) {
+    lines += line.rfind("hangscope: capturing samples", 0) == 0 ? 1 : 0;
+  }
+  EXPECT_EQ(lines, 1u) << piped.err;
+  EXPECT_NE(piped.err.find("hangscope: capturing samples (1 of 2)...\n"), std::string::npos)
+      << piped.err;
+
+  const auto quiet = testing::run_on_terminal(diagnose + dir + "-quiet --quiet");
+  EXPECT_EQ(quiet.out.find("capturing samples"), std::string::npos) << quiet.out;
+  testing::run_command("rm -rf " + dir + "-terminal " + dir + "-piped " + dir + "-quiet");
 }
 
 }  // namespace

@@ -134,12 +134,24 @@ TEST(GlooCapture, MergedStacksShowThePythonCallSitesAndTheirLocals) {
   EXPECT_EQ(local(*barrier, "group"), "None");                    // the default group
   EXPECT_EQ(local(*barrier, "default_pg"), "<process group 0>");  // known from the registry
 
-  const auto other = capture::capture_process(diverged, options);
-  const auto& other_main = other.threads.front();
-  const auto* load = python_frame(other_main, "load_weights");
-  ASSERT_NE(load, nullptr) << testing::describe_stack(other_main);
+  // The diverged rank too prints before it waits: read it until it waits in store.wait (it
+  // legitimately moves from its line to there; on a loaded machine one read came first).
+  const int store_wait = script_line("store.wait([key], datetime.timedelta(hours=1))");
+  model::ProcessDump other;
+  const model::Frame* load = nullptr;
+  const bool waits = testing::eventually(
+      [&] {
+        other = capture::capture_process(diverged, options);
+        load =
+            other.threads.empty() ? nullptr : python_frame(other.threads.front(), "load_weights");
+        return load != nullptr && load->line == store_wait;
+      },
+      std::chrono::seconds(60));
+  ASSERT_FALSE(other.threads.empty());
+  ASSERT_NE(load, nullptr) << testing::describe_stack(other.threads.front());
+  EXPECT_TRUE(waits) << testing::describe_stack(other.threads.front());
   EXPECT_EQ(local(*load, "key"), "'weights/1/ready'");
-  EXPECT_EQ(load->line, script_line("store.wait([key], datetime.timedelta(hours=1))"));
+  EXPECT_EQ(load->line, store_wait);
 }
 
 }  // namespace
@@ -176,11 +188,20 @@ TEST(GlooCores, DiagnoseCoresOfAHungJobNamesTheDivergedRankZero) {
         job.wait_for_line("rank " + std::to_string(r) + " pid", std::chrono::seconds(120))));
   }
   model::ProcessDump live;  // rank 1, just before its core
+  // Every rank prints before it waits: the cores are taken once all three wait where the verdict
+  // expects them (ranks 1 and 2 in gloo's barrier, rank 0 in load_weights' store.wait), not
+  // while one is still on its way there.
+  const int store_wait = script_line("store.wait([key], datetime.timedelta(hours=1))");
   ASSERT_TRUE(testing::eventually(
       [&] {
         live = capture::capture_process(pids[1], {});
+        const auto diverged = capture::capture_process(pids[0], {});
+        const auto* load = diverged.threads.empty()
+                               ? nullptr
+                               : python_frame(diverged.threads.front(), "load_weights");
         return thread_with(live, "gloo::barrier") != nullptr &&
-               thread_with(capture::capture_process(pids[2], {}), "gloo::barrier") != nullptr;
+               thread_with(capture::capture_process(pids[2], {}), "gloo::barrier") != nullptr &&
+               load != nullptr && load->line == store_wait;
       },
       std::chrono::seconds(60)));
   for (const pid_t pid : pids) {

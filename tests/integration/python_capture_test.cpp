@@ -277,6 +277,9 @@ TEST(PythonCaptureNamespaces, TargetInItsOwnPidNamespace) {
   ASSERT_TRUE(children.text);
   const pid_t python_pid = std::atoi(children.text->c_str());
   ASSERT_GT(python_pid, 0);
+  // PythonTarget waited for unshare's threads to settle, not the interpreter's: its reporter
+  // thread parks after printing "ready", and is read once it has.
+  ASSERT_TRUE(testing::wait_until_settled(python_pid));
   EXPECT_EQ(target.truth["pid"], 1);  // pid 1 inside its namespace
   const auto dump = capture::capture_process(python_pid, {});
   EXPECT_TRUE(dump.notes.empty()) << dump.notes.front();

@@ -1,10 +1,16 @@
 #include "command.h"
 
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 
 #include "target_process.h"
 
@@ -27,6 +33,49 @@ CommandResult run_command(const std::string& shell_command) {
     std::fclose(err);
   }
   ::unlink(err_path.c_str());
+  return result;
+}
+
+CommandResult run_on_terminal(const std::string& shell_command, int timeout_seconds,
+                              unsigned short columns) {
+  CommandResult result;
+  winsize size{};
+  size.ws_row = 50;
+  size.ws_col = columns;
+  int master = -1;
+  const pid_t child = ::forkpty(&master, nullptr, nullptr, &size);
+  if (child < 0) return result;
+  if (child == 0) {
+    ::setenv("TERM", "xterm", 1);
+    ::execl("/bin/sh", "sh", "-c", shell_command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // forkpty made the child a session (and process group) leader: killing -child ends all of it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
+  std::array<char, 4096> buffer;
+  bool timed_out = false;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd fd{master, POLLIN, 0};
+    const int ready = ::poll(&fd, 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) continue;
+    const ssize_t n = ::read(master, buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // EIO: every process holding the terminal has closed it
+    result.out.append(buffer.data(), static_cast<std::size_t>(n));
+  }
+  if (timed_out) ::kill(-child, SIGKILL);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  ::close(master);
+  result.exit_code = !timed_out && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
 }
 

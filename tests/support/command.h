@@ -13,4 +13,10 @@ struct CommandResult {
 
 CommandResult run_command(const std::string& shell_command);
 
+// Runs `shell_command` with stdin, stdout and stderr on a pseudo-terminal of `columns` columns
+// (TERM=xterm): out holds every byte the terminal received, err is empty. The command is killed
+// (its process group) when it has not ended within `timeout_seconds` (exit_code -1).
+CommandResult run_on_terminal(const std::string& shell_command, int timeout_seconds = 120,
+                              unsigned short columns = 200);
+
 }  // namespace hangscope::testing

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "hangscope/analysis/analysis.h"
+#include "hangscope/cli/progress.h"
 
 namespace hangscope::cli {
 
@@ -57,8 +58,9 @@ struct ReportRequest {
 // returns the exit code (design.md): 3 when a verdict was reached; 1 when no rank was found
 // anywhere, or when an input failed and the rest shows no hang (the report still comes out);
 // 0 only when ranks were looked at and nothing was found. Errors go to stderr as such.
+// The analysis and the report files are phases of `progress`.
 int analyse_and_report(const ReportRequest& request, const analysis::Bundle& bundle,
-                       const std::function<void(const std::string&)>& say);
+                       const Progress& progress);
 
 // The result of an analysis on stdout, as `output` says (`dir` holds the written reports).
 void print_result(const std::string& dir, const analysis::Bundle& bundle,

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "hangscope/common/files.h"
+#include "hangscope/common/progress_meter.h"
 #include "hangscope/snapshot/node_snapshot.h"
 
 namespace hangscope::v1 {
@@ -42,10 +43,12 @@ void write_file(const std::string& path, const std::vector<const snapshot::NodeS
 // (docs/reliability.md). A file whose decoding is estimated (from its bytes, before parsing) at
 // more than 8 (JSON) or 64 (binary) times its size, or 8 times max_bytes, is refused, as is one
 // that runs out of memory (std::bad_alloc): the error names the file, and the caller goes on
-// with the others.
+// with the others. With `task`, its steps are shown as they go (reading, checking, parsing: bytes
+// of the file, decoding: snapshots).
 std::vector<snapshot::NodeSnapshot> read_file(const std::string& path,
                                               std::size_t max_bytes = kDefaultMaxInputBytes,
-                                              Links links = Links::kFollow);
+                                              Links links = Links::kFollow,
+                                              ProgressMeter::Task* task = nullptr);
 
 // What read_file does with the file's bytes: binary protobuf when `binary` (a .pb file), else
 // protobuf's JSON mapping; `path` names the file in errors. Throws hangscope::Error.
