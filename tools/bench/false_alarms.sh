@@ -44,7 +44,7 @@ for rhythm in "${rhythms[@]}"; do
 done
 echo "## False alarms on healthy jobs"
 echo
-echo "\`tools/bench/false_alarms.sh $runs\` ($(date -u +%Y-%m-%d), $(git rev-parse --short HEAD)): a healthy"
+echo "\`tools/bench/false_alarms.sh $runs\` ($(date -u +%Y-%m-%d), $("$hangscope" --version | head -n 1)): a healthy"
 echo "2-node job of 4 gloo ranks (vLLM model steps, TP 2 x PP 2, torchrun) at each step rhythm,"
 echo "diagnosed through the agents with \`--samples 3 --interval 1s\`; a run that does not exit 0"
 echo "is a false alarm."
