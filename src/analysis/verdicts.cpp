@@ -9,6 +9,7 @@
 
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/analysis/rank_set.h"
+#include "hangscope/common/text.h"
 #include "hangscope/facts/fact_keys.h"
 
 namespace hangscope::analysis {
@@ -487,6 +488,38 @@ void add_transport_facts(const Job& job, const std::vector<const RankEntry*>& ra
         v.evidence.push_back(r->node + " " + key + ": " + it->second);
       }
     }
+  }
+  // The connections' queues: a link that lost its traffic leaves bytes the peer never
+  // acknowledged, and retransmission timeouts that keep growing.
+  bool sockets_read = false, backlog = false;
+  for (const auto* r : ranks) {
+    const auto* p = r->latest();
+    if (p == nullptr || !p->dump) continue;
+    std::uint64_t unacknowledged = 0, timeouts = 0;
+    std::set<std::string> peers;
+    for (const auto& socket : p->dump->sockets) {
+      if (socket.family != model::Socket::Family::kTcp || socket.state != "established") continue;
+      sockets_read = true;
+      if (socket.tx_queue == 0 && socket.retransmits == 0) continue;
+      unacknowledged += socket.tx_queue;
+      timeouts += socket.retransmits;
+      peers.insert(socket.remote.substr(0, socket.remote.rfind(':')));
+    }
+    if (peers.empty()) continue;
+    backlog = true;
+    v.evidence.push_back("rank " + std::to_string(*r->rank) + " (" + r->node +
+                         "): " + std::to_string(unacknowledged) +
+                         " bytes sent that the peer has not acknowledged and " +
+                         std::to_string(timeouts) + " retransmission timeouts on its TCP " +
+                         "connections to " +
+                         join(std::vector<std::string>(peers.begin(), peers.end()), ", ", 4) +
+                         ": the network between them drops the traffic");
+  }
+  if (sockets_read && !backlog && job.tcp_meshed) {
+    v.evidence.push_back(
+        "no TCP connection of these ranks holds unacknowledged data: what was sent arrived, so "
+        "the stall is in the processes that should answer (their transport threads) rather "
+        "than in the network");
   }
   if (job.tcp_meshed) {
     const bool all_connected = std::all_of(ranks.begin(), ranks.end(), [](const RankEntry* r) {

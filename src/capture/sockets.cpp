@@ -213,6 +213,9 @@ std::vector<model::Socket> read_sockets(pid_t pid, std::vector<std::string>& not
         s.state = t.state;
         s.local = t.local();
         s.remote = t.remote();
+        s.tx_queue = t.tx_queue;
+        s.rx_queue = t.rx_queue;
+        s.retransmits = t.retransmits;
         described[t.inode] = std::move(s);
       }
       for (const auto& n : tcp_notes) notes.push_back("sockets: " + n);

@@ -234,6 +234,11 @@ std::vector<TcpSocket> parse_proc_net_tcp(const std::string& text) {
       std::tie(s.remote_ip, s.remote_port) = endpoint_from_hex(remote);
       s.state = state_name(static_cast<unsigned>(std::stoul(state, nullptr, 16)));
       s.inode = inode;
+      const auto colon = queues.find(':');
+      if (colon == std::string::npos) throw Error("no tx_queue:rx_queue in " + queues);
+      s.tx_queue = static_cast<std::uint32_t>(std::stoul(queues.substr(0, colon), nullptr, 16));
+      s.rx_queue = static_cast<std::uint32_t>(std::stoul(queues.substr(colon + 1), nullptr, 16));
+      s.retransmits = static_cast<std::uint32_t>(std::stoul(retransmits, nullptr, 16));
       out.push_back(std::move(s));
     } catch (const std::exception& e) {
       throw Error("line " + std::to_string(line_number) + ": " + e.what() + ": " + line);

@@ -89,6 +89,9 @@ nlohmann::json socket_to_json(const model::Socket& socket) {
     out["family"] = "tcp";
     out["local"] = socket.local;
     out["remote"] = socket.remote;
+    out["tx_queue"] = socket.tx_queue;
+    out["rx_queue"] = socket.rx_queue;
+    out["retransmits"] = socket.retransmits;
   }
   return out;
 }

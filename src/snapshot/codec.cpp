@@ -284,6 +284,9 @@ void encode_socket(const model::Socket& s, v1::Socket& out) {
   out.set_peer_inode(s.peer_inode);
   out.set_local(valid_utf8(s.local));
   out.set_remote(valid_utf8(s.remote));
+  out.set_tx_queue(s.tx_queue);
+  out.set_rx_queue(s.rx_queue);
+  out.set_retransmits(s.retransmits);
 }
 
 void encode_dump(const model::ProcessDump& dump, v1::ProcessSnapshot& p, StackTable& stacks) {
@@ -464,6 +467,9 @@ model::Socket decode_socket(const v1::Socket& in) {
   s.peer_inode = in.peer_inode();
   s.local = in.local();
   s.remote = in.remote();
+  s.tx_queue = in.tx_queue();
+  s.rx_queue = in.rx_queue();
+  s.retransmits = in.retransmits();
   return s;
 }
 

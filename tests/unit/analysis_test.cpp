@@ -340,7 +340,20 @@ TEST(Verdicts, EveryRankStuckInOneCollectiveIsATransportStall) {
     state.groups[0].group_rank = r;
     job.rank(r, barrier_stack()).probes(r, 24, 0).distributed(r, state);
   }
-  const auto bundle = job.bundle();  // the analysis points into it
+  auto bundle = job.bundle();  // the analysis points into it
+  // Rank 2's connection to rank 0 holds bytes the peer never acknowledged.
+  model::Socket socket;
+  socket.family = model::Socket::Family::kTcp;
+  socket.state = "established";
+  socket.local = "203.0.113.2:41000";
+  socket.remote = "203.0.113.1:38000";
+  socket.tx_queue = 1024;
+  socket.retransmits = 3;
+  for (auto& s : bundle.snapshots) {
+    for (auto& p : s.processes) {
+      if (p.identity.rank == 2) p.dump->sockets.push_back(socket);
+    }
+  }
   const auto a = diagnosis::diagnose(bundle);
   ASSERT_EQ(a.verdicts.size(), 1u) << a.conclusion;
   const auto& v = a.verdicts[0];
@@ -355,6 +368,10 @@ TEST(Verdicts, EveryRankStuckInOneCollectiveIsATransportStall) {
   EXPECT_NE(evidence.find("sequence number unchanged at 1804289391"), std::string::npos)
       << evidence;
   EXPECT_NE(evidence.find("none of 192 probes"), std::string::npos) << evidence;
+  EXPECT_NE(evidence.find("rank 2 (node1): 1024 bytes sent that the peer has not acknowledged "
+                          "and 3 retransmission timeouts on its TCP connections to 203.0.113.1"),
+            std::string::npos)
+      << evidence;
   EXPECT_EQ(v.membership, "memory");
 }
 

@@ -131,7 +131,7 @@ TEST(Network, ProcNetTcpRows) {
       "timeout inode\n"
       "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        "
       "0 12345 1 0000000000000000 100 0 0 10 0\n"
-      "   1: 026433C6:A2C4 016433C6:7149 01 00000000:00000000 02:000A7B2C 00000000     0        "
+      "   1: 026433C6:A2C4 016433C6:7149 01 00000400:0000001C 01:000000F6 00000005     0        "
       "0 12346 2 0000000000000000 20 4 30 10 -1\n";
   const auto rows = parse_proc_net_tcp(tcp);
   ASSERT_EQ(rows.size(), 2u);
@@ -141,6 +141,12 @@ TEST(Network, ProcNetTcpRows) {
   EXPECT_EQ(rows[1].remote(), "198.51.100.1:29001");
   EXPECT_EQ(rows[1].state, "established");
   EXPECT_EQ(rows[1].inode, 12346u);
+  // A connection whose link lost its traffic: 1,024 bytes unacknowledged, 5 retransmission
+  // timeouts; 28 bytes not yet read.
+  EXPECT_EQ(rows[1].tx_queue, 1024u);
+  EXPECT_EQ(rows[1].rx_queue, 28u);
+  EXPECT_EQ(rows[1].retransmits, 5u);
+  EXPECT_EQ(rows[0].tx_queue, 0u);
   const std::string tcp6 =
       "  sl  local_address                         remote_address                        st "
       "tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"

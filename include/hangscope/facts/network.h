@@ -18,6 +18,9 @@ struct TcpSocket {
   int local_port = 0, remote_port = 0;
   std::string state;  // "established", "listen", "syn-sent", "close-wait", … (lowercase)
   std::uint64_t inode = 0;
+  std::uint32_t tx_queue = 0;     // bytes sent and not yet acknowledged (or not yet sent)
+  std::uint32_t rx_queue = 0;     // bytes received and not yet read
+  std::uint32_t retransmits = 0;  // unrecovered retransmission timeouts
   std::string local() const;  // "198.51.100.2:41234", "[::1]:80"
   std::string remote() const;
 };

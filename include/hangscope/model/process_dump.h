@@ -186,6 +186,11 @@ struct Socket {
   std::string path;
   std::uint64_t peer_inode = 0;  // unix: the other end's inode (0: none, or unknown)
   std::string local, remote;     // tcp: "10.0.0.1:5555", "[::1]:80"
+  // tcp: bytes not yet acknowledged by the peer, bytes not yet read by the process, and the
+  // unrecovered retransmission timeouts (a link that lost its traffic keeps them growing).
+  std::uint32_t tx_queue = 0;
+  std::uint32_t rx_queue = 0;
+  std::uint32_t retransmits = 0;
 
   bool operator==(const Socket&) const = default;
 };
