@@ -91,8 +91,8 @@ std::uint64_t cpu_ticks(const snapshot::ProcessRecord& p) {
   return p.utime_ticks + p.stime_ticks;
 }
 
-// The depth (0: outermost) of the Python frame a thread waits in, on its stack in `process`;
-// nullopt when the wait has no Python frame there.
+// The depth (0: outermost) of the Python frame `thread` waits in; nullopt when the wait has no
+// Python frame on its stack.
 std::optional<std::size_t> wait_depth(const model::ThreadDump* thread,
                                       const waits::WaitPoint& wait) {
   if (thread == nullptr || !wait.python) return std::nullopt;

@@ -1,7 +1,9 @@
 #include "hangscope/capture/process_capture.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <map>
+#include <set>
 
 #include "hangscope/capture/sockets.h"
 #include "hangscope/common/diagnostic.h"
@@ -84,15 +86,43 @@ std::vector<native::ThreadCopy> list_without_stopping(const proc::ProcessFs& fs)
   return threads;
 }
 
+bool same_frames(const std::vector<python::PyFrame>& a, const std::vector<python::PyFrame>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
+    return x.function == y.function && x.file == y.file && x.line == y.line;
+  });
+}
+
+// The Python threads (by thread state) whose frames a second read finds changed: they ran
+// while read, and a read of a running thread can follow a frame just popped and reused into a
+// chain that looks whole but is not its stack.
+std::set<std::uint64_t> moving_threads(const std::vector<python::PyThread>& read,
+                                       PythonSession& python) {
+  std::set<std::uint64_t> moving;
+  std::vector<python::PyThread> again;
+  try {
+    again = python.read_threads(/*locals=*/false, 1);
+  } catch (const Error&) {
+    return moving;
+  }
+  for (const auto& t : read) {
+    const auto it = std::find_if(again.begin(), again.end(),
+                                 [&](const python::PyThread& x) { return x.tstate == t.tstate; });
+    if (it == again.end() || !same_frames(t.frames, it->frames)) moving.insert(t.tstate);
+  }
+  return moving;
+}
+
 // A thread that runs through Python calls faster than its frames can be read (a spin loop
-// calling a small function) tears every live read: such a thread is stopped once more, alone,
-// for a read of its frames. Returns the longest of these pauses.
+// calling a small function) tears live reads, some visibly (torn), some not (`moving`): such a
+// thread is stopped once more, alone, for a read of its frames. Returns the longest of these
+// pauses.
 std::chrono::nanoseconds reread_torn_threads(std::vector<python::PyThread>& threads,
+                                             const std::set<std::uint64_t>& moving,
                                              PythonSession& python, ThreadMatcher& matcher,
                                              const CaptureOptions& options) {
   std::chrono::nanoseconds longest{0};
   for (auto& thread : threads) {
-    if (!python::torn(thread)) continue;
+    if (!python::torn(thread) && !moving.count(thread.tstate)) continue;
     const auto tid = matcher.host_tid(thread);
     if (!tid) continue;
     std::vector<python::PyThread> again;
@@ -184,7 +214,8 @@ model::ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
   if (copies.empty()) throw Error(pid_label(pid, leader.comm) + " exited during capture");
   phases.lap("threads stopped and copied");
   // Everything below runs with every thread running again.
-  if (python && !python_read) read_python(3);
+  const bool python_read_running = python && !python_read;
+  if (python_read_running) read_python(3);
   phases.lap("Python stacks");
   if (!python_error.empty()) dump.notes.push_back("Python stacks unavailable: " + python_error);
 
@@ -204,8 +235,11 @@ model::ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
   if (python && !py_threads.empty()) {
     ThreadMatcher matcher(copies, live);
     if (options.stacks != StackKinds::kPythonOnly) {
-      dump.max_paused =
-          std::max(dump.max_paused, reread_torn_threads(py_threads, *python, matcher, options));
+      // Read while running (each mode): the threads that moved meanwhile are read stopped.
+      const auto moving =
+          python_read_running ? moving_threads(py_threads, *python) : std::set<std::uint64_t>{};
+      dump.max_paused = std::max(
+          dump.max_paused, reread_torn_threads(py_threads, moving, *python, matcher, options));
     }
     attach_python(dump, py_threads, matcher, python->interpreter().module_path, options.stacks);
     if (tasks) attach_tasks(dump, std::move(*tasks), py_threads, matcher);

@@ -102,22 +102,23 @@ void ProcessProbe::probe() {
       moved = moved || *k < threads_.at(t.thread_id).reference.size();
     }
   }
-  // A thread that seems to stand elsewhere is read once more at once: one that left its wait
-  // is still there a moment later, while a read that caught a spinning thread's frames
-  // mid-change is not repeated. The deeper of the two reads counts.
+  // A thread that seems to stand elsewhere is read once more at once, and counts only when both
+  // reads agree: a read that caught a spinning thread's frame chain mid-change (a stale frame
+  // linked to an outer one) is not repeated, while a thread that left its wait is still there
+  // a moment later. One that moved on between the two reads is not counted either way.
   if (moved) {
     std::map<std::uint64_t, std::uint32_t> again;
     for (const auto& t : read()) {
       if (const auto k = kept_by(t)) again[t.thread_id] = *k;
     }
     for (auto it = kept.begin(); it != kept.end();) {
+      const bool whole = it->second == threads_.at(it->first).reference.size();
       const auto second = again.find(it->first);
-      if (second == again.end()) {
-        it = kept.erase(it);  // not read whole twice: no probe of it
-        continue;
+      if (whole || (second != again.end() && second->second == it->second)) {
+        ++it;
+      } else {
+        it = kept.erase(it);
       }
-      it->second = std::max(it->second, second->second);
-      ++it;
     }
   }
   for (const auto& [id, k] : kept) threads_.at(id).tally.count(k);

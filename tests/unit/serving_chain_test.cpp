@@ -402,18 +402,25 @@ TEST(ServingChain, WithoutLocalsTheEngineWaitsForItsWorkers) {
       << a.verdicts.front().summary;
 }
 
-TEST(ServingChain, AnIdleHealthyServerHasNoVerdict) {
+// A server with no request in flight: its workers idle in the broadcast ring, the engine core's
+// busy loop in `engine`, the API server's tasks its own only.
+Bundle server_without_requests(std::vector<model::Frame> (*engine)()) {
   JobBuilder b(4, "127.0.0.1:40123");
   b.parent(kEnginePid);
   for (int r = 0; r < 4; ++r)
     b.rank(r, worker_idle_in_ring(), 'S', 0, 4).distributed(r, world(r, 4));
   auto bundle = b.bundle();
   Front front;
-  front.engine = [](int) { return engine_idle(); };
+  front.engine = [engine](int) { return engine(); };
   front.tasks = [](int) {
     return std::vector<model::AsyncTask>{server_task(), output_handler_task()};
   };
   add_front(bundle, front);
+  return bundle;
+}
+
+TEST(ServingChain, AnIdleHealthyServerHasNoVerdict) {
+  const auto bundle = server_without_requests(engine_idle);
   const auto a = diagnosis::diagnose(bundle);
   EXPECT_TRUE(a.verdicts.empty()) << a.verdicts.front().id << ": " << a.verdicts.front().summary;
   ASSERT_EQ(a.serving.size(), 1u);
@@ -441,17 +448,7 @@ std::vector<model::Frame> engine_in_dp_all_reduce() {
 }
 
 TEST(ServingChain, ADpEngineCoreInItsDpAllReduceIsBlockedNotIdle) {
-  JobBuilder b(4, "127.0.0.1:40123");
-  b.parent(kEnginePid);
-  for (int r = 0; r < 4; ++r)
-    b.rank(r, worker_idle_in_ring(), 'S', 0, 4).distributed(r, world(r, 4));
-  auto bundle = b.bundle();
-  Front front;
-  front.engine = [](int) { return engine_in_dp_all_reduce(); };
-  front.tasks = [](int) {
-    return std::vector<model::AsyncTask>{server_task(), output_handler_task()};
-  };
-  add_front(bundle, front);
+  const auto bundle = server_without_requests(engine_in_dp_all_reduce);
   const auto a = diagnosis::diagnose(bundle);
   ASSERT_EQ(a.serving.size(), 1u);
   EXPECT_EQ(a.serving[0].engines[0].activity, "blocked");
