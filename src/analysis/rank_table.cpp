@@ -242,7 +242,7 @@ Progress measure_progress(const RankEntry& entry) {
   } else if (!peer_wait) {
     // No wait on peers: CPU time is its work. Wake-ups alone are none: a known wait that polls
     // (an idle event loop, a sleep loop) wakes up all the time and stays where it is.
-    progress.progressing = !spin && progress.cpu_grew;
+    progress.progressing = progress.cpu_grew;  // (every spin wait is a wait on peers)
   } else if (!spin && progress.cpu_grew && !progress.sequence_last) {
     // On CPU inside a collective or a receive at every look: a loop with no pause that the
     // probes never caught outside, or a wait that spins (NCCL). Only a sequence number tells.
