@@ -251,8 +251,22 @@ std::string read_input_file(const std::string& path, const std::string& what, st
 }
 
 std::optional<std::vector<std::string>> list_directory(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return std::nullopt;
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  int error = 0;
+  auto names = list_directory_at(fd, &error);
+  ::close(fd);
+  return names;
+}
+
+std::optional<std::vector<std::string>> list_directory_at(int dir_fd, int* error) {
+  const int copy = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);  // closedir closes its descriptor
+  DIR* d = copy < 0 ? nullptr : ::fdopendir(copy);
+  if (d == nullptr) {
+    *error = errno;
+    if (copy >= 0) ::close(copy);
+    return std::nullopt;
+  }
   std::vector<std::string> names;
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;

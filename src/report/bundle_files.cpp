@@ -99,21 +99,10 @@ bool is_bundle_file_name(std::string_view name) {
 
 // The entries of an open directory, sorted; throws naming `dir` (an -o directory).
 std::vector<std::string> entries_of(int dir_fd, const std::string& dir) {
-  const int copy = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
-  DIR* d = copy < 0 ? nullptr : ::fdopendir(copy);
-  if (d == nullptr) {
-    const int err = errno;
-    if (copy >= 0) ::close(copy);
-    throw_errno("-o " + printable(dir) + ": cannot list it", err);
-  }
-  std::vector<std::string> names;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (name != "." && name != "..") names.push_back(name);
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
-  return names;
+  int error = 0;
+  auto names = list_directory_at(dir_fd, &error);
+  if (!names) throw_errno("-o " + printable(dir) + ": cannot list it", error);
+  return std::move(*names);
 }
 
 bool is_regular_at(int dir_fd, const std::string& name) {

@@ -139,6 +139,9 @@ std::string describe_file_type(mode_t mode);
 // The entry names of a directory (without "." and ".."), sorted; nullopt when it cannot be
 // opened.
 std::optional<std::vector<std::string>> list_directory(const std::string& dir);
+// The same for a directory already open (`dir_fd` stays open and is not moved); nullopt with
+// the reason in *error (errno) when it cannot be listed.
+std::optional<std::vector<std::string>> list_directory_at(int dir_fd, int* error);
 
 // An output file written whole, then put in place: a new file is created beside `path`
 // (openat O_CREAT|O_EXCL|O_NOFOLLOW, `mode`) and renamed over it (renameat) by commit(). Whatever
