@@ -10,6 +10,9 @@
 #   build/areas/NAME/hangscope/NAME -> include/hangscope/NAME. An upward include does not
 #   compile ("hangscope/analysis/...: No such file"); tools/check-layers.py names it clearly
 #   in the unit tier.
+# - A dependency is linked PRIVATE unless the area's public headers include it: an area sees the
+#   headers of the areas it declares, and of those their public headers need, never the whole
+#   closure below it. check-layers.py holds every include to the declared edges.
 # - The graph is written to build/areas.txt (one "NAME: DEPENDS..." line per area, bottom-up)
 #   for the layering check and docs/architecture.md.
 set(HANGSCOPE_AREAS_FILE ${CMAKE_BINARY_DIR}/areas.txt)
@@ -38,8 +41,22 @@ function(hangscope_area name)
     file(CREATE_LINK ${headers} ${root}/hangscope/${name} SYMBOLIC)
   endif()
   target_include_directories(${target} PUBLIC ${root} PRIVATE ${PROJECT_SOURCE_DIR}/src/${name})
-  list(TRANSFORM AREA_DEPENDS PREPEND hangscope_ OUTPUT_VARIABLE dependency_targets)
-  target_link_libraries(${target} PUBLIC ${dependency_targets} ${AREA_LINK})
+  # A dependency is linked PUBLIC only when the area's own public headers include its headers
+  # (then every user of the area needs them too); otherwise PRIVATE, so an area above sees only
+  # the areas it declares itself.
+  file(GLOB_RECURSE public_headers CONFIGURE_DEPENDS ${headers}/*.h)
+  foreach(dependency IN LISTS AREA_DEPENDS)
+    set(scope PRIVATE)
+    foreach(header IN LISTS public_headers)
+      file(STRINGS ${header} uses REGEX "#include \"hangscope/${dependency}/")
+      if(uses)
+        set(scope PUBLIC)
+        break()
+      endif()
+    endforeach()
+    target_link_libraries(${target} ${scope} hangscope_${dependency})
+  endforeach()
+  target_link_libraries(${target} PUBLIC ${AREA_LINK})
   hangscope_warnings(${target})
 
   set_property(GLOBAL APPEND PROPERTY HANGSCOPE_AREAS ${name})

@@ -12,13 +12,15 @@ analysis on kept inputs and compares the whole report.json. The cases (tests/fix
 - the kept fixtures of other tests, named in EXTRA_CASES below: an old schema's snapshot file,
   an old bundle (`hangscope report`), flight-recorder dumps (`diagnose --flight-records`).
 Inputs are given by paths relative to the repository, so names in the report do not depend on
-where the checkout lives. Only the writer's version is masked. A change that moves an expected
+where the checkout lives. The writer's version and the scratch directory are masked; inputs the
+command would change (a bundle's reports) or whose file times count (dumps) are copied there first. A change that moves an expected
 report on purpose reruns this with --update and says why in its commit.
 """
 
 import difflib
 import gzip
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -28,6 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = Path("tests/fixtures/golden")
 FLIGHT = "tests/fixtures/flight_recorder/postmortem"
+# Every post-mortem dump is given this mtime (a checkout's file times are when it was made).
+DUMP_MTIME = 1_764_547_200  # 2025-12-01T00:00:00Z
 
 # case name -> the command's arguments after the binary (paths relative to the repository).
 EXTRA_CASES = {
@@ -42,11 +46,12 @@ EXTRA_CASES["postmortem-autotune-logs"] = [
     "tests/fixtures/postmortem_logs/autotune"]
 
 
-def normalised(report):
+def normalised(report, scratch):
     capture = report.get("capture")
     if isinstance(capture, dict) and "hangscope" in capture:
         capture["hangscope"] = "<version>"
-    return json.dumps(report, indent=2, sort_keys=True, ensure_ascii=True) + "\n"
+    text = json.dumps(report, indent=2, sort_keys=True, ensure_ascii=True) + "\n"
+    return text.replace(str(scratch), "<scratch>")
 
 
 def run_case(hangscope, name, scratch):
@@ -54,6 +59,17 @@ def run_case(hangscope, name, scratch):
     case_dir = ROOT / CORPUS / name
     if name in EXTRA_CASES:
         arguments = list(EXTRA_CASES[name])
+        if arguments[0] == "report":  # it rewrites the bundle's reports: give it a copy
+            copy = scratch / "bundles" / name
+            shutil.copytree(ROOT / arguments[1], copy)
+            arguments[1] = str(copy)
+        if "--flight-records" in arguments:  # a dump's mtime is its write time: fix it
+            at = arguments.index("--flight-records") + 1
+            copy = scratch / "dumps" / name
+            shutil.copytree(ROOT / arguments[at], copy)
+            for dump in sorted(copy.iterdir()):
+                os.utime(dump, (DUMP_MTIME, DUMP_MTIME))
+            arguments[at] = str(copy)
     else:
         inputs = scratch / "inputs" / name
         inputs.mkdir(parents=True)
@@ -77,7 +93,7 @@ def run_case(hangscope, name, scratch):
     except ValueError as error:
         raise RuntimeError(f"hangscope {' '.join(arguments)}: stdout is no JSON ({error})")
     report["exit_code"] = result.returncode
-    return normalised(report)
+    return normalised(report, scratch)
 
 
 def cases():

@@ -12,7 +12,7 @@ words, and also holds what the compiler cannot see:
 - every folder of src/ and include/hangscope/ is an area of the graph, and every area is
   declared after the areas it depends on (no cycle);
 - every `#include "hangscope/AREA/..."` in src/X/ and include/hangscope/X/ names X itself or an
-  area X depends on, directly or through others (hangscope/v1/ is the protobuf code of the
+  area X declares (DEPENDS in src/CMakeLists.txt): the declared edges, not what lies below them (hangscope/v1/ is the protobuf code of the
   areas that link hangscope_proto; hangscope/version.h is common's);
 - docs/architecture.md carries the same graph, in the block after "<!-- areas.txt -->";
 - with --graphviz, the target graph CMake itself draws (`cmake --graphviz=DOT BUILD_DIR`) links
@@ -58,7 +58,7 @@ def check(graph, order, root):
         problems.append(f"src/{folder} or include/hangscope/{folder}: a folder that is no area "
                         f"(declare it with hangscope_area in src/CMakeLists.txt)")
     for area in order:
-        allowed = closure(graph, area) | {area}
+        allowed = set(graph[area]) | {area}
         for base in (root / "src" / area, root / "include" / "hangscope" / area):
             for file in sorted(base.rglob("*")) if base.is_dir() else []:
                 if file.suffix not in (".h", ".cpp"):
@@ -70,7 +70,8 @@ def check(graph, order, root):
                         continue
                     used = match.group(1)
                     why = ("an area above it" if area in closure(graph, used) else
-                           "an area it does not depend on" if used in graph else "no area")
+                           "an area it does not declare (add it to DEPENDS if it is below)"
+                           if used in graph else "no area")
                     problems.append(
                         f"{file.relative_to(root)}:{number}: the {area} area includes "
                         f"hangscope/{used}/, {why}; {area} may use {', '.join(sorted(allowed))}")

@@ -5,14 +5,13 @@
 #include <set>
 
 #include "hangscope/analysis/rank_set.h"
-#include "hangscope/collectives/nccl_ras.h"
-#include "hangscope/facts/fact_keys.h"
+#include "hangscope/model/fact_keys.h"
 
 namespace hangscope::analysis {
 
-std::vector<OtherProcess> other_processes(const Bundle& bundle) {
+std::vector<OtherProcess> other_processes(const model::Bundle& bundle) {
   std::vector<OtherProcess> out;
-  for (const auto& [name, node] : latest_samples(bundle)) {
+  for (const auto& [name, node] : model::latest_samples(bundle)) {
     for (const auto& p : node->processes) {
       if (p.identity.role == "rank") continue;
       OtherProcess other{name, &p, {}};
@@ -45,20 +44,20 @@ void add_tcp_evidence(const std::vector<Job>& jobs, Verdict& v) {
 // signal among several (RAS is known to say OK during some hangs). Decided by the status fact
 // alone: a snapshot without it (older agents) gives no RAS evidence.
 void add_ras_evidence(const std::vector<Job>& jobs, Verdict& v) {
-  using collectives::RasStatus;
+  using model::RasStatus;
   for (const auto& job : jobs) {
     if (job.key != v.job) continue;
     std::set<std::string> seen;
     for (const auto& r : job.ranks) {
       const auto* p = r.latest();
       if (p == nullptr) continue;
-      const auto status = p->facts.find(facts::keys::kNcclRasStatus);
+      const auto status = p->facts.find(model::fact_keys::kNcclRasStatus);
       if (status == p->facts.end() ||
-          collectives::ras_status_from_string(status->second) != RasStatus::kProblems) {
+          model::ras_status_from_string(status->second) != RasStatus::kProblems) {
         continue;
       }
       if (!seen.insert(r.node).second) continue;
-      const auto text = p->facts.find(facts::keys::kNcclRas);
+      const auto text = p->facts.find(model::fact_keys::kNcclRas);
       v.evidence.push_back("NCCL RAS (" + r.node +
                            "): " + (text == p->facts.end() ? "problems reported" : text->second));
     }
@@ -74,8 +73,9 @@ void add_state_evidence(const std::vector<Job>& jobs, Verdict& v) {
     const char* label;  // before "<ranks>: <value>"
   };
   static const Source sources[] = {
-      {facts::keys::kStoreQuery, "c10d store, asked read-only for the keys these ranks wait for"},
-      {facts::keys::kShmRing, "vLLM broadcast ring in /dev/shm, mapped by"},
+      {model::fact_keys::kStoreQuery,
+       "c10d store, asked read-only for the keys these ranks wait for"},
+      {model::fact_keys::kShmRing, "vLLM broadcast ring in /dev/shm, mapped by"},
   };
   for (const auto& job : jobs) {
     if (job.key != v.job) continue;
@@ -184,48 +184,6 @@ std::string no_divergence(const std::vector<Job>& jobs, int samples) {
   return out;
 }
 
-Bundle assemble_bundle(std::vector<NodeAnswer> answers, std::vector<std::string>* renamed) {
-  std::map<std::string, std::size_t> uses;  // name → answers giving it
-  for (const auto& a : answers) ++uses[a.status.name];
-  std::set<std::string> taken;
-  for (const auto& a : answers) {
-    if (uses[a.status.name] == 1) taken.insert(a.status.name);
-  }
-  Bundle bundle;
-  for (auto& a : answers) {
-    auto& status = a.status;
-    if (uses[status.name] > 1) {
-      const std::string given = status.name;
-      const std::string source = a.source.empty() ? "?" : a.source;
-      std::string name = given + "@" + source;
-      for (int k = 2; !taken.insert(name).second; ++k) {
-        name = given + "@" + source + "#" + std::to_string(k);
-      }
-      const std::string note = "node name '" + given + "' is given by " +
-                               std::to_string(uses[given]) + " agents or files: this one (" +
-                               source + ") is named " + name;
-      for (auto& s : a.samples) s.notes.push_back(note);
-      if (renamed != nullptr) renamed->push_back(note);
-      status.name = std::move(name);
-    }
-    for (auto& s : a.samples) {
-      s.node_name = status.name;
-      bundle.snapshots.push_back(std::move(s));
-    }
-    bundle.nodes.push_back(std::move(status));
-  }
-  return bundle;
-}
-
-std::map<std::string, const snapshot::NodeSnapshot*> latest_samples(const Bundle& bundle) {
-  std::map<std::string, const snapshot::NodeSnapshot*> latest;
-  for (const auto& s : bundle.snapshots) {
-    auto& slot = latest[s.node_name];
-    if (slot == nullptr || s.sample_index >= slot->sample_index) slot = &s;
-  }
-  return latest;
-}
-
 std::string_view to_string(VerdictKind kind) {
   switch (kind) {
     case VerdictKind::kGeneric:
@@ -236,7 +194,7 @@ std::string_view to_string(VerdictKind kind) {
   return "generic";
 }
 
-void measure_samples(const Bundle& bundle, Analysis& analysis) {
+void measure_samples(const model::Bundle& bundle, Analysis& analysis) {
   std::map<std::string, std::vector<std::int64_t>> times;
   for (const auto& s : bundle.snapshots) times[s.node_name].push_back(s.capture_unix_ns);
   for (auto& [node, t] : times) {

@@ -14,9 +14,9 @@
 namespace hangscope::analysis {
 namespace {
 
-using collectives::FlightEntry;
-using collectives::FlightGroup;
-using collectives::FlightRecord;
+using model::FlightEntry;
+using model::FlightGroup;
+using model::FlightRecord;
 
 // The usable dumps of a job's ranks, by process group; stale and broken ones are reported.
 std::map<std::string, std::vector<RankInGroup>> groups_of(const Job& job,

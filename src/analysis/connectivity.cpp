@@ -1,14 +1,14 @@
-// Which ranks of a job hold TCP connections to each other, from each rank's facts::keys::kNetTcp
-// fact (its own sockets): connections are matched end to end (my local = your remote). Connections
-// to the c10d store's port are left out, since every rank has one to the store's host. In a
-// job that uses gloo, a pair of ranks without a connection is evidence.
+// Which ranks of a job hold TCP connections to each other, from each rank's
+// model::fact_keys::kNetTcp fact (its own sockets): connections are matched end to end (my local =
+// your remote). Connections to the c10d store's port are left out, since every rank has one to the
+// store's host. In a job that uses gloo, a pair of ranks without a connection is evidence.
 #include <algorithm>
 #include <map>
 #include <set>
 
 #include "hangscope/analysis/analysis.h"
-#include "hangscope/facts/fact_keys.h"
-#include "hangscope/facts/network.h"
+#include "hangscope/model/connections.h"
+#include "hangscope/model/fact_keys.h"
 
 namespace hangscope::analysis {
 namespace {
@@ -26,7 +26,7 @@ bool on_port(const std::string& endpoint, const std::string& port) {
 
 struct RankConnections {
   std::size_t index;  // into Job::ranks
-  std::vector<facts::RecordedConnection> connections;
+  std::vector<model::RecordedConnection> connections;
 };
 
 // The captured ranks whose connections are known, their store connections left out.
@@ -35,12 +35,12 @@ std::vector<RankConnections> known_connections(const Job& job) {
   for (std::size_t i = 0; i < job.ranks.size(); ++i) {
     const auto* p = job.ranks[i].latest();
     if (p == nullptr || !job.ranks[i].rank) continue;
-    const auto tcp = p->facts.find(facts::keys::kNetTcp);
-    if (tcp == p->facts.end() || p->facts.count(facts::keys::kNetTcpTruncated)) continue;
+    const auto tcp = p->facts.find(model::fact_keys::kNetTcp);
+    if (tcp == p->facts.end() || p->facts.count(model::fact_keys::kNetTcpTruncated)) continue;
     const auto port_it = p->environment.find("MASTER_PORT");
     const std::string store_port = port_it == p->environment.end() ? "" : port_it->second;
     RankConnections rc{i, {}};
-    for (auto& c : facts::parse_recorded_connections(tcp->second)) {
+    for (auto& c : model::parse_recorded_connections(tcp->second)) {
       if (c.established && !on_port(c.local, store_port) && !on_port(c.remote, store_port)) {
         rc.connections.push_back(std::move(c));
       }

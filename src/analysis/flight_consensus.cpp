@@ -12,9 +12,9 @@
 namespace hangscope::analysis {
 namespace {
 
-using collectives::FlightEntry;
-using collectives::FlightGroup;
-using collectives::FlightRecord;
+using model::FlightEntry;
+using model::FlightGroup;
+using model::FlightRecord;
 
 // The job's dumps: those the correlation uses, and why the others are not used.
 struct JobDumps {
@@ -33,7 +33,7 @@ JobDumps dumps_of(const Job& job) {
       out.unusable[*r.rank] = "its dump " + fr.path + " is unreadable: " + fr.error;
     } else if (!fr.fresh) {
       out.unusable[*r.rank] = "its dump " + fr.path + " is stale: written more than " +
-                              std::to_string(kStaleBeforeMedian.count()) +
+                              std::to_string(model::kStaleBeforeMedian.count()) +
                               " minutes before most of the others (an earlier run's?)";
     } else {
       out.usable[*r.rank] = &fr;
@@ -382,7 +382,8 @@ bool flight_records_only(const Job& job) {
   for (const auto& r : job.ranks) {
     for (const auto* p : r.history) {
       const bool stacks = p->dump && !p->dump->threads.empty();
-      if (stacks || !p->flight_record || p->identity.source != kPostMortemSource) return false;
+      if (stacks || !p->flight_record || p->identity.source != model::kPostMortemSource)
+        return false;
       any = true;
     }
   }

@@ -8,25 +8,25 @@
 #include <string>
 
 #include "hangscope/analysis/analysis.h"
-#include "hangscope/collectives/flight_recorder.h"
+#include "hangscope/model/flight_record.h"
 
 namespace hangscope::analysis {
 
 struct RankInGroup {
   int rank = 0;
-  const collectives::FlightGroup* group = nullptr;
-  std::int64_t enqueued = -1;                                      // last collective issued
-  std::map<std::int64_t, const collectives::FlightEntry*> by_seq;  // collectives, not p2p
-  const collectives::FlightEntry* last_p2p = nullptr;              // the newest send or recv
-  const collectives::FlightEntry* last() const {
+  const model::FlightGroup* group = nullptr;
+  std::int64_t enqueued = -1;                                // last collective issued
+  std::map<std::int64_t, const model::FlightEntry*> by_seq;  // collectives, not p2p
+  const model::FlightEntry* last_p2p = nullptr;              // the newest send or recv
+  const model::FlightEntry* last() const {
     const auto it = by_seq.find(enqueued);
     return it == by_seq.end() ? nullptr : it->second;
   }
 };
 
 // The rank's entries of `group` and its last collective issued (pg_status, else its entries).
-inline RankInGroup rank_in_group(int rank, const collectives::FlightRecord& record,
-                                 const collectives::FlightGroup& group) {
+inline RankInGroup rank_in_group(int rank, const model::FlightRecord& record,
+                                 const model::FlightGroup& group) {
   RankInGroup rg;
   rg.rank = rank;
   rg.group = &group;
@@ -42,7 +42,7 @@ inline RankInGroup rank_in_group(int rank, const collectives::FlightRecord& reco
   return rg;
 }
 
-inline std::string group_name(const collectives::FlightGroup& g) {
+inline std::string group_name(const model::FlightGroup& g) {
   return "process group " + g.id + (g.desc.empty() ? "" : " (" + g.desc + ")");
 }
 

@@ -15,7 +15,7 @@ namespace {
 
 // The torch.distributed call a thread of the process is inside, "" when none: the ranks that
 // arrived at the same rendezvous.
-std::string init_call(const snapshot::ProcessRecord& process) {
+std::string init_call(const model::ProcessRecord& process) {
   if (!process.dump) return "";
   for (const auto& thread : process.dump->threads) {
     for (const auto& frame : thread.python_frames) {

@@ -12,9 +12,9 @@
 namespace hangscope::analysis {
 namespace {
 
-using collectives::FlightEntry;
-using collectives::FlightGroup;
-using collectives::FlightRecord;
+using model::FlightEntry;
+using model::FlightGroup;
+using model::FlightRecord;
 
 // "nccl:send 0->1" (this rank 0 sends to 1) and "nccl:recv 1<-0" (this rank 1 receives from 0):
 // group ranks, as torch's ProcessGroupNCCL names its point-to-point work.

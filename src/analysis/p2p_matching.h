@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "hangscope/analysis/analysis.h"
-#include "hangscope/collectives/flight_recorder.h"
+#include "hangscope/model/flight_record.h"
 
 namespace hangscope::analysis {
 
@@ -19,6 +19,6 @@ namespace hangscope::analysis {
 // whose sizes or dtypes differ names both ranks (p2p-mismatch). Without either, pairs posted on
 // both sides and never completed name no rank (p2p-transport). `dumps`: the usable dumps by rank.
 std::vector<Verdict> p2p_verdicts(const Job& job,
-                                  const std::map<int, const collectives::FlightRecord*>& dumps);
+                                  const std::map<int, const model::FlightRecord*>& dumps);
 
 }  // namespace hangscope::analysis

@@ -43,7 +43,7 @@ RankState state_from_letter(char letter) {
   }
 }
 
-const model::ThreadDump* find_thread(const snapshot::ProcessRecord& process, pid_t tid) {
+const model::ThreadDump* find_thread(const model::ProcessRecord& process, pid_t tid) {
   if (!process.dump) return nullptr;
   for (const auto& t : process.dump->threads) {
     if (t.tid == tid) return &t;
@@ -87,7 +87,7 @@ std::string stack_signature(const model::ThreadDump* thread, const std::string& 
   return out;
 }
 
-std::uint64_t cpu_ticks(const snapshot::ProcessRecord& p) {
+std::uint64_t cpu_ticks(const model::ProcessRecord& p) {
   return p.utime_ticks + p.stime_ticks;
 }
 
@@ -343,7 +343,7 @@ void settle_state(RankEntry& entry) {
 }
 
 struct NodeSamples {
-  std::vector<const snapshot::NodeSnapshot*> samples;  // by sample index
+  std::vector<const model::NodeSnapshot*> samples;  // by sample index
   std::int64_t offset_ns = 0;
 };
 
@@ -351,7 +351,7 @@ struct NodeSamples {
 // or files that gave one node name, in a bundle not assembled by assemble_bundle) is another
 // node, "NAME#2", with the clock offset of the second node status of that name: its pids are
 // another machine's.
-std::map<std::string, NodeSamples> samples_by_node(const Bundle& bundle,
+std::map<std::string, NodeSamples> samples_by_node(const model::Bundle& bundle,
                                                    std::vector<std::string>& found) {
   struct Capture {
     std::string given;  // the node name the snapshots give
@@ -385,9 +385,9 @@ std::map<std::string, NodeSamples> samples_by_node(const Bundle& bundle,
   return nodes;
 }
 
-bool every_node_answered(const Bundle& bundle) {
+bool every_node_answered(const model::Bundle& bundle) {
   return std::all_of(bundle.nodes.begin(), bundle.nodes.end(),
-                     [](const NodeStatus& n) { return n.status == "ok"; });
+                     [](const model::NodeStatus& n) { return n.status == "ok"; });
 }
 
 // "node0 pid 1003": a process of the input, for the diagnostics.
@@ -550,7 +550,7 @@ void Job::index() {
   for (const auto& [rank, i] : sorted_) present.insert(rank);
 }
 
-std::vector<Job> build_jobs(const Bundle& bundle, std::vector<std::string>* diagnostics) {
+std::vector<Job> build_jobs(const model::Bundle& bundle, std::vector<std::string>* diagnostics) {
   std::vector<std::string> found;  // inconsistencies of the input, in the order met
   std::map<ProcessKey, RankEntry> entries;
   for (const auto& [name, node] : samples_by_node(bundle, found)) {

@@ -14,7 +14,7 @@
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/common/numbers.h"
 #include "hangscope/common/text.h"
-#include "hangscope/facts/fact_keys.h"
+#include "hangscope/model/fact_keys.h"
 
 namespace hangscope::analysis {
 namespace {
@@ -149,11 +149,11 @@ const std::vector<FramePattern>& coordinator_frames() {
   return patterns;
 }
 
-bool title_has(const snapshot::ProcessRecord& p, std::string_view word) {
+bool title_has(const model::ProcessRecord& p, std::string_view word) {
   return p.identity.title.find(word) != std::string::npos;
 }
 
-bool any_thread_has(const snapshot::ProcessRecord& p, const std::vector<FramePattern>& patterns) {
+bool any_thread_has(const model::ProcessRecord& p, const std::vector<FramePattern>& patterns) {
   if (!p.dump) return false;
   for (const auto& t : p.dump->threads) {
     if (find_frame(t.python_frames, patterns) != nullptr) return true;
@@ -161,7 +161,7 @@ bool any_thread_has(const snapshot::ProcessRecord& p, const std::vector<FramePat
   return false;
 }
 
-const model::ThreadDump* busy_loop_thread(const snapshot::ProcessRecord& p) {
+const model::ThreadDump* busy_loop_thread(const model::ProcessRecord& p) {
   if (!p.dump) return nullptr;
   for (const auto& t : p.dump->threads) {
     if (find_frame(t.python_frames, busy_loop_frames()) != nullptr) return &t;
@@ -169,7 +169,7 @@ const model::ThreadDump* busy_loop_thread(const snapshot::ProcessRecord& p) {
   return nullptr;
 }
 
-bool has_request_tasks(const snapshot::ProcessRecord& p) {
+bool has_request_tasks(const model::ProcessRecord& p) {
   if (!p.dump) return false;
   for (const auto& task : p.dump->tasks) {
     if (find_frame(task.coroutine, request_frames()) ||
@@ -185,14 +185,14 @@ std::string place(const Frame& f) {
          std::to_string(f.line) + ")";
 }
 
-std::string who(const std::string& node, const snapshot::ProcessRecord& p) {
+std::string who(const std::string& node, const model::ProcessRecord& p) {
   return node + " pid " + std::to_string(p.pid);
 }
 
 // Every sample of one process (same node, pid and start time), oldest first.
-std::vector<std::pair<std::int64_t, const snapshot::ProcessRecord*>> history_of(
-    const Bundle& bundle, const std::string& node, const snapshot::ProcessRecord& latest) {
-  std::vector<std::tuple<int, std::int64_t, const snapshot::ProcessRecord*>> found;
+std::vector<std::pair<std::int64_t, const model::ProcessRecord*>> history_of(
+    const model::Bundle& bundle, const std::string& node, const model::ProcessRecord& latest) {
+  std::vector<std::tuple<int, std::int64_t, const model::ProcessRecord*>> found;
   for (const auto& s : bundle.snapshots) {
     if (s.node_name != node) continue;
     for (const auto& p : s.processes) {
@@ -203,13 +203,13 @@ std::vector<std::pair<std::int64_t, const snapshot::ProcessRecord*>> history_of(
   }
   std::sort(found.begin(), found.end(),
             [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
-  std::vector<std::pair<std::int64_t, const snapshot::ProcessRecord*>> out;
+  std::vector<std::pair<std::int64_t, const model::ProcessRecord*>> out;
   for (const auto& [index, time, p] : found) out.emplace_back(time, p);
   return out;
 }
 
 // The progress of a process's thread `tid` across its samples, measured as a rank's.
-void measure(const Bundle& bundle, const std::string& node, const waits::WaitPoint& wait,
+void measure(const model::Bundle& bundle, const std::string& node, const waits::WaitPoint& wait,
              ServingProcess& s) {
   RankEntry pseudo;
   pseudo.node = node;
@@ -234,7 +234,7 @@ const Frame* innermost_own_frame(const model::AsyncTask& task) {
 }
 
 // The request tasks of an API server, and which of them were pending in its first sample too.
-void read_tasks(const Bundle& bundle, const std::string& node, ServingProcess& s) {
+void read_tasks(const model::Bundle& bundle, const std::string& node, ServingProcess& s) {
   const auto& dump = s.process->dump;
   if (!dump) return;
   s.tasks = dump->tasks.size();
@@ -276,7 +276,7 @@ void read_tasks(const Bundle& bundle, const std::string& node, ServingProcess& s
 }
 
 // The engine core's busy loop: where it waits, whether a step is in flight or it idles.
-void read_engine(const Bundle& bundle, const std::string& node, ServingProcess& s) {
+void read_engine(const model::Bundle& bundle, const std::string& node, ServingProcess& s) {
   const auto* thread = busy_loop_thread(*s.process);
   if (thread == nullptr) {
     // A read of a spinning busy loop caught mid-change may miss its outer frames: the newest
@@ -349,7 +349,7 @@ void awaited_workers(const ServingProcess& engine, const Job& job, ServingChain&
       }
     }
     if (engine.wait.kind == waits::WaitKind::kRing && engine.wait.primitive == "acquire_write") {
-      const auto it = engine.process->facts.find(facts::keys::kShmRingLaggingRanks);
+      const auto it = engine.process->facts.find(model::fact_keys::kShmRingLaggingRanks);
       if (it != engine.process->facts.end()) {
         const auto lagging = nlohmann::json::parse(it->second, nullptr, false);
         if (lagging.is_array()) {
@@ -419,8 +419,7 @@ struct SocketIndex {
   std::map<std::pair<std::string, std::string>, const model::Socket*> tcp_by_ends;  // established
   std::set<std::string> listening_ports;                                            // tcp
 
-  SocketIndex(std::string node_name, const snapshot::ProcessRecord& p)
-      : node(std::move(node_name)) {
+  SocketIndex(std::string node_name, const model::ProcessRecord& p) : node(std::move(node_name)) {
     if (!p.dump) return;
     for (const auto& s : p.dump->sockets) {
       if (s.family == model::Socket::Family::kUnix) {
@@ -447,7 +446,7 @@ bool is_loopback(const std::string& endpoint) {
 // the index's ("over ipc:///tmp/…", the bound name of either end), or a TCP connection whose
 // two ends they hold ("over tcp ADDRESS:PORT", the listening end's address; loopback only on
 // one node); "" when no socket of `p` is the other end of one of the index's.
-std::string connection(const std::string& node, const snapshot::ProcessRecord& p,
+std::string connection(const std::string& node, const model::ProcessRecord& p,
                        const SocketIndex& other) {
   if (!p.dump || other.empty()) return "";
   const SocketIndex own(node, p);
@@ -474,7 +473,7 @@ std::string connection(const std::string& node, const snapshot::ProcessRecord& p
 // how; "" when none is.
 std::pair<std::string, std::string> job_of_sockets(const std::vector<Job>& jobs,
                                                    const std::string& node,
-                                                   const snapshot::ProcessRecord& p) {
+                                                   const model::ProcessRecord& p) {
   const SocketIndex index(node, p);
   if (index.empty()) return {};
   std::map<std::string, std::pair<int, std::string>> count;  // job → (ranks, one connection)
@@ -498,14 +497,14 @@ std::pair<std::string, std::string> job_of_sockets(const std::vector<Job>& jobs,
 
 // The job whose ranks map the same broadcast ring as the process (the same ring fact).
 std::string job_of_ring(const std::vector<Job>& jobs, const std::string& node,
-                        const snapshot::ProcessRecord& p) {
-  const auto ring = p.facts.find(facts::keys::kShmRing);
+                        const model::ProcessRecord& p) {
+  const auto ring = p.facts.find(model::fact_keys::kShmRing);
   if (ring == p.facts.end() || ring->second.rfind("not recognised", 0) == 0) return "";
   for (const auto& j : jobs) {
     for (const auto& r : j.ranks) {
       const auto* q = r.latest();
       if (q == nullptr || r.node != node) continue;
-      const auto it = q->facts.find(facts::keys::kShmRing);
+      const auto it = q->facts.find(model::fact_keys::kShmRing);
       if (it != q->facts.end() && it->second == ring->second) return j.key;
     }
   }
@@ -653,7 +652,7 @@ void describe(const std::vector<Job>& jobs, ServingChain& chain) {
 }  // namespace
 
 std::optional<std::string> serving_role(const Analysis& analysis,
-                                        const snapshot::ProcessRecord& process) {
+                                        const model::ProcessRecord& process) {
   for (const auto& chain : analysis.serving) {
     for (const auto* list : {&chain.api_servers, &chain.engines, &chain.coordinators}) {
       for (const auto& s : *list) {
@@ -694,7 +693,7 @@ bool ServingChain::tasks_read() const {
                      [](const ServingProcess& a) { return a.tasks > 0; });
 }
 
-std::vector<ServingChain> serving_chains(const Bundle& bundle, const std::vector<Job>& jobs,
+std::vector<ServingChain> serving_chains(const model::Bundle& bundle, const std::vector<Job>& jobs,
                                          const std::vector<OtherProcess>& others) {
   std::vector<ServingProcess> apis, engines, coordinators;
   std::set<std::pair<std::string, pid_t>> engine_parents;

@@ -10,7 +10,7 @@
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/analysis/rank_set.h"
 #include "hangscope/common/text.h"
-#include "hangscope/facts/fact_keys.h"
+#include "hangscope/model/fact_keys.h"
 
 namespace hangscope::analysis {
 namespace {
@@ -482,8 +482,8 @@ void add_transport_facts(const Job& job, const std::vector<const RankEntry*>& ra
     }
     const auto* p = r->latest();
     if (p == nullptr || !nodes.insert(r->node).second) continue;
-    for (const char* key : {facts::keys::kNetInterfaces, facts::keys::kGpuModel,
-                            facts::keys::kGpuLinks, facts::keys::kGpuNotes}) {
+    for (const char* key : {model::fact_keys::kNetInterfaces, model::fact_keys::kGpuModel,
+                            model::fact_keys::kGpuLinks, model::fact_keys::kGpuNotes}) {
       if (const auto it = p->facts.find(key); it != p->facts.end() && !it->second.empty()) {
         v.evidence.push_back(r->node + " " + key + ": " + it->second);
       }
@@ -660,7 +660,7 @@ std::vector<Verdict> generic_verdicts(const Job& job) {
 }
 
 std::vector<Verdict> node_verdicts(const std::vector<Job>& jobs,
-                                   const std::vector<NodeStatus>& nodes) {
+                                   const std::vector<model::NodeStatus>& nodes) {
   std::vector<Verdict> out;
   // When no node answered and no rank was read, nothing was looked at: that is a failure
   // (exit 1, the nodes named in the error), not a verdict about a hang.

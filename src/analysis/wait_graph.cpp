@@ -10,9 +10,9 @@
 #include <unordered_map>
 
 #include "hangscope/analysis/analysis.h"
-#include "hangscope/collectives/c10d_store.h"
 #include "hangscope/common/numbers.h"
-#include "hangscope/facts/fact_keys.h"
+#include "hangscope/model/fact_keys.h"
+#include "hangscope/model/store_keys.h"
 
 namespace hangscope::analysis {
 namespace {
@@ -64,7 +64,7 @@ std::set<int> ranks_named_by(const std::vector<std::string>& keys) {
 // no key.
 std::optional<std::set<int>> ranks_in_keys(const std::optional<std::string>& text) {
   if (!text) return std::nullopt;
-  const auto keys = collectives::keys_in_repr(*text);
+  const auto keys = model::keys_in_repr(*text);
   if (keys.empty()) return std::nullopt;
   return ranks_named_by(keys);
 }
@@ -179,7 +179,7 @@ void link_channel_wait(RankEntry& self) {
 std::optional<std::vector<std::string>> queried_missing_keys(const RankEntry& self) {
   const auto* process = self.latest();
   if (process == nullptr) return std::nullopt;
-  const auto it = process->facts.find(facts::keys::kStoreMissingKeys);
+  const auto it = process->facts.find(model::fact_keys::kStoreMissingKeys);
   if (it == process->facts.end()) return std::nullopt;
   const auto keys = nlohmann::json::parse(it->second, nullptr, false);
   if (!keys.is_array()) return std::nullopt;
@@ -229,8 +229,8 @@ void link_store_wait(const Job& job, const Operations& ops, RankEntry& self) {
 bool link_ring_wait(RankEntry& self) {
   const auto* process = self.latest();
   if (process == nullptr || !self.rank) return false;
-  const auto writer = process->facts.find(facts::keys::kShmRingWriterRank);
-  const auto lagging = process->facts.find(facts::keys::kShmRingLaggingRanks);
+  const auto writer = process->facts.find(model::fact_keys::kShmRingWriterRank);
+  const auto lagging = process->facts.find(model::fact_keys::kShmRingLaggingRanks);
   if (writer == process->facts.end() || lagging == process->facts.end()) return false;
   const auto writer_rank = parse_int(writer->second);
   const auto behind = nlohmann::json::parse(lagging->second, nullptr, false);

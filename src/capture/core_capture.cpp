@@ -11,8 +11,9 @@
 #include "hangscope/common/redaction.h"
 #include "hangscope/elf/core_file.h"
 #include "hangscope/elf/process_image.h"
-#include "hangscope/facts/fact_keys.h"
 #include "hangscope/identity/environment.h"
+#include "hangscope/identity/rank_identity.h"
+#include "hangscope/model/fact_keys.h"
 #include "hangscope/native/registers.h"
 #include "python_session.h"
 #include "record_identity.h"
@@ -251,8 +252,8 @@ model::ProcessDump capture_core(const std::string& path, const CoreOptions& opti
   return read_core(path, options).dump;
 }
 
-snapshot::ProcessRecord core_record(const std::string& path, const CoreOptions& options) {
-  snapshot::ProcessRecord record;
+model::ProcessRecord core_record(const std::string& path, const CoreOptions& options) {
+  model::ProcessRecord record;
   try {
     CoreReading reading = read_core(path, options);
     record.pid = reading.process.pid;
@@ -266,7 +267,7 @@ snapshot::ProcessRecord core_record(const std::string& path, const CoreOptions& 
     record.environment_source = reading.environment ? "memory" : "";
     record.identity = identity::identify(env, true, reading.process.arguments);
     record.environment = filter_environment(env);
-    if (reading.dump.python) record.facts[facts::keys::kVersionPython] = *reading.dump.python;
+    if (reading.dump.python) record.facts[model::fact_keys::kVersionPython] = *reading.dump.python;
     record.dump = std::move(reading.dump);
     identify_from_memory(record);
   } catch (const std::exception& e) {

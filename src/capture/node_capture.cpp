@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "hangscope/collectives/c10d_store.h"
+#include "hangscope/collectives/flight_recorder.h"
 #include "hangscope/collectives/nccl_ras.h"
 #include "hangscope/collectives/shm_ring.h"
 #include "hangscope/common/clock.h"
@@ -21,13 +22,17 @@
 #include "hangscope/common/text.h"
 #include "hangscope/elf/process_image.h"
 #include "hangscope/facts/caches.h"
-#include "hangscope/facts/fact_keys.h"
 #include "hangscope/facts/gpu.h"
 #include "hangscope/facts/network.h"
 #include "hangscope/facts/shm.h"
 #include "hangscope/facts/versions.h"
 #include "hangscope/identity/environment.h"
+#include "hangscope/identity/logs.h"
+#include "hangscope/identity/rank_identity.h"
 #include "hangscope/memory/process_memory.h"
+#include "hangscope/model/fact_keys.h"
+#include "hangscope/model/package_version.h"
+#include "hangscope/model/store_keys.h"
 #include "hangscope/proc/process_fs.h"
 #include "hangscope/waits/wait_point.h"
 #include "record_identity.h"
@@ -106,9 +111,9 @@ struct NodeFacts {
 };
 
 // Identity, environment and fact sources of one process (no stopping involved).
-snapshot::ProcessRecord describe_process(pid_t pid, FactSources& sources,
-                                         const std::shared_ptr<elf::ModuleCache>& modules) {
-  snapshot::ProcessRecord record;
+model::ProcessRecord describe_process(pid_t pid, FactSources& sources,
+                                      const std::shared_ptr<elf::ModuleCache>& modules) {
+  model::ProcessRecord record;
   record.pid = pid;
   proc::ProcessFs fs(pid);
   if (const auto stat = fs.task_stat(pid)) {
@@ -160,21 +165,21 @@ std::string namespace_id(const std::string& proc_dir, const char* kind) {
 
 // Cache facts: vLLM's and torch's cache roots, the FlashInfer autotune files, the rank's
 // torch.compile directory, and the GPU P2P access cache.
-void collect_cache_facts(snapshot::ProcessRecord& record,
+void collect_cache_facts(model::ProcessRecord& record,
                          const std::map<std::string, std::string>& env, NodeFacts& memo) {
   const std::string proc_dir = "/proc/" + std::to_string(record.pid);
   const std::string root = proc_dir + "/root";
   const std::string ns = namespace_id(proc_dir, "mnt");
   const std::string cache_root = facts::vllm_cache_root(env);
-  if (!cache_root.empty()) record.facts[facts::keys::kCacheVllmRoot] = cache_root;
+  if (!cache_root.empty()) record.facts[model::fact_keys::kCacheVllmRoot] = cache_root;
   const auto get = [&](const char* name) {
     const auto it = env.find(name);
     return it == env.end() ? std::string() : it->second;
   };
   if (!get("TORCHINDUCTOR_CACHE_DIR").empty()) {
-    record.facts[facts::keys::kCacheInductorDir] = get("TORCHINDUCTOR_CACHE_DIR");
+    record.facts[model::fact_keys::kCacheInductorDir] = get("TORCHINDUCTOR_CACHE_DIR");
   } else if (!get("USER").empty()) {
-    record.facts[facts::keys::kCacheInductorDir] = "/tmp/torchinductor_" + get("USER");
+    record.facts[model::fact_keys::kCacheInductorDir] = "/tmp/torchinductor_" + get("USER");
   }
   if (const std::string dir = facts::flashinfer_autotune_dir(env); !dir.empty()) {
     auto it = memo.autotune.find(ns + dir);
@@ -182,7 +187,7 @@ void collect_cache_facts(snapshot::ProcessRecord& record,
       it = memo.autotune.emplace(ns + dir, facts::flashinfer_autotune_files(root, dir)).first;
     }
     for (std::size_t i = 0; i < it->second.size(); ++i) {
-      record.facts[facts::keys::indexed(facts::keys::kCacheFlashinferAutotune, i)] =
+      record.facts[model::fact_keys::indexed(model::fact_keys::kCacheFlashinferAutotune, i)] =
           it->second[i].describe();
     }
   }
@@ -192,14 +197,15 @@ void collect_cache_facts(snapshot::ProcessRecord& record,
     p2p = memo.p2p.emplace(ns + cache_root, facts::gpu_p2p_cache_files(root, cache_root)).first;
   }
   for (std::size_t i = 0; i < p2p->second.size(); ++i) {
-    record.facts[facts::keys::indexed(facts::keys::kCacheGpuP2p, i)] = p2p->second[i].describe();
+    record.facts[model::fact_keys::indexed(model::fact_keys::kCacheGpuP2p, i)] =
+        p2p->second[i].describe();
   }
   if (record.identity.rank) {
     const int dp_rank = std::atoi(get("VLLM_DP_RANK").c_str());
     const auto compile = facts::torch_compile_cache(root, env, *record.identity.rank, dp_rank);
     if (compile.state != "absent") {
-      record.facts[facts::keys::kCacheTorchCompileState] = compile.state;
-      record.facts[facts::keys::kCacheTorchCompile] = compile.describe();
+      record.facts[model::fact_keys::kCacheTorchCompileState] = compile.state;
+      record.facts[model::fact_keys::kCacheTorchCompile] = compile.describe();
     }
   }
 }
@@ -207,24 +213,24 @@ void collect_cache_facts(snapshot::ProcessRecord& record,
 // Facts read from the process's own files (after its capture, nothing stopped): package
 // versions beside the Python code it runs and the libraries it mapped, NCCL from libnccl's name,
 // the interpreter version, /dev/shm, its network, its caches, and the node's GPUs.
-void collect_facts(snapshot::ProcessRecord& record, FactSources sources, NodeFacts& memo) {
+void collect_facts(model::ProcessRecord& record, FactSources sources, NodeFacts& memo) {
   auto& paths = sources.package_paths;
   if (record.dump) {
     for (const auto& t : record.dump->threads) {
       for (const auto& f : t.python_frames) paths.push_back(f.file);
     }
-    if (record.dump->python) record.facts[facts::keys::kVersionPython] = *record.dump->python;
+    if (record.dump->python) record.facts[model::fact_keys::kVersionPython] = *record.dump->python;
   }
   std::sort(paths.begin(), paths.end());
   paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
   const std::string proc_dir = "/proc/" + std::to_string(record.pid);
   for (const auto& [name, version] : facts::package_versions(proc_dir + "/root", paths)) {
-    record.facts[facts::keys::version(name)] = version;
+    record.facts[model::fact_keys::version(name)] = version;
   }
   if (const auto shm = facts::shm_usage(proc_dir + "/root")) {
-    record.facts[facts::keys::kShm] = shm->describe();
-    record.facts[facts::keys::kShmSizeBytes] = std::to_string(shm->size_bytes);
-    record.facts[facts::keys::kShmFreeBytes] = std::to_string(shm->free_bytes);
+    record.facts[model::fact_keys::kShm] = shm->describe();
+    record.facts[model::fact_keys::kShmSizeBytes] = std::to_string(shm->size_bytes);
+    record.facts[model::fact_keys::kShmFreeBytes] = std::to_string(shm->free_bytes);
   }
   const std::string netns_key = namespace_id(proc_dir, "net");
   auto tables = memo.networks.find(netns_key);
@@ -243,7 +249,7 @@ void collect_facts(snapshot::ProcessRecord& record, FactSources sources, NodeFac
 // A parent of ranks that holds no group itself (torchrun's agent, a torch.multiprocessing.spawn
 // parent, an API server) is their launcher, never a rank, whatever its logs say: the ranks'
 // lines land in the parent's stdout too.
-void mark_launchers(std::vector<snapshot::ProcessRecord>& records) {
+void mark_launchers(std::vector<model::ProcessRecord>& records) {
   std::set<pid_t> parents_of_ranks;
   for (const auto& r : records) {
     if (r.identity.role == "rank") parents_of_ranks.insert(r.ppid);
@@ -262,8 +268,8 @@ void mark_launchers(std::vector<snapshot::ProcessRecord>& records) {
 }
 
 // Children that inherited a rank's identity (worker pools, subprocesses) are its helpers.
-void mark_helpers(std::vector<snapshot::ProcessRecord>& records) {
-  std::map<pid_t, const snapshot::ProcessRecord*> by_pid;
+void mark_helpers(std::vector<model::ProcessRecord>& records) {
+  std::map<pid_t, const model::ProcessRecord*> by_pid;
   for (const auto& r : records) by_pid[r.pid] = &r;
   for (auto& r : records) {
     const auto parent = by_pid.find(r.ppid);
@@ -279,7 +285,7 @@ void mark_helpers(std::vector<snapshot::ProcessRecord>& records) {
 
 // Each rank's newest flight-recorder dump, fresh ones first asked for when the options say so:
 // every rank is asked, then all are waited for together (one timeout for the node).
-void collect_flight_records(snapshot::NodeSnapshot& node,
+void collect_flight_records(model::NodeSnapshot& node,
                             const std::vector<std::map<std::string, std::string>>& env,
                             const NodeCaptureOptions& options) {
   const auto now_ns = [] {
@@ -287,7 +293,7 @@ void collect_flight_records(snapshot::NodeSnapshot& node,
                std::chrono::system_clock::now().time_since_epoch())
         .count();
   };
-  const auto root = [](const snapshot::ProcessRecord& r) {
+  const auto root = [](const model::ProcessRecord& r) {
     return "/proc/" + std::to_string(r.pid) + "/root";
   };
   // The rank's user: the only owner besides root whose fifo root writes to and whose dumps it
@@ -308,7 +314,7 @@ void collect_flight_records(snapshot::NodeSnapshot& node,
     const auto error =
         owners[i] ? collectives::request_flight_dump(root(r), env[i], *r.identity.rank, *owners[i])
                   : "the rank's user is unknown (its /proc status is gone)";
-    r.facts[facts::keys::kFlightRecorderTrigger] =
+    r.facts[model::fact_keys::kFlightRecorderTrigger] =
         error.empty() ? "requested" : "not requested: " + error;
     if (error.empty()) asked.push_back(i);
   }
@@ -320,7 +326,7 @@ void collect_flight_records(snapshot::NodeSnapshot& node,
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     if (!collectives::flight_dump_written_since(root(r), env[i], *r.identity.rank, since)) {
-      r.facts[facts::keys::kFlightRecorderTrigger] =
+      r.facts[model::fact_keys::kFlightRecorderTrigger] =
           "requested, no new dump within " + std::to_string(options.flight_dump_timeout.count()) +
           " ms";
     }
@@ -335,14 +341,14 @@ void collect_flight_records(snapshot::NodeSnapshot& node,
 
 // NCCL's RAS service, once per network namespace whose ranks map NCCL >= 2.24 (RAS exists from
 // 2.24): the findings on each of those ranks, the report itself on the first one.
-void collect_nccl_ras(snapshot::NodeSnapshot& node,
+void collect_nccl_ras(model::NodeSnapshot& node,
                       const std::vector<std::map<std::string, std::string>>& env) {
   std::map<std::string, std::vector<std::size_t>> by_netns;
   for (std::size_t i = 0; i < node.processes.size(); ++i) {
     const auto& r = node.processes[i];
-    const auto nccl = r.facts.find(facts::keys::kVersionNccl);
+    const auto nccl = r.facts.find(model::fact_keys::kVersionNccl);
     if (r.identity.role != "rank" || nccl == r.facts.end() ||
-        facts::compare_versions(nccl->second, "2.24") < 0) {
+        model::compare_versions(nccl->second, "2.24") < 0) {
       continue;
     }
     by_netns[namespace_id("/proc/" + std::to_string(r.pid), "net")].push_back(i);
@@ -354,7 +360,7 @@ void collect_nccl_ras(snapshot::NodeSnapshot& node,
     const auto reply =
         collectives::query_ras(endpoint, std::chrono::milliseconds(3000), 2, first.pid);
     std::string summary;
-    auto status = collectives::RasStatus::kUnavailable;
+    auto status = model::RasStatus::kUnavailable;
     if (!reply.error.empty() && reply.report.empty()) {
       summary = "unavailable at " + endpoint.text() + ": " + reply.error;
     } else {
@@ -363,11 +369,11 @@ void collect_nccl_ras(snapshot::NodeSnapshot& node,
       status = ras.status();
     }
     for (std::size_t i : members) {
-      node.processes[i].facts[facts::keys::kNcclRas] = summary;
-      node.processes[i].facts[facts::keys::kNcclRasStatus] = collectives::to_string(status);
+      node.processes[i].facts[model::fact_keys::kNcclRas] = summary;
+      node.processes[i].facts[model::fact_keys::kNcclRasStatus] = model::to_string(status);
     }
     if (!reply.report.empty()) {
-      first.facts[facts::keys::kNcclRasReport] = reply.report.substr(0, kMaxReport);
+      first.facts[model::fact_keys::kNcclRasReport] = reply.report.substr(0, kMaxReport);
     }
   }
 }
@@ -384,12 +390,12 @@ AwaitedKeys awaited_store_keys(const model::ProcessDump& dump) {
     if (point.kind != waits::WaitKind::kStore) continue;
     for (const char* name : {"keys", "key", "keys_to_wait"}) {
       if (const auto repr = point.local(name)) {
-        out.keys = collectives::keys_in_repr(*repr);
+        out.keys = model::keys_in_repr(*repr);
         break;
       }
     }
     if (const auto counter = point.local("store_key")) {
-      out.counters = collectives::keys_in_repr(*counter);
+      out.counters = model::keys_in_repr(*counter);
     }
     if (!out.keys.empty() || !out.counters.empty()) break;
   }
@@ -398,7 +404,7 @@ AwaitedKeys awaited_store_keys(const model::ProcessDump& dump) {
 
 // With --query-store: each rank that waits on store keys asks its store (MASTER_ADDR:PORT),
 // read-only, which of them exist; one query per store, namespace and key set.
-void collect_store_queries(snapshot::NodeSnapshot& node,
+void collect_store_queries(model::NodeSnapshot& node,
                            const std::vector<std::map<std::string, std::string>>& env) {
   // endpoint + netns + keys → the answer (its description, the missing keys as JSON)
   std::map<std::string, std::pair<std::string, std::string>> asked;
@@ -407,7 +413,7 @@ void collect_store_queries(snapshot::NodeSnapshot& node,
     if (r.identity.role != "rank" || !r.dump) continue;
     const auto awaited = awaited_store_keys(*r.dump);
     if (awaited.keys.empty() && awaited.counters.empty()) continue;
-    auto& fact = r.facts[facts::keys::kStoreQuery];
+    auto& fact = r.facts[model::fact_keys::kStoreQuery];
     collectives::StoreQueryRequest request;
     try {
       request.endpoint = collectives::store_endpoint(env[i]);
@@ -415,7 +421,7 @@ void collect_store_queries(snapshot::NodeSnapshot& node,
       fact = std::string("not queried: ") + e.what();
       continue;
     }
-    const auto torch = r.facts.find(facts::keys::kVersionTorch);
+    const auto torch = r.facts.find(model::fact_keys::kVersionTorch);
     const auto protocol =
         torch == r.facts.end() ? std::nullopt : collectives::store_protocol_for(torch->second);
     if (!protocol) {
@@ -437,7 +443,8 @@ void collect_store_queries(snapshot::NodeSnapshot& node,
       if (result.error.empty()) it->second.second = nlohmann::json(result.missing()).dump();
     }
     fact = it->second.first;
-    if (!it->second.second.empty()) r.facts[facts::keys::kStoreMissingKeys] = it->second.second;
+    if (!it->second.second.empty())
+      r.facts[model::fact_keys::kStoreMissingKeys] = it->second.second;
   }
 }
 
@@ -445,7 +452,7 @@ void collect_store_queries(snapshot::NodeSnapshot& node,
 // read once, its state told to every process that maps it, with the readers in rank order
 // after the writer (the process waiting in acquire_write, else the lowest rank), as vLLM
 // numbers its local readers.
-bool waits_to_write(const snapshot::ProcessRecord& r) {
+bool waits_to_write(const model::ProcessRecord& r) {
   if (!r.dump) return false;
   for (const auto& thread : r.dump->threads) {
     for (const auto& f : thread.frames) {
@@ -459,12 +466,12 @@ bool waits_to_write(const snapshot::ProcessRecord& r) {
   return false;
 }
 
-std::string ring_member(const snapshot::ProcessRecord& r) {
+std::string ring_member(const model::ProcessRecord& r) {
   return r.identity.rank ? "rank " + std::to_string(*r.identity.rank)
                          : "pid " + std::to_string(r.pid);
 }
 
-void describe_ring(snapshot::NodeSnapshot& node, std::vector<std::size_t> members,
+void describe_ring(model::NodeSnapshot& node, std::vector<std::size_t> members,
                    const collectives::RingState& ring) {
   auto by_rank = [&](std::size_t a, std::size_t b) {
     const auto& x = node.processes[a].identity.rank;
@@ -502,16 +509,16 @@ void describe_ring(snapshot::NodeSnapshot& node, std::vector<std::size_t> member
                          : behind + " (the writer waits for it when the ring is full)";
   for (std::size_t m : members) {
     auto& facts = node.processes[m].facts;
-    facts[facts::keys::kShmRing] = text;
-    facts[facts::keys::kShmRingLaggingRanks] = lagging.dump();
+    facts[model::fact_keys::kShmRing] = text;
+    facts[model::fact_keys::kShmRingLaggingRanks] = lagging.dump();
     if (node.processes[writer].identity.rank) {
-      facts[facts::keys::kShmRingWriterRank] =
+      facts[model::fact_keys::kShmRingWriterRank] =
           std::to_string(*node.processes[writer].identity.rank);
     }
   }
 }
 
-void collect_shm_rings(snapshot::NodeSnapshot& node,
+void collect_shm_rings(model::NodeSnapshot& node,
                        const std::map<std::size_t, std::vector<proc::Mapping>>& shm_maps) {
   struct Segment {
     std::vector<std::size_t> members;
@@ -537,7 +544,8 @@ void collect_shm_rings(snapshot::NodeSnapshot& node,
       describe_ring(node, segment.members, ring);
     } catch (const Error& e) {
       for (std::size_t m : segment.members) {
-        node.processes[m].facts[facts::keys::kShmRing] = std::string("not recognised: ") + e.what();
+        node.processes[m].facts[model::fact_keys::kShmRing] =
+            std::string("not recognised: ") + e.what();
       }
     }
   }
@@ -563,9 +571,9 @@ std::vector<pid_t> discover_processes() {
   return found;
 }
 
-snapshot::NodeSnapshot capture_node(const NodeCaptureOptions& options) {
+model::NodeSnapshot capture_node(const NodeCaptureOptions& options) {
   const auto begin = std::chrono::steady_clock::now();
-  snapshot::NodeSnapshot node;
+  model::NodeSnapshot node;
   node.hostname = hostname();
   node.node_name = options.node_name.empty() ? node.hostname : options.node_name;
   node.capture_unix_ns = unix_now_ns();
@@ -594,7 +602,7 @@ snapshot::NodeSnapshot capture_node(const NodeCaptureOptions& options) {
   std::map<std::size_t, std::vector<proc::Mapping>> shm_maps;  // per process: its psm_* segments
   // Processes are described and captured in parallel (each one wholly on one worker thread,
   // which is its tracer), then their facts are gathered in pid order.
-  std::vector<snapshot::ProcessRecord> records(pids.size());
+  std::vector<model::ProcessRecord> records(pids.size());
   std::vector<FactSources> sources(pids.size());
   std::atomic<std::size_t> next{0};
   const auto work = [&] {

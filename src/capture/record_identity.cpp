@@ -5,13 +5,13 @@
 
 namespace hangscope::capture {
 
-void identify_from_logs(snapshot::ProcessRecord& record) {
+void identify_from_logs(model::ProcessRecord& record) {
   std::vector<std::string> lines;
   for (const auto& log : record.logs) lines.insert(lines.end(), log.lines.begin(), log.lines.end());
   identity::identify_from_log(lines, record.identity);
 }
 
-void identify_from_own_logs(std::vector<snapshot::ProcessRecord>& records) {
+void identify_from_own_logs(std::vector<model::ProcessRecord>& records) {
   std::vector<identity::ProcessLogs> processes;
   for (auto& r : records) processes.push_back({&r.logs, &r.identity});
   identity::identify_from_own_logs(processes);
@@ -29,7 +29,7 @@ namespace {
 // A rank inside init_process_group (or its rendezvous) holds no group yet: its rank, world size
 // and store address are the arguments of the waiting frames (init_process_group's rank,
 // world_size and init_method; _create_c10d_store's hostname and port).
-void identify_from_init_frames(snapshot::ProcessRecord& record) {
+void identify_from_init_frames(model::ProcessRecord& record) {
   const auto unquote = [](const std::string& v) {
     return v.size() >= 2 && v.front() == '\'' ? v.substr(1, v.size() - 2) : v;
   };
@@ -71,7 +71,7 @@ void identify_from_init_frames(snapshot::ProcessRecord& record) {
 
 }  // namespace
 
-void identify_from_memory(snapshot::ProcessRecord& record) {
+void identify_from_memory(model::ProcessRecord& record) {
   if (!record.dump) return;
   const auto& state = record.dump->distributed;
   if (!state || !state->rank) {

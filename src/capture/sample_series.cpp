@@ -14,8 +14,7 @@ namespace {
 // The probes of a node's processes between one sample and the next.
 class NodeProbes {
  public:
-  NodeProbes(const snapshot::NodeSnapshot& sample,
-             const std::shared_ptr<elf::ModuleCache>& modules) {
+  NodeProbes(const model::NodeSnapshot& sample, const std::shared_ptr<elf::ModuleCache>& modules) {
     for (const auto& record : sample.processes) {
       if (auto probe = ProcessProbe::open(record, modules)) probes_.push_back(std::move(probe));
     }
@@ -24,7 +23,7 @@ class NodeProbes {
   void probe() {
     for (auto& p : probes_) p->probe();
   }
-  void attach(snapshot::NodeSnapshot& next) const {
+  void attach(model::NodeSnapshot& next) const {
     for (auto& record : next.processes) {
       for (const auto& p : probes_) p->attach(record);
     }
@@ -64,15 +63,15 @@ bool sleep_until_unix(std::int64_t unix_ns) {
   return true;
 }
 
-std::optional<std::vector<snapshot::NodeSnapshot>> capture_series(NodeCaptureOptions options,
-                                                                  const SeriesPlan& plan,
-                                                                  const SeriesHooks& hooks) {
+std::optional<std::vector<model::NodeSnapshot>> capture_series(NodeCaptureOptions options,
+                                                               const SeriesPlan& plan,
+                                                               const SeriesHooks& hooks) {
   if (!options.process.modules) options.process.modules = std::make_shared<elf::ModuleCache>();
   const auto capture = hooks.capture ? hooks.capture : capture_node;
   const std::int64_t start = plan.start_unix_ns > 0 ? plan.start_unix_ns : unix_now_ns();
   const std::int64_t interval = plan.interval.count();
   std::minstd_rand random(std::random_device{}());
-  std::vector<snapshot::NodeSnapshot> samples;
+  std::vector<model::NodeSnapshot> samples;
   std::unique_ptr<NodeProbes> probes;  // since the last sample
   for (int i = 0; i < plan.samples; ++i) {
     const std::int64_t due = start + static_cast<std::int64_t>(i) * interval;

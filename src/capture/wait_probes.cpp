@@ -39,7 +39,7 @@ std::vector<ProbedFrame> outermost_first(const std::vector<python::PyFrame>& fra
 
 }  // namespace
 
-std::unique_ptr<ProcessProbe> ProcessProbe::open(const snapshot::ProcessRecord& record,
+std::unique_ptr<ProcessProbe> ProcessProbe::open(const model::ProcessRecord& record,
                                                  std::shared_ptr<elf::ModuleCache> modules) {
   if (!record.dump || !record.dump->python) return nullptr;
   const auto& threads = record.dump->threads;
@@ -57,7 +57,7 @@ std::unique_ptr<ProcessProbe> ProcessProbe::open(const snapshot::ProcessRecord& 
   return probe;
 }
 
-ProcessProbe::ProcessProbe(const snapshot::ProcessRecord& record, proc::MemoryMap maps,
+ProcessProbe::ProcessProbe(const model::ProcessRecord& record, proc::MemoryMap maps,
                            std::shared_ptr<elf::ModuleCache> modules)
     : pid_(record.pid),
       start_time_ticks_(record.start_time_ticks),
@@ -124,7 +124,7 @@ void ProcessProbe::probe() {
   for (const auto& [id, k] : kept) threads_.at(id).tally.count(k);
 }
 
-void ProcessProbe::attach(snapshot::ProcessRecord& next) const {
+void ProcessProbe::attach(model::ProcessRecord& next) const {
   if (next.pid != pid_ || next.start_time_ticks != start_time_ticks_ || !next.dump) return;
   for (auto& t : next.dump->threads) {
     if (!t.py_thread_id) continue;

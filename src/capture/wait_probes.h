@@ -15,9 +15,9 @@
 #include "hangscope/elf/module_cache.h"
 #include "hangscope/elf/process_image.h"
 #include "hangscope/memory/process_memory.h"
+#include "hangscope/model/node_snapshot.h"
 #include "hangscope/model/process_dump.h"
 #include "hangscope/proc/process_fs.h"
-#include "hangscope/snapshot/node_snapshot.h"
 #include "python_session.h"
 
 namespace hangscope::capture {
@@ -39,7 +39,7 @@ class ProcessProbe {
  public:
   // Watches the Python threads `record` (a sample just taken) shows with frames; nullptr when it
   // has none or the process cannot be read again (gone, or no interpreter found).
-  static std::unique_ptr<ProcessProbe> open(const snapshot::ProcessRecord& record,
+  static std::unique_ptr<ProcessProbe> open(const model::ProcessRecord& record,
                                             std::shared_ptr<elf::ModuleCache> modules);
 
   // One read of every watched thread, while the process runs. A read that fails or catches a
@@ -48,14 +48,14 @@ class ProcessProbe {
 
   // Each watched thread's tally, given to the same thread in `next` (the following sample of
   // the same process: same pid and start time); nothing when it is another process.
-  void attach(snapshot::ProcessRecord& next) const;
+  void attach(model::ProcessRecord& next) const;
 
  private:
   struct Watched {
     std::vector<ProbedFrame> reference;  // at the earlier sample, outermost first
     model::ProbeTally tally;
   };
-  ProcessProbe(const snapshot::ProcessRecord& record, proc::MemoryMap maps,
+  ProcessProbe(const model::ProcessRecord& record, proc::MemoryMap maps,
                std::shared_ptr<elf::ModuleCache> modules);
   std::vector<python::PyThread> read();
   // The frames of its reference a read of a watched thread kept; nullopt when the thread is not

@@ -81,7 +81,7 @@ int collect_once(const CollectArguments& args) {
   plan.query_store = args.query_store;
   capture::SeriesHooks hooks;
   hooks.wait_until = capture::sleep_until_unix;
-  hooks.taken = [](const snapshot::NodeSnapshot& sample) {
+  hooks.taken = [](const model::NodeSnapshot& sample) {
     spdlog::info("sample {}: {} processes", sample.sample_index, sample.processes.size());
   };
   const auto samples = *capture::capture_series(options, plan, hooks);

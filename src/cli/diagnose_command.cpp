@@ -23,6 +23,7 @@
 #include "hangscope/report/bundle_files.h"
 #include "hangscope/report/report.h"
 #include "hangscope/snapshot/codec.h"
+#include "hangscope/sources/flight_records.h"
 
 namespace hangscope::cli {
 namespace {
@@ -77,17 +78,17 @@ std::string utc_stamp() {
 }
 
 // The bundle of `answers`, saying which nodes were named apart from another of the same name.
-analysis::Bundle assemble(std::vector<analysis::NodeAnswer> answers, const Progress& progress) {
+model::Bundle assemble(std::vector<model::NodeAnswer> answers, const Progress& progress) {
   std::vector<std::string> renamed;
-  auto bundle = analysis::assemble_bundle(std::move(answers), &renamed);
+  auto bundle = model::assemble_bundle(std::move(answers), &renamed);
   for (const auto& note : renamed) progress.say(note);
   return bundle;
 }
 
-analysis::Bundle from_files(const DiagnoseArguments& args, const Progress& progress) {
+model::Bundle from_files(const DiagnoseArguments& args, const Progress& progress) {
   // Files are parsed in parallel, then taken in the order given.
   struct Read {
-    std::vector<snapshot::NodeSnapshot> nodes;
+    std::vector<model::NodeSnapshot> nodes;
     std::string error;
   };
   std::vector<Read> reads(args.files.size());
@@ -114,7 +115,7 @@ analysis::Bundle from_files(const DiagnoseArguments& args, const Progress& progr
   for (auto& w : workers) w.join();
   all.end();
   // A node per file and node name in it; the same name in two files is two nodes, named apart.
-  std::vector<analysis::NodeAnswer> answers;
+  std::vector<model::NodeAnswer> answers;
   for (std::size_t i = 0; i < args.files.size(); ++i) {
     const auto& file = args.files[i];
     try {
@@ -143,8 +144,8 @@ analysis::Bundle from_files(const DiagnoseArguments& args, const Progress& progr
   return assemble(std::move(answers), progress);
 }
 
-analysis::Bundle from_agents(const Plan& plan, const DiagnoseArguments& args,
-                             const Progress& progress) {
+model::Bundle from_agents(const Plan& plan, const DiagnoseArguments& args,
+                          const Progress& progress) {
   const auto& addresses = plan.addresses;
   const auto interval = plan.interval;
   agent::CollectRequest request;
@@ -193,7 +194,7 @@ analysis::Bundle from_agents(const Plan& plan, const DiagnoseArguments& args,
   waiting.end();
   // A node is the agent that answered: its snapshots take its name, and two agents giving one
   // name (one --node-name on two nodes) are named apart by their addresses.
-  std::vector<analysis::NodeAnswer> nodes;
+  std::vector<model::NodeAnswer> nodes;
   for (auto& answer : answers) {
     const std::string name = answer.node_name.empty() ? answer.address : answer.node_name;
     nodes.push_back({{name, answer.address, answer.status, answer.error, answer.clock_offset_ns},
@@ -203,9 +204,9 @@ analysis::Bundle from_agents(const Plan& plan, const DiagnoseArguments& args,
   return assemble(std::move(nodes), progress);
 }
 
-analysis::Bundle from_local_node(const DiagnoseArguments& args, std::chrono::milliseconds interval,
-                                 const Progress& progress) {
-  analysis::Bundle bundle;
+model::Bundle from_local_node(const DiagnoseArguments& args, std::chrono::milliseconds interval,
+                              const Progress& progress) {
+  model::Bundle bundle;
   capture::NodeCaptureOptions options;
   options.process.locals = args.locals;
   options.process.modules = std::make_shared<elf::ModuleCache>();  // shared by the samples
@@ -219,7 +220,7 @@ analysis::Bundle from_local_node(const DiagnoseArguments& args, std::chrono::mil
   auto sampling = progress.start("capturing samples", "", static_cast<std::uint64_t>(args.samples));
   capture::SeriesHooks hooks;
   hooks.wait_until = capture::sleep_until_unix;
-  hooks.taken = [&](const snapshot::NodeSnapshot& sample) {
+  hooks.taken = [&](const model::NodeSnapshot& sample) {
     sampling.set_done(static_cast<std::uint64_t>(sample.sample_index + 1));
     progress.say("local sample " + std::to_string(sample.sample_index + 1) + "/" +
                  std::to_string(args.samples));
@@ -236,7 +237,7 @@ analysis::Bundle from_local_node(const DiagnoseArguments& args, std::chrono::mil
 // The files one --flight-records argument names: every regular file of a directory, else the
 // matches of a glob (a plain path matches itself); a pattern that matches nothing is an input
 // that failed.
-std::vector<analysis::DumpFile> dump_files_of(const std::string& pattern) {
+std::vector<sources::DumpFile> dump_files_of(const std::string& pattern) {
   std::vector<std::string> paths;
   struct stat st {};
   if (::stat(pattern.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
@@ -253,14 +254,14 @@ std::vector<analysis::DumpFile> dump_files_of(const std::string& pattern) {
   }
   if (paths.empty())
     return {{pattern, "", 0, "no file matches (neither a directory nor a glob with matches)"}};
-  std::vector<analysis::DumpFile> out;
+  std::vector<sources::DumpFile> out;
   for (const auto& path : paths) out.push_back({path, "", 0, ""});
   return out;
 }
 
 // The last `max_bytes` of a log file, or why not (a FIFO or device is refused, never opened).
-analysis::DumpFile read_log_tail(const std::string& path, std::size_t max_bytes) {
-  analysis::DumpFile out{path, "", 0, ""};
+sources::DumpFile read_log_tail(const std::string& path, std::size_t max_bytes) {
+  sources::DumpFile out{path, "", 0, ""};
   auto read = read_file_tail(path, "log", max_bytes);
   if (!read.text) {
     out.error = read.reason;
@@ -275,7 +276,7 @@ analysis::DumpFile read_log_tail(const std::string& path, std::size_t max_bytes)
 // picked), so a glob of thousands of files never holds more than one; the lines kept across
 // logs are bounded too: past 256 MiB, further logs are refused by name. A log that cannot be
 // held is refused alone.
-void attach_job_logs(const DiagnoseArguments& args, analysis::Bundle& bundle,
+void attach_job_logs(const DiagnoseArguments& args, model::Bundle& bundle,
                      const Progress& progress) {
   constexpr std::size_t kLogTail = std::size_t{4} << 20;
   constexpr std::size_t kLogsKept = std::size_t{256} << 20;
@@ -290,7 +291,7 @@ void attach_job_logs(const DiagnoseArguments& args, analysis::Bundle& bundle,
       try {
         auto task = progress.start("reading log", found.path);
         const auto log = found.error.empty() ? read_log_tail(found.path, kLogTail) : found;
-        for (const auto& note : analysis::attach_logs(bundle, {log}, &kept)) {
+        for (const auto& note : sources::attach_logs(bundle, {log}, &kept)) {
           progress.say("log " + note);
         }
       } catch (const std::bad_alloc&) {
@@ -301,7 +302,7 @@ void attach_job_logs(const DiagnoseArguments& args, analysis::Bundle& bundle,
 }
 
 // Reads a dump file (its bytes and write time), or names why not.
-void read_dump(analysis::DumpFile& file, std::size_t max_bytes) {
+void read_dump(sources::DumpFile& file, std::size_t max_bytes) {
   try {
     file.bytes = read_input_file(file.path, "flight-recorder dump", max_bytes);
     struct stat st {};
@@ -315,8 +316,8 @@ void read_dump(analysis::DumpFile& file, std::size_t max_bytes) {
 }
 
 // The post-mortem source: the ranks' flight-recorder dumps, every entry kept.
-analysis::Bundle from_flight_records(const DiagnoseArguments& args, const Progress& progress) {
-  std::vector<analysis::DumpFile> files;
+model::Bundle from_flight_records(const DiagnoseArguments& args, const Progress& progress) {
+  std::vector<sources::DumpFile> files;
   for (const auto& pattern : args.flight_records) {
     for (auto& f : dump_files_of(pattern)) files.push_back(std::move(f));
   }
@@ -324,7 +325,7 @@ analysis::Bundle from_flight_records(const DiagnoseArguments& args, const Progre
   // Each dump is read by the worker that parses it, and freed once parsed (not all at once).
   const std::size_t max_bytes = args.max_input_mib << 20;
   auto reading = progress.start("reading flight-recorder dumps", "", found);
-  auto bundle = analysis::postmortem_bundle(std::move(files), [&](analysis::DumpFile& f) {
+  auto bundle = sources::postmortem_bundle(std::move(files), [&](sources::DumpFile& f) {
     read_dump(f, max_bytes);
     reading.add_done(1);  // thread-safe: the meter's lock
   });
@@ -347,8 +348,8 @@ analysis::Bundle from_flight_records(const DiagnoseArguments& args, const Progre
 
 // The post-mortem source from core files: each core a node of one process (named by its path),
 // read like a live rank; a file that is no readable core is a node in error, named.
-analysis::Bundle from_cores(const DiagnoseArguments& args, const Progress& progress) {
-  analysis::Bundle bundle;
+model::Bundle from_cores(const DiagnoseArguments& args, const Progress& progress) {
+  model::Bundle bundle;
   capture::CoreOptions options;
   options.executable = args.core_exe;
   options.sysroot = args.sysroot;
@@ -363,7 +364,7 @@ analysis::Bundle from_cores(const DiagnoseArguments& args, const Progress& progr
         bundle.nodes.push_back({file.path, std::nullopt, "error", file.error, 0});
         continue;
       }
-      snapshot::NodeSnapshot node;
+      model::NodeSnapshot node;
       node.node_name = file.path;
       struct stat st {};
       if (::stat(file.path.c_str(), &st) == 0) {
@@ -371,7 +372,7 @@ analysis::Bundle from_cores(const DiagnoseArguments& args, const Progress& progr
             static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
       }
       auto task = progress.start("reading core file", file.path);
-      snapshot::ProcessRecord record = capture::core_record(file.path, options);
+      model::ProcessRecord record = capture::core_record(file.path, options);
       task.end();
       if (!record.error.empty()) {
         print_error(record.error);
@@ -494,7 +495,7 @@ int run_diagnose(const DiagnoseArguments& args) {
   const Progress progress(args.quiet || args.json || args.ticket);
   const Plan p = make_plan(args);
   PhaseTimer timer;
-  analysis::Bundle bundle =
+  model::Bundle bundle =
       p.source == Plan::Source::kCores           ? from_cores(args, progress)
       : p.source == Plan::Source::kFlightRecords ? from_flight_records(args, progress)
       : p.source == Plan::Source::kFiles         ? from_files(args, progress)

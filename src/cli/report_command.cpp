@@ -45,9 +45,9 @@ int run_report(const ReportArguments& args) {
 }
 
 // The processes of the newest samples that could not be captured: "pid 12: why", at most 3.
-std::string capture_errors(const analysis::Bundle& bundle) {
+std::string capture_errors(const model::Bundle& bundle) {
   std::vector<std::string> errors;
-  for (const auto& [name, node] : analysis::latest_samples(bundle)) {
+  for (const auto& [name, node] : model::latest_samples(bundle)) {
     for (const auto& p : node->processes) {
       if (p.error.empty()) continue;
       const std::string pid = "pid " + std::to_string(p.pid);
@@ -58,7 +58,7 @@ std::string capture_errors(const analysis::Bundle& bundle) {
 }
 
 // The inputs that failed: nodes that did not answer, snapshot files that could not be read.
-std::vector<std::string> failed_inputs(const analysis::Bundle& bundle) {
+std::vector<std::string> failed_inputs(const model::Bundle& bundle) {
   std::vector<std::string> out;
   for (const auto& n : bundle.nodes) {
     if (n.status != "ok") out.push_back(n.name + " (" + n.status + ")");
@@ -77,7 +77,7 @@ bool any_rank_captured(const analysis::Analysis& analysis) {
 
 }  // namespace
 
-int analyse_and_report(const ReportRequest& request, const analysis::Bundle& bundle,
+int analyse_and_report(const ReportRequest& request, const model::Bundle& bundle,
                        const Progress& progress) {
   PhaseTimer timer;
   const auto rule_set =
@@ -111,7 +111,7 @@ int analyse_and_report(const ReportRequest& request, const analysis::Bundle& bun
   return kExitOk;
 }
 
-void print_result(const std::string& dir, const analysis::Bundle& bundle,
+void print_result(const std::string& dir, const model::Bundle& bundle,
                   const analysis::Analysis& analysis, Output output) {
   switch (output) {
     case Output::kJson:

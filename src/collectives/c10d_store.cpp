@@ -11,12 +11,12 @@
 
 #include "hangscope/common/error.h"
 #include "hangscope/common/tcp_connection.h"
-#include "hangscope/facts/versions.h"
+#include "hangscope/model/package_version.h"
+#include "hangscope/model/store_keys.h"
 
 namespace hangscope::collectives {
 namespace {
 
-constexpr std::size_t kMaxKeys = 256;
 constexpr std::size_t kMaxKeyBytes = 4096;
 constexpr std::uint64_t kMaxCounterBytes = 64;
 constexpr std::uint32_t kValidationMagic = 0x3C85F7CE;  // torch >= 2.0, TCPStoreBackend.hpp
@@ -101,10 +101,10 @@ class StoreClient {
 };
 
 void check_request(const StoreQueryRequest& request) {
-  if (request.keys.size() + request.counter_keys.size() > kMaxKeys) {
+  if (request.keys.size() + request.counter_keys.size() > model::kMaxStoreKeys) {
     throw Error("too many store keys to check (" +
                 std::to_string(request.keys.size() + request.counter_keys.size()) + ", at most " +
-                std::to_string(kMaxKeys) + ")");
+                std::to_string(model::kMaxStoreKeys) + ")");
   }
   for (const auto* list : {&request.keys, &request.counter_keys}) {
     for (const auto& key : *list) {
@@ -168,40 +168,6 @@ std::string resolve(const std::string& name) {
   return text;
 }
 
-// The quoted strings of a repr, as the ECMAScript regex '((?:[^'\\]|\\.)*)'|"((?:[^"\\]|\\.)*)"
-// finds them (a quote, then anything but that quote or a backslash, or a backslash and any
-// character but a line break, up to the same quote; searched again after an unclosed one),
-// without std::regex: it recursed once per character and overflowed the stack on a long
-// string (a local's repr from a snapshot file).
-std::vector<std::string> quoted_strings(const std::string& text) {
-  std::vector<std::string> out;
-  std::size_t i = 0;
-  while (i < text.size()) {
-    const char quote = text[i];
-    if (quote != '\'' && quote != '"') {
-      ++i;
-      continue;
-    }
-    std::size_t j = i + 1;
-    while (j < text.size() && text[j] != quote) {
-      if (text[j] != '\\') {
-        ++j;
-      } else if (j + 1 < text.size() && text[j + 1] != '\n' && text[j + 1] != '\r') {
-        j += 2;
-      } else {
-        break;  // a backslash before a line break or the end: no string from this quote
-      }
-    }
-    if (j >= text.size() || text[j] != quote) {
-      ++i;
-      continue;
-    }
-    out.push_back(text.substr(i + 1, j - i - 1));
-    i = j + 1;
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string StoreEndpoint::text() const {
@@ -236,26 +202,8 @@ std::optional<StoreProtocol> store_protocol_for(const std::string& torch_version
   if (i == 0 || i >= torch_version.size() || torch_version[i] != '.' || !digit(i + 1)) {
     return std::nullopt;
   }
-  return facts::compare_versions(torch_version, "2.0.0a0") < 0 ? StoreProtocol::kTorch1
+  return model::compare_versions(torch_version, "2.0.0a0") < 0 ? StoreProtocol::kTorch1
                                                                : StoreProtocol::kTorch2;
-}
-
-std::vector<std::string> keys_in_repr(const std::string& repr) {
-  std::vector<std::string> keys;
-  for (const auto& key : quoted_strings(repr)) {
-    if (keys.size() >= kMaxKeys) break;
-    // A repr escapes a backslash and its own quote; nothing else is unescaped here.
-    std::string plain;
-    for (std::size_t i = 0; i < key.size(); ++i) {
-      if (key[i] == '\\' && i + 1 < key.size() &&
-          (key[i + 1] == '\\' || key[i + 1] == '\'' || key[i + 1] == '"')) {
-        ++i;
-      }
-      plain += key[i];
-    }
-    if (!plain.empty()) keys.push_back(plain);
-  }
-  return keys;
 }
 
 std::vector<std::string> StoreQuery::missing() const {

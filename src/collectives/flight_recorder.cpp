@@ -85,10 +85,10 @@ std::vector<int> ranks_of(const json& j) {
   return out;
 }
 
-FlightEntry entry_from(const json& e, std::size_t index) {
+model::FlightEntry entry_from(const json& e, std::size_t index) {
   const auto where = "entry " + std::to_string(index);
   if (!e.is_object()) throw Error(where + ": not a dict");
-  FlightEntry out;
+  model::FlightEntry out;
   if (e.contains("process_group") && e["process_group"].is_array() && !e["process_group"].empty()) {
     out.pg = text(e["process_group"][0]);
   } else if (e.contains("pg_id")) {
@@ -126,15 +126,6 @@ std::string get(const std::map<std::string, std::string>& env, const char* key) 
 FlightRecord parse_document(const std::string& bytes, std::size_t max_entries_per_group);
 
 }  // namespace
-
-std::string FlightEntry::describe() const {
-  std::string out = profiling_name.empty() ? "(unnamed)" : profiling_name;
-  out += " #" + std::to_string(is_p2p ? p2p_seq_id : collective_seq_id);
-  if (!input_sizes.empty() && input_sizes != "[]") out += " " + input_sizes;
-  if (!input_dtypes.empty() && input_dtypes != "[]") out += " " + input_dtypes;
-  if (!state.empty()) out += " " + state;
-  return out;
-}
 
 FlightRecord parse_flight_record(const std::string& bytes, std::size_t max_entries_per_group) {
   try {
@@ -181,7 +172,7 @@ FlightRecord parse_document(const std::string& bytes, std::size_t max_entries_pe
   }
   if (doc.contains("pg_config") && doc["pg_config"].is_object()) {
     for (const auto& [id, config] : doc["pg_config"].items()) {
-      FlightGroup g;
+      model::FlightGroup g;
       g.id = id;
       if (config.is_object()) {
         g.name = text(config.value("name", json(id)));
@@ -204,7 +195,7 @@ FlightRecord parse_document(const std::string& bytes, std::size_t max_entries_pe
         g.last_completed = integer(status["last_completed_collective"]);
     }
   }
-  std::map<std::string, std::vector<FlightEntry>> per_group;
+  std::map<std::string, std::vector<model::FlightEntry>> per_group;
   std::size_t index = 0;
   for (const auto& e : doc["entries"]) {
     auto entry = entry_from(e, index++);
@@ -221,22 +212,6 @@ FlightRecord parse_document(const std::string& bytes, std::size_t max_entries_pe
 }
 
 }  // namespace
-
-std::optional<int> rank_from_file_name(const std::string& path) {
-  std::string name = path.substr(path.find_last_of('/') + 1);
-  const auto dot = name.find_last_of('.');
-  if (dot != std::string::npos && std::none_of(name.begin() + static_cast<long>(dot), name.end(),
-                                               [](char c) { return c >= '0' && c <= '9'; })) {
-    name.resize(dot);
-  }
-  std::size_t digits = 0;
-  while (digits < name.size() &&
-         std::isdigit(static_cast<unsigned char>(name[name.size() - 1 - digits])) != 0) {
-    ++digits;
-  }
-  if (digits == 0 || digits > 9) return std::nullopt;
-  return std::stoi(name.substr(name.size() - digits));
-}
 
 std::vector<std::string> dump_prefixes(const std::map<std::string, std::string>& env) {
   std::vector<std::string> out;
@@ -359,106 +334,6 @@ std::string trigger_flight_dump(const std::string& root,
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return "no new dump within " + std::to_string(timeout.count()) + " ms after the request";
-}
-
-json to_json(const FlightRecord& r) {
-  json groups = json::object();
-  for (const auto& [id, g] : r.groups) {
-    json j = {{"name", g.name}, {"desc", g.desc}, {"ranks", g.ranks}};
-    if (g.last_enqueued) j["last_enqueued"] = *g.last_enqueued;
-    if (g.last_started) j["last_started"] = *g.last_started;
-    if (g.last_completed) j["last_completed"] = *g.last_completed;
-    groups[id] = j;
-  }
-  json entries = json::array();
-  for (const auto& e : r.entries) {
-    entries.push_back({{"pg", e.pg},
-                       {"seq", e.collective_seq_id},
-                       {"p2p_seq", e.p2p_seq_id},
-                       {"is_p2p", e.is_p2p},
-                       {"op", e.profiling_name},
-                       {"input_sizes", e.input_sizes},
-                       {"input_dtypes", e.input_dtypes},
-                       {"output_sizes", e.output_sizes},
-                       {"state", e.state},
-                       {"time_created_ns", e.time_created_ns}});
-  }
-  json out = {{"path", r.path},       {"format", r.format},
-              {"version", r.version}, {"written_unix_ns", r.written_unix_ns},
-              {"fresh", r.fresh},     {"groups", groups},
-              {"entries", entries},   {"error", r.error}};
-  if (r.rank) out["rank"] = *r.rank;
-  return out;
-}
-
-namespace {
-
-// A whole number of the compact record (to_json writes int64 values). nlohmann's
-// get<std::int64_t>() converts a float, or an integer beyond int64 (parsed as a float), with
-// undefined behaviour when it does not fit: a snapshot file is any text, so those are refused.
-std::int64_t whole_number(const json& value, const char* what) {
-  if (value.is_number_integer() &&
-      !(value.is_number_unsigned() &&
-        value.get<std::uint64_t>() >
-            static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))) {
-    return value.get<std::int64_t>();
-  }
-  throw Error(std::string("`") + what + "` is not a 64-bit whole number: " + value.dump());
-}
-
-std::int64_t whole_number_or(const json& object, const char* key, std::int64_t fallback) {
-  return object.contains(key) ? whole_number(object[key], key) : fallback;
-}
-
-}  // namespace
-
-FlightRecord flight_record_from_json(const json& j) {
-  FlightRecord r;
-  r.path = j.value("path", "");
-  r.format = j.value("format", "");
-  r.version = j.value("version", "");
-  r.written_unix_ns = whole_number_or(j, "written_unix_ns", 0);
-  r.fresh = j.value("fresh", true);
-  r.error = j.value("error", "");
-  if (j.contains("rank") && j["rank"].is_number_integer()) r.rank = j["rank"].get<int>();
-  // Named copies: iterating items() of a temporary would read freed memory.
-  const json groups = j.value("groups", json::object());
-  const json entries = j.value("entries", json::array());
-  for (const auto& [id, g] : groups.items()) {
-    FlightGroup group;
-    group.id = id;
-    group.name = g.value("name", "");
-    group.desc = g.value("desc", "");
-    for (const auto& rank : g.value("ranks", json::array())) {
-      const auto n = whole_number(rank, "ranks");
-      if (n < std::numeric_limits<int>::min() || n > std::numeric_limits<int>::max()) {
-        throw Error("a rank beyond int: " + std::to_string(n));
-      }
-      group.ranks.push_back(static_cast<int>(n));
-    }
-    if (g.contains("last_enqueued"))
-      group.last_enqueued = whole_number(g["last_enqueued"], "last_enqueued");
-    if (g.contains("last_started"))
-      group.last_started = whole_number(g["last_started"], "last_started");
-    if (g.contains("last_completed"))
-      group.last_completed = whole_number(g["last_completed"], "last_completed");
-    r.groups[id] = group;
-  }
-  for (const auto& e : entries) {
-    FlightEntry entry;
-    entry.pg = e.value("pg", "");
-    entry.collective_seq_id = whole_number_or(e, "seq", 0);
-    entry.p2p_seq_id = whole_number_or(e, "p2p_seq", 0);
-    entry.is_p2p = e.value("is_p2p", false);
-    entry.profiling_name = e.value("op", "");
-    entry.input_sizes = e.value("input_sizes", "");
-    entry.input_dtypes = e.value("input_dtypes", "");
-    entry.output_sizes = e.value("output_sizes", "");
-    entry.state = e.value("state", "");
-    entry.time_created_ns = whole_number_or(e, "time_created_ns", 0);
-    r.entries.push_back(entry);
-  }
-  return r;
 }
 
 }  // namespace hangscope::collectives

@@ -191,25 +191,6 @@ std::string RasSummary::describe() const {
   return out;
 }
 
-std::string_view to_string(RasStatus status) {
-  switch (status) {
-    case RasStatus::kOk:
-      return "ok";
-    case RasStatus::kProblems:
-      return "problems";
-    case RasStatus::kUnavailable:
-      return "unavailable";
-  }
-  return "unavailable";
-}
-
-std::optional<RasStatus> ras_status_from_string(std::string_view value) {
-  for (const auto status : {RasStatus::kOk, RasStatus::kProblems, RasStatus::kUnavailable}) {
-    if (value == to_string(status)) return status;
-  }
-  return std::nullopt;
-}
-
 RasSummary summarize_ras(const RasReply& reply) {
   if (reply.format == "json") {
     try {

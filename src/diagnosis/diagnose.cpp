@@ -20,7 +20,7 @@ void order_verdicts(std::vector<analysis::Verdict>& verdicts) {
                    });
 }
 
-analysis::Analysis diagnose(const analysis::Bundle& bundle, const rules::RuleSet& rules) {
+analysis::Analysis diagnose(const model::Bundle& bundle, const rules::RuleSet& rules) {
   using analysis::Verdict;
   PhaseTimer timer("analysis, ");
   analysis::Analysis result;
@@ -30,7 +30,7 @@ analysis::Analysis diagnose(const analysis::Bundle& bundle, const rules::RuleSet
   //    result.diagnostics; the rank table keeps the rest.
   result.jobs = analysis::build_jobs(bundle, &result.diagnostics);
   timer.lap("rank table");
-  //    A job known from flight-recorder dumps alone (post-mortem, analysis/postmortem_bundle.cpp)
+  //    A job known from flight-recorder dumps alone (post-mortem, sources/flight_records.cpp)
   //    has no stacks: no wait points, classes or TCP peers to derive.
   std::vector<bool> post_mortem;
   for (const auto& job : result.jobs) post_mortem.push_back(analysis::flight_records_only(job));

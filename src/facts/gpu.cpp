@@ -10,7 +10,7 @@
 #include "hangscope/common/files.h"
 #include "hangscope/common/subprocess.h"
 #include "hangscope/common/text.h"
-#include "hangscope/facts/fact_keys.h"
+#include "hangscope/model/fact_keys.h"
 
 namespace hangscope::facts {
 namespace {
@@ -268,8 +268,8 @@ GpuTopology gpu_topology(const std::string& root, int timeout_ms) {
 
 std::map<std::string, std::string> GpuTopology::facts() const {
   std::map<std::string, std::string> out;
-  out[keys::kGpuCount] = std::to_string(gpus.size());
-  out[keys::kGpuSource] = source;
+  out[model::fact_keys::kGpuCount] = std::to_string(gpus.size());
+  out[model::fact_keys::kGpuSource] = source;
   std::map<std::string, int> models;
   std::set<std::string> caps;
   for (const auto& g : gpus) {
@@ -280,24 +280,24 @@ std::map<std::string, std::string> GpuTopology::facts() const {
   for (const auto& [name, n] : models) {
     model += (model.empty() ? "" : ", ") + name + " ×" + std::to_string(n);
   }
-  if (!model.empty()) out[keys::kGpuModel] = model;
+  if (!model.empty()) out[model::fact_keys::kGpuModel] = model;
   std::string cap;
   for (const auto& c : caps) cap += (cap.empty() ? "" : ", ") + c;
-  if (!cap.empty()) out[keys::kGpuComputeCapability] = cap;
-  if (!driver_version.empty()) out[keys::kGpuDriver] = driver_version;
-  if (nvlink) out[keys::kGpuNvlink] = *nvlink ? "yes" : "no";
-  if (nvswitch) out[keys::kGpuNvswitch] = *nvswitch ? "yes" : "no";
+  if (!cap.empty()) out[model::fact_keys::kGpuComputeCapability] = cap;
+  if (!driver_version.empty()) out[model::fact_keys::kGpuDriver] = driver_version;
+  if (nvlink) out[model::fact_keys::kGpuNvlink] = *nvlink ? "yes" : "no";
+  if (nvswitch) out[model::fact_keys::kGpuNvswitch] = *nvswitch ? "yes" : "no";
   if (matrix) {
     std::string links;
     for (const auto& [link, n] : gpu_link_counts(*matrix)) {
       links += (links.empty() ? "" : ", ") + link + " ×" + std::to_string(n);
     }
-    if (!links.empty()) out[keys::kGpuLinks] = links + " (GPU pairs)";
+    if (!links.empty()) out[model::fact_keys::kGpuLinks] = links + " (GPU pairs)";
   }
   if (!notes.empty()) {
     std::string all;
     for (const auto& n : notes) all += (all.empty() ? "" : "; ") + n;
-    out[keys::kGpuNotes] = all;
+    out[model::fact_keys::kGpuNotes] = all;
   }
   return out;
 }

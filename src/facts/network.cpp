@@ -10,12 +10,12 @@
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
 #include "hangscope/common/text.h"
-#include "hangscope/facts/fact_keys.h"
+#include "hangscope/model/fact_keys.h"
 
 namespace hangscope::facts {
 namespace {
 
-// Connections kept in keys::kNetTcp: a gloo rank of a 4,096-rank job has thousands.
+// Connections kept in model::fact_keys::kNetTcp: a gloo rank of a 4,096-rank job has thousands.
 constexpr std::size_t kMaxRecordedConnections = 4096;
 constexpr std::size_t kMaxListed = 16;
 
@@ -418,7 +418,7 @@ std::map<std::string, std::string> NetworkFacts::facts(
     described.push_back(i.name +
                         (i.addresses.empty() ? "" : " " + join(i.addresses, " ", kMaxListed)));
   }
-  if (!described.empty()) out[keys::kNetInterfaces] = join(described, ", ", 64);
+  if (!described.empty()) out[model::fact_keys::kNetInterfaces] = join(described, ", ", 64);
   std::vector<std::string> listening, peers, tcp;
   std::size_t established = 0, connecting = 0;
   std::set<std::string> peer_addresses;
@@ -431,17 +431,17 @@ std::map<std::string, std::string> NetworkFacts::facts(
       tcp.push_back(s.local() + (s.state == "established" ? ">" : "~") + s.remote());
     }
   }
-  if (!listening.empty()) out[keys::kNetListening] = join(listening, ", ", kMaxListed);
-  out[keys::kNetConnections] =
+  if (!listening.empty()) out[model::fact_keys::kNetListening] = join(listening, ", ", kMaxListed);
+  out[model::fact_keys::kNetConnections] =
       std::to_string(established) + " established" +
       (connecting ? ", " + std::to_string(connecting) + " still connecting" : "") +
       (peer_addresses.empty()
            ? ""
            : " (peers " + join({peer_addresses.begin(), peer_addresses.end()}, ", ", kMaxListed) +
                  ")");
-  out[keys::kNetTcp] = join(tcp, " ", kMaxRecordedConnections);
+  out[model::fact_keys::kNetTcp] = join(tcp, " ", kMaxRecordedConnections);
   if (established + connecting > tcp.size()) {
-    out[keys::kNetTcpTruncated] = std::to_string(established + connecting - tcp.size());
+    out[model::fact_keys::kNetTcpTruncated] = std::to_string(established + connecting - tcp.size());
   }
   const auto get = [&](const char* key) {
     const auto it = env.find(key);
@@ -449,27 +449,16 @@ std::map<std::string, std::string> NetworkFacts::facts(
   };
   for (const char* var : {"GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}) {
     if (!get(var).empty() && !interfaces.empty()) {
-      out[keys::net_variable(var)] = check_ifname(get(var), *this);
+      out[model::fact_keys::net_variable(var)] = check_ifname(get(var), *this);
     }
   }
   if (!get("VLLM_HOST_IP").empty() && !interfaces.empty()) {
-    out[keys::net_variable("VLLM_HOST_IP")] = check_host_ip(get("VLLM_HOST_IP"), *this);
+    out[model::fact_keys::net_variable("VLLM_HOST_IP")] = check_host_ip(get("VLLM_HOST_IP"), *this);
   }
   if (is_ip_literal(get("MASTER_ADDR")) && !get("MASTER_PORT").empty()) {
-    out[keys::kNetStore] = check_store(get("MASTER_ADDR"), get("MASTER_PORT"), *this);
+    out[model::fact_keys::kNetStore] = check_store(get("MASTER_ADDR"), get("MASTER_PORT"), *this);
   }
-  if (!notes.empty()) out[keys::kNetNotes] = join(notes, "; ", kMaxListed);
-  return out;
-}
-
-std::vector<RecordedConnection> parse_recorded_connections(const std::string& net_tcp) {
-  std::vector<RecordedConnection> out;
-  std::istringstream in(net_tcp);
-  for (std::string item; in >> item;) {
-    const auto at = item.find_first_of(">~");
-    if (at == std::string::npos) continue;
-    out.push_back({item.substr(0, at), item.substr(at + 1), item[at] == '>'});
-  }
+  if (!notes.empty()) out[model::fact_keys::kNetNotes] = join(notes, "; ", kMaxListed);
   return out;
 }
 

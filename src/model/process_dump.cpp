@@ -75,4 +75,29 @@ std::optional<std::string> group_in_label(std::string_view text) {
   return std::string(text.substr(kLabelPrefix.size(), text.size() - kLabelPrefix.size() - 1));
 }
 
+std::string_view describe_state(char state) {
+  switch (state) {
+    case 'R':
+      return "running";
+    case 'S':
+      return "sleeping";
+    case 'D':
+      return "uninterruptible sleep";
+    case 'T':
+      return "stopped";
+    case 't':
+      return "tracing stop";
+    case 'Z':
+      return "zombie";
+    case 'X':
+      return "dead";
+    case 'I':
+      return "idle";
+    case 'P':
+      return "parked";
+    default:
+      return "unknown state";
+  }
+}
+
 }  // namespace hangscope::model

@@ -80,29 +80,4 @@ TaskStatus parse_task_status(std::string_view text) {
   return status;
 }
 
-std::string_view describe_state(char state) {
-  switch (state) {
-    case 'R':
-      return "running";
-    case 'S':
-      return "sleeping";
-    case 'D':
-      return "uninterruptible sleep";
-    case 'T':
-      return "stopped";
-    case 't':
-      return "tracing stop";
-    case 'Z':
-      return "zombie";
-    case 'X':
-      return "dead";
-    case 'I':
-      return "idle";
-    case 'P':
-      return "parked";
-    default:
-      return "unknown state";
-  }
-}
-
 }  // namespace hangscope::proc

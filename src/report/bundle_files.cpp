@@ -172,16 +172,15 @@ void make_bundle_dirs(const std::string& dir) {
   make_dir(in_bundle(dir, kSnapshotsDir));
 }
 
-void write_bundle_data(const std::string& dir, const analysis::Bundle& bundle,
+void write_bundle_data(const std::string& dir, const model::Bundle& bundle,
                        ProgressMeter::Task* task) {
   make_bundle_dirs(dir);
-  std::map<std::string, std::vector<const snapshot::NodeSnapshot*>> per_node;
+  std::map<std::string, std::vector<const model::NodeSnapshot*>> per_node;
   for (const auto& s : bundle.snapshots) per_node[s.node_name].push_back(&s);
   // Readable JSON for the usual few nodes; binary protobuf (a fraction of the size and time)
   // for large jobs. `hangscope report` reads either.
   const std::string extension = per_node.size() > kJsonSnapshotNodes ? ".pb" : ".json";
-  std::vector<const std::pair<const std::string, std::vector<const snapshot::NodeSnapshot*>>*>
-      files;
+  std::vector<const std::pair<const std::string, std::vector<const model::NodeSnapshot*>>*> files;
   for (const auto& entry : per_node) files.push_back(&entry);
   if (task != nullptr) task->stage("writing the bundle's snapshot files", files.size());
   std::atomic<std::size_t> next{0};
@@ -218,7 +217,7 @@ void write_bundle_data(const std::string& dir, const analysis::Bundle& bundle,
              nodes.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
-std::vector<std::string> write_reports(const std::string& dir, const analysis::Bundle& bundle,
+std::vector<std::string> write_reports(const std::string& dir, const model::Bundle& bundle,
                                        const analysis::Analysis& analysis) {
   std::vector<std::string> notes;
   PhaseTimer timer;
@@ -256,8 +255,8 @@ std::vector<std::string> write_reports(const std::string& dir, const analysis::B
   return notes;
 }
 
-analysis::Bundle read_bundle(const std::string& dir, std::size_t max_bytes, ProgressMeter* meter) {
-  analysis::Bundle bundle;
+model::Bundle read_bundle(const std::string& dir, std::size_t max_bytes, ProgressMeter* meter) {
+  model::Bundle bundle;
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) throw_errno("bundle " + printable(dir), errno);
   if (!S_ISDIR(st.st_mode)) throw Error("bundle " + printable(dir) + ": is not a directory");
@@ -275,14 +274,14 @@ analysis::Bundle read_bundle(const std::string& dir, std::size_t max_bytes, Prog
   for (const auto& name : *names) {
     if (!is_new_file_of_snapshot(name)) files.push_back(snapshots + "/" + name);
   }
-  std::map<std::string, analysis::NodeStatus> statuses;
+  std::map<std::string, model::NodeStatus> statuses;
   const std::string nodes_file = in_bundle(dir, "nodes.json");
   if (::lstat(nodes_file.c_str(), &st) == 0) {
     const std::string text = read_input_file(nodes_file, "bundle file", max_bytes,
                                              InputKind::kRegularFile, Links::kRefuse);
     try {
       for (const auto& n : nlohmann::json::parse(text)) {
-        analysis::NodeStatus status;
+        model::NodeStatus status;
         status.name = n.at("name").get<std::string>();
         if (!n.at("address").is_null()) status.address = n.at("address").get<std::string>();
         status.status = n.at("status").get<std::string>();

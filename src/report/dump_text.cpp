@@ -10,7 +10,6 @@
 
 #include "hangscope/analysis/rank_set.h"
 #include "hangscope/common/text.h"
-#include "hangscope/proc/task_stat.h"
 #include "hangscope/report/dump_format.h"
 
 namespace hangscope::report {
@@ -185,7 +184,7 @@ std::string dump_to_text(const model::ProcessDump& dump) {
   for (const auto& thread : dump.threads) {
     out << "\nThread " << thread.tid << " \"" << printable(thread.name) << "\" "
         << printable(std::string_view(&thread.state, 1)) << " ("
-        << proc::describe_state(thread.state) << ")";
+        << model::describe_state(thread.state) << ")";
     if (!thread.wchan.empty()) out << " in " << printable(thread.wchan);
     if (thread.py_thread_name) out << " [Python " << printable(*thread.py_thread_name) << "]";
     if (thread.merge != model::kMergeOk) out << "\n  merge " << printable(thread.merge);

@@ -73,7 +73,7 @@ json wait_point_json(const waits::WaitPoint& w, bool captured) {
   return out;
 }
 
-json log_lines(const snapshot::ProcessRecord* process) {
+json log_lines(const model::ProcessRecord* process) {
   json lines = json::array();
   if (process == nullptr) return lines;
   for (const auto& log : process->logs) {
@@ -242,7 +242,7 @@ json serving_json(const analysis::ServingChain& chain) {
       {"chain", chain.links}};
 }
 
-json report_json(const Bundle& bundle, const analysis::Analysis& analysis, bool with_ranks) {
+json report_json(const model::Bundle& bundle, const analysis::Analysis& analysis, bool with_ranks) {
   json verdicts = json::array();
   for (const auto& v : analysis.verdicts) verdicts.push_back(verdict_json(v, analysis));
   json ranks = json::array();
@@ -317,11 +317,11 @@ json report_json(const Bundle& bundle, const analysis::Analysis& analysis, bool 
 
 }  // namespace
 
-json report_json(const Bundle& bundle, const analysis::Analysis& analysis) {
+json report_json(const model::Bundle& bundle, const analysis::Analysis& analysis) {
   return report_json(bundle, analysis, true);
 }
 
-void write_report_json(std::ostream& out, const Bundle& bundle,
+void write_report_json(std::ostream& out, const model::Bundle& bundle,
                        const analysis::Analysis& analysis) {
   // The rank entries (most of the document) are written one by one, never held as one tree:
   // 32,768 ranks would take gigabytes as nlohmann values.

@@ -16,7 +16,7 @@
 #include "hangscope/analysis/call_tree.h"
 #include "hangscope/analysis/rank_set.h"
 #include "hangscope/common/text.h"
-#include "hangscope/facts/fact_keys.h"
+#include "hangscope/model/fact_keys.h"
 #include "hangscope/report/report.h"
 #include "hangscope/version.h"
 
@@ -358,8 +358,8 @@ std::string others_section(const analysis::Analysis& a) {
   return md.str();
 }
 
-std::string nodes_section(const Bundle& bundle) {
-  const auto latest = analysis::latest_samples(bundle);
+std::string nodes_section(const model::Bundle& bundle) {
+  const auto latest = model::latest_samples(bundle);
   std::ostringstream md;
   md << "## Nodes\n\n| node | agent | status | hostname | captured (UTC) | clock offset | "
         "processes | notes |\n|---|---|---|---|---|---|---|---|\n";
@@ -391,7 +391,7 @@ std::string facts_section(const analysis::Analysis& a) {
       const auto* p = r.latest();
       if (p == nullptr) continue;
       for (const auto& [k, v] : p->facts) {
-        if (k == facts::keys::kNetTcp) continue;
+        if (k == model::fact_keys::kNetTcp) continue;
         by_node[r.node][k][v].insert(r.rank.value_or(-1));
       }
     }
@@ -514,7 +514,7 @@ std::string markdown_code(std::string_view text) {
   return ticks + space + shown + space + ticks;
 }
 
-std::string report_markdown(const Bundle& bundle, const analysis::Analysis& analysis) {
+std::string report_markdown(const model::Bundle& bundle, const analysis::Analysis& analysis) {
   // In order of importance; a section that does not fit is collapsed to a pointer.
   const std::vector<std::pair<std::string, std::string>> sections = {
       {"verdict", verdict_section(analysis)},

@@ -9,8 +9,8 @@
 #include "hangscope/analysis/call_tree.h"
 #include "hangscope/analysis/postmortem.h"
 #include "hangscope/analysis/rank_set.h"
-#include "hangscope/facts/fact_keys.h"
-#include "hangscope/facts/versions.h"
+#include "hangscope/model/fact_keys.h"
+#include "hangscope/model/package_version.h"
 
 namespace hangscope::rules {
 namespace {
@@ -45,8 +45,8 @@ bool frame_matches(const FramePattern& p, const Frame& f) {
 
 // What a group condition looks at in a rank or another process.
 struct Member {
-  const snapshot::ProcessRecord* process = nullptr;  // latest sample
-  std::string state;                                 // rank state name ("waiting", …)
+  const model::ProcessRecord* process = nullptr;  // latest sample
+  std::string state;                              // rank state name ("waiting", …)
   const waits::WaitPoint* wait = nullptr;
 };
 
@@ -68,7 +68,7 @@ std::string state_of(char process_state) {
 }
 
 // The frames a rule looks at: every thread running Python (every thread without Python).
-std::vector<const Frame*> frames_of(const snapshot::ProcessRecord* p) {
+std::vector<const Frame*> frames_of(const model::ProcessRecord* p) {
   std::vector<const Frame*> out;
   if (p == nullptr || !p->dump) return out;
   const auto& threads = p->dump->threads;
@@ -82,7 +82,7 @@ std::vector<const Frame*> frames_of(const snapshot::ProcessRecord* p) {
   return out;
 }
 
-std::vector<std::string> matching_log_lines(const snapshot::ProcessRecord* p,
+std::vector<std::string> matching_log_lines(const model::ProcessRecord* p,
                                             const std::string& needle) {
   std::vector<std::string> out;
   if (p == nullptr) return out;
@@ -95,17 +95,17 @@ std::vector<std::string> matching_log_lines(const snapshot::ProcessRecord* p,
 }
 
 // A rank known post-mortem only: its flight-recorder dump and the dead job's logs, no stack.
-bool post_mortem_only(const snapshot::ProcessRecord* p) {
-  return p != nullptr && p->identity.source == analysis::kPostMortemSource &&
+bool post_mortem_only(const model::ProcessRecord* p) {
+  return p != nullptr && p->identity.source == model::kPostMortemSource &&
          (!p->dump || p->dump->threads.empty());
 }
 
-bool has_log(const snapshot::ProcessRecord* p) {
+bool has_log(const model::ProcessRecord* p) {
   return std::any_of(p->logs.begin(), p->logs.end(),
                      [](const auto& log) { return !log.lines.empty(); });
 }
 
-bool in_post_mortem_group(const PostMortemSpec& spec, const snapshot::ProcessRecord* p) {
+bool in_post_mortem_group(const PostMortemSpec& spec, const model::ProcessRecord* p) {
   if (!has_log(p)) return false;  // no log: nothing says where the rank was
   const auto logged = [&](const std::string& needle) {
     return !matching_log_lines(p, needle).empty();
@@ -115,7 +115,7 @@ bool in_post_mortem_group(const PostMortemSpec& spec, const snapshot::ProcessRec
 }
 
 // Where a post-mortem member was, as far as its log tells: no stack says more.
-std::string post_mortem_where(const GroupSpec& g, const snapshot::ProcessRecord* p) {
+std::string post_mortem_where(const GroupSpec& g, const model::ProcessRecord* p) {
   for (const auto& needle : g.post_mortem->log) {
     const auto lines = matching_log_lines(p, needle);
     if (!lines.empty())
@@ -182,12 +182,12 @@ struct GroupMatch {
   std::set<std::string> nodes;
   std::string where;                 // the first member's wait point
   std::vector<std::string> members;  // for people, in rank order
-  const snapshot::ProcessRecord* first = nullptr;
+  const model::ProcessRecord* first = nullptr;
   bool empty() const { return members.empty(); }
 };
 
 void add_member(GroupMatch& g, const std::string& node, const waits::WaitPoint& wait,
-                const snapshot::ProcessRecord* p, std::string description) {
+                const model::ProcessRecord* p, std::string description) {
   g.nodes.insert(node);
   if (g.where.empty()) g.where = wait.describe();
   if (g.first == nullptr) g.first = p;
@@ -206,8 +206,8 @@ bool value_holds(const FactSpec& fact, const std::string& value) {
   if (!fact.matches.empty() && (!fact.matches_re || !RE2::PartialMatch(value, *fact.matches_re))) {
     return false;
   }
-  if (!fact.at_least.empty() && facts::compare_versions(value, fact.at_least) < 0) return false;
-  if (!fact.below.empty() && facts::compare_versions(value, fact.below) >= 0) return false;
+  if (!fact.at_least.empty() && model::compare_versions(value, fact.at_least) < 0) return false;
+  if (!fact.below.empty() && model::compare_versions(value, fact.below) >= 0) return false;
   return true;
 }
 
@@ -236,11 +236,11 @@ Truth evaluate_fact(const FactSpec& fact, const Job& job, const GroupMatch& dive
       const auto* p = r ? r->latest() : nullptr;
       if (p == nullptr) continue;
       const auto it =
-          p->facts.find(facts::keys::version(facts::normalize_package_name(fact.package)));
+          p->facts.find(model::fact_keys::version(model::normalize_package_name(fact.package)));
       if (it == p->facts.end()) continue;
       const bool in_range =
-          (fact.at_least.empty() || facts::compare_versions(it->second, fact.at_least) >= 0) &&
-          (fact.below.empty() || facts::compare_versions(it->second, fact.below) < 0);
+          (fact.at_least.empty() || model::compare_versions(it->second, fact.at_least) >= 0) &&
+          (fact.below.empty() || model::compare_versions(it->second, fact.below) < 0);
       return in_range ? Truth::kTrue : Truth::kFalse;
     }
     return Truth::kUnknown;

@@ -7,7 +7,7 @@
 
 #include "hangscope/common/error.h"
 #include "hangscope/common/text.h"
-#include "hangscope/facts/fact_keys.h"
+#include "hangscope/model/fact_keys.h"
 #include "hangscope/rules/rule.h"
 
 namespace hangscope::rules {
@@ -109,7 +109,7 @@ class RuleReader {
     rule.explains = strings(doc, "explains");
     rule.show_facts = strings(doc, "show_facts");
     for (const auto& shown : rule.show_facts) {
-      if (!facts::keys::is_known_fact_prefix(shown)) {
+      if (!model::fact_keys::is_known_fact_prefix(shown)) {
         fail("show_facts", "`" + printable(shown) +
                                "` names no fact hangscope records (the fact "
                                "keys: docs/rules.md)");
@@ -304,7 +304,7 @@ class RuleReader {
     f.at_least = string(spec, "at_least", false);
     f.below = string(spec, "below", false);
     f.fact = string(spec, "fact", false);
-    if (!f.fact.empty() && !facts::keys::is_known_fact_key(f.fact)) {
+    if (!f.fact.empty() && !model::fact_keys::is_known_fact_key(f.fact)) {
       fail("fact", "fact `" + printable(f.name) + "` reads `" + printable(f.fact) +
                        "`, which no capture records (the fact keys: docs/rules.md)");
     }

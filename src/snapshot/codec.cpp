@@ -21,7 +21,6 @@
 #include <unordered_map>
 
 #include "flight_codec.h"
-#include "hangscope/collectives/flight_recorder.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
 #include "hangscope/common/progress_meter.h"
@@ -122,7 +121,7 @@ void encode_thread(const model::ThreadDump& t, v1::ThreadSnapshot& out, StackTab
   }
 }
 
-void encode_identity(const snapshot::ProcessRecord& r, v1::RankIdentity& out) {
+void encode_identity(const model::ProcessRecord& r, v1::RankIdentity& out) {
   const auto& id = r.identity;
   out.set_role(id.role);
   if (id.rank) out.set_rank(*id.rank);
@@ -237,7 +236,7 @@ namespace {
 
 // Facts every process of the node has with the same value (GPU, /dev/shm, versions,
 // interfaces): sent once, in NodeSnapshot.common_facts.
-std::map<std::string, std::string> common_facts(const snapshot::NodeSnapshot& node) {
+std::map<std::string, std::string> common_facts(const model::NodeSnapshot& node) {
   std::map<std::string, std::string> common;
   if (node.processes.size() < 2) return common;
   common = node.processes.front().facts;
@@ -299,9 +298,8 @@ void encode_dump(const model::ProcessDump& dump, v1::ProcessSnapshot& p, StackTa
   for (const auto& s : dump.sockets) encode_socket(s, *p.add_sockets());
 }
 
-void encode_process(const snapshot::ProcessRecord& r,
-                    const std::map<std::string, std::string>& common, v1::ProcessSnapshot& p,
-                    StringTable& strings, StackTable& stacks) {
+void encode_process(const model::ProcessRecord& r, const std::map<std::string, std::string>& common,
+                    v1::ProcessSnapshot& p, StringTable& strings, StackTable& stacks) {
   p.set_pid(r.pid);
   p.set_ppid(r.ppid);
   p.set_comm(valid_utf8(r.comm));
@@ -415,7 +413,7 @@ model::ThreadDump decode_thread(const v1::ThreadSnapshot& t, const StringLookup&
   return thread;
 }
 
-void decode_identity(const v1::RankIdentity& id, snapshot::ProcessRecord& r) {
+void decode_identity(const v1::RankIdentity& id, model::ProcessRecord& r) {
   r.identity.role = id.role();
   if (id.has_rank()) r.identity.rank = id.rank();
   if (id.has_local_rank()) r.identity.local_rank = id.local_rank();
@@ -488,9 +486,9 @@ model::ProcessDump decode_dump(const v1::ProcessSnapshot& p, const StringLookup&
   return dump;
 }
 
-snapshot::ProcessRecord decode_process(const v1::ProcessSnapshot& p, const v1::NodeSnapshot& in,
-                                       const StringLookup& s, const StackLookup& stacks) {
-  snapshot::ProcessRecord r;
+model::ProcessRecord decode_process(const v1::ProcessSnapshot& p, const v1::NodeSnapshot& in,
+                                    const StringLookup& s, const StackLookup& stacks) {
+  model::ProcessRecord r;
   r.pid = p.pid();
   r.ppid = p.ppid();
   r.comm = p.comm();
@@ -531,7 +529,7 @@ void check_schema(const v1::NodeSnapshot& in) {
 
 }  // namespace
 
-void encode(const snapshot::NodeSnapshot& node, v1::NodeSnapshot& out) {
+void encode(const model::NodeSnapshot& node, v1::NodeSnapshot& out) {
   out.Clear();
   out.set_schema_major(kSchemaMajor);
   out.set_schema_minor(kSchemaMinor);
@@ -551,11 +549,11 @@ void encode(const snapshot::NodeSnapshot& node, v1::NodeSnapshot& out) {
   }
 }
 
-snapshot::NodeSnapshot decode(const v1::NodeSnapshot& in) {
+model::NodeSnapshot decode(const v1::NodeSnapshot& in) {
   check_schema(in);
   const StringLookup s(in);
   const StackLookup stacks(in, s);
-  snapshot::NodeSnapshot node;
+  model::NodeSnapshot node;
   node.node_name = in.node_name();
   node.hostname = in.hostname();
   node.capture_unix_ns = in.capture_unix_ns();
@@ -566,7 +564,7 @@ snapshot::NodeSnapshot decode(const v1::NodeSnapshot& in) {
   return node;
 }
 
-snapshot::NodeSnapshot as_transmitted(const snapshot::NodeSnapshot& node) {
+model::NodeSnapshot as_transmitted(const model::NodeSnapshot& node) {
   v1::NodeSnapshot message;
   encode(node, message);
   return decode(message);
@@ -580,13 +578,13 @@ bool is_binary(const std::string& path) {
 
 }  // namespace
 
-void write_file(const std::string& path, const std::vector<snapshot::NodeSnapshot>& nodes) {
-  std::vector<const snapshot::NodeSnapshot*> pointers;
+void write_file(const std::string& path, const std::vector<model::NodeSnapshot>& nodes) {
+  std::vector<const model::NodeSnapshot*> pointers;
   for (const auto& node : nodes) pointers.push_back(&node);
   write_file(path, pointers);
 }
 
-void write_file(const std::string& path, const std::vector<const snapshot::NodeSnapshot*>& nodes) {
+void write_file(const std::string& path, const std::vector<const model::NodeSnapshot*>& nodes) {
   // The binary form first, the message freed before the file is written: a snapshot of many
   // processes is held as a message, then as bytes, never as both and its JSON text at once.
   std::string binary;
@@ -809,14 +807,13 @@ void parse_message(const std::string& bytes, bool binary, const std::string& pat
   }
 }
 
-std::vector<snapshot::NodeSnapshot> decode_file(const v1::SnapshotFile& file,
-                                                const std::string& path,
-                                                ProgressMeter::Task* task) {
+std::vector<model::NodeSnapshot> decode_file(const v1::SnapshotFile& file, const std::string& path,
+                                             ProgressMeter::Task* task) {
   if (file.snapshots_size() == 0) {
     throw Error("snapshot file " + printable(path) + ": holds no snapshot");
   }
   if (task != nullptr) task->stage("decoding", static_cast<std::uint64_t>(file.snapshots_size()));
-  std::vector<snapshot::NodeSnapshot> nodes;
+  std::vector<model::NodeSnapshot> nodes;
   for (const auto& snapshot : file.snapshots()) {
     try {
       nodes.push_back(decode(snapshot));
@@ -836,7 +833,7 @@ namespace {
 // the library cannot hold (std::length_error) is refused as that file, never the end of the
 // process; the caller goes on with the other files.
 template <typename Read>
-std::vector<snapshot::NodeSnapshot> refused_if_too_large(const std::string& path, Read&& read) {
+std::vector<model::NodeSnapshot> refused_if_too_large(const std::string& path, Read&& read) {
   try {
     return read();
   } catch (const std::bad_alloc&) {
@@ -851,8 +848,8 @@ std::vector<snapshot::NodeSnapshot> refused_if_too_large(const std::string& path
 
 }  // namespace
 
-std::vector<snapshot::NodeSnapshot> read_file(const std::string& path, std::size_t max_bytes,
-                                              Links links, ProgressMeter::Task* task) {
+std::vector<model::NodeSnapshot> read_file(const std::string& path, std::size_t max_bytes,
+                                           Links links, ProgressMeter::Task* task) {
   return refused_if_too_large(path, [&] {
     v1::SnapshotFile file;
     {
@@ -865,8 +862,8 @@ std::vector<snapshot::NodeSnapshot> read_file(const std::string& path, std::size
   });
 }
 
-std::vector<snapshot::NodeSnapshot> parse_file(const std::string& bytes, bool binary,
-                                               const std::string& path) {
+std::vector<model::NodeSnapshot> parse_file(const std::string& bytes, bool binary,
+                                            const std::string& path) {
   return refused_if_too_large(path, [&] {
     v1::SnapshotFile file;
     parse_message(bytes, binary, path, file, kDefaultMaxInputBytes, nullptr);

@@ -5,11 +5,12 @@
 #include "hangscope/common/bounded_json.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/text.h"
+#include "hangscope/snapshot/flight_json.h"
 
 namespace hangscope::snapshot {
 namespace {
 
-void encode_entry(const collectives::FlightEntry& e, v1::FlightEntry& out) {
+void encode_entry(const model::FlightEntry& e, v1::FlightEntry& out) {
   out.set_pg(valid_utf8(e.pg));
   out.set_collective_seq_id(e.collective_seq_id);
   out.set_p2p_seq_id(e.p2p_seq_id);
@@ -22,8 +23,8 @@ void encode_entry(const collectives::FlightEntry& e, v1::FlightEntry& out) {
   out.set_time_created_ns(e.time_created_ns);
 }
 
-collectives::FlightEntry decode_entry(const v1::FlightEntry& in) {
-  collectives::FlightEntry e;
+model::FlightEntry decode_entry(const v1::FlightEntry& in) {
+  model::FlightEntry e;
   e.pg = in.pg();
   e.collective_seq_id = in.collective_seq_id();
   e.p2p_seq_id = in.p2p_seq_id();
@@ -37,7 +38,7 @@ collectives::FlightEntry decode_entry(const v1::FlightEntry& in) {
   return e;
 }
 
-void encode_group(const collectives::FlightGroup& g, v1::FlightGroup& out) {
+void encode_group(const model::FlightGroup& g, v1::FlightGroup& out) {
   out.set_id(valid_utf8(g.id));
   out.set_name(valid_utf8(g.name));
   out.set_desc(valid_utf8(g.desc));
@@ -47,8 +48,8 @@ void encode_group(const collectives::FlightGroup& g, v1::FlightGroup& out) {
   if (g.last_completed) out.set_last_completed(*g.last_completed);
 }
 
-collectives::FlightGroup decode_group(const v1::FlightGroup& in) {
-  collectives::FlightGroup g;
+model::FlightGroup decode_group(const v1::FlightGroup& in) {
+  model::FlightGroup g;
   g.id = in.id();
   g.name = in.name();
   g.desc = in.desc();
@@ -61,7 +62,7 @@ collectives::FlightGroup decode_group(const v1::FlightGroup& in) {
 
 }  // namespace
 
-void encode_flight(const collectives::FlightRecord& record, v1::FlightRecord& out) {
+void encode_flight(const model::FlightRecord& record, v1::FlightRecord& out) {
   out.set_path(valid_utf8(record.path));
   out.set_format(valid_utf8(record.format));
   out.set_version(valid_utf8(record.version));
@@ -73,8 +74,8 @@ void encode_flight(const collectives::FlightRecord& record, v1::FlightRecord& ou
   out.set_error(valid_utf8(record.error));
 }
 
-collectives::FlightRecord decode_flight(const v1::FlightRecord& in) {
-  collectives::FlightRecord r;
+model::FlightRecord decode_flight(const v1::FlightRecord& in) {
+  model::FlightRecord r;
   r.path = in.path();
   r.format = in.format();
   r.version = in.version();
@@ -91,17 +92,17 @@ collectives::FlightRecord decode_flight(const v1::FlightRecord& in) {
   return r;
 }
 
-collectives::FlightRecord decode_flight_json(const std::string& text) {
+model::FlightRecord decode_flight_json(const std::string& text) {
   const auto unreadable = [](const char* why) {
-    collectives::FlightRecord r;
+    model::FlightRecord r;
     // The parser's message quotes the bad bytes, which may end inside a UTF-8 sequence.
     r.error = valid_utf8(std::string("unreadable in the snapshot: ") + why);
     return r;
   };
-  // The compact record (collectives::to_json): a few levels deep; its size is the snapshot's.
+  // The compact record (flight_record_to_json): a few levels deep; its size is the snapshot's.
   constexpr JsonLimits kRecord{16, 1u << 22, 256u << 20};
   try {
-    return collectives::flight_record_from_json(parse_json_within(text, kRecord));
+    return flight_record_from_json(parse_json_within(text, kRecord));
   } catch (const nlohmann::json::exception& e) {
     return unreadable(e.what());
   } catch (const Error& e) {  // past the limits, or a number that is no 64-bit whole number

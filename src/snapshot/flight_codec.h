@@ -4,14 +4,14 @@
 
 #include <string>
 
-#include "hangscope/collectives/flight_recorder.h"
+#include "hangscope/model/flight_record.h"
 #include "hangscope/v1/snapshot.pb.h"
 
 namespace hangscope::snapshot {
 
-void encode_flight(const collectives::FlightRecord& record, v1::FlightRecord& out);
-collectives::FlightRecord decode_flight(const v1::FlightRecord& in);
+void encode_flight(const model::FlightRecord& record, v1::FlightRecord& out);
+model::FlightRecord decode_flight(const v1::FlightRecord& in);
 // Schema 2.0's text; a record whose `error` says why when the text is not a record.
-collectives::FlightRecord decode_flight_json(const std::string& text);
+model::FlightRecord decode_flight_json(const std::string& text);
 
 }  // namespace hangscope::snapshot

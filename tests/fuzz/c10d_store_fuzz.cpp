@@ -1,7 +1,7 @@
 // Fuzz target: the pure parts of the c10d store client, which read text from a rank: the store
-// keys named by a local's repr (collectives::keys_in_repr, as capture and the wait-for graph
+// keys named by a local's repr (model::keys_in_repr, as capture and the wait-for graph
 // use it on `key`/`keys` locals) and the torch version that selects the wire protocol
-// (collectives::store_protocol_for, facts::compare_versions). The store's replies are read
+// (collectives::store_protocol_for, model::compare_versions). The store's replies are read
 // inside a TCP exchange (StoreClient), not by a function of bytes: not fuzzed here.
 // Input: the repr; the text up to its first newline is also taken as a torch version, and
 // compared with the rest. Both parsers replaced std::regex searches (which recursed once per
@@ -11,6 +11,8 @@
 #include "fuzz_support.h"
 #include "hangscope/collectives/c10d_store.h"
 #include "hangscope/facts/versions.h"
+#include "hangscope/model/package_version.h"
+#include "hangscope/model/store_keys.h"
 
 namespace {
 
@@ -39,7 +41,7 @@ std::vector<std::string> keys_by_regex(const std::string& repr) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace hangscope;
   const std::string text = fuzz::input(data, size);
-  const auto keys = collectives::keys_in_repr(text);
+  const auto keys = model::keys_in_repr(text);
   for (const auto& key : keys) {
     if (key.empty()) __builtin_trap();  // documented: no empty keys
   }
@@ -55,8 +57,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   if (newline != std::string::npos) {
     const std::string other = text.substr(newline + 1);
-    const int ab = facts::compare_versions(version, other);
-    const int ba = facts::compare_versions(other, version);
+    const int ab = model::compare_versions(version, other);
+    const int ba = model::compare_versions(other, version);
     if (ab != -ba) __builtin_trap();  // an order must be antisymmetric
   }
   return 0;

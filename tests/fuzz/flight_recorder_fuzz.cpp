@@ -8,7 +8,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace hangscope;
-  collectives::FlightRecord record;
+  model::FlightRecord record;
   try {
     record = collectives::parse_flight_record(fuzz::input(data, size), 8);
   } catch (const Error&) {
@@ -16,8 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   for (const auto& e : record.entries) (void)e.describe();
   // The snapshot's copy is text: dumped here, parsed by snapshot::decode.
-  const auto text = collectives::to_json(record).dump();
-  const auto back = collectives::flight_record_from_json(nlohmann::json::parse(text));
+  const auto text = snapshot::flight_record_to_json(record).dump();
+  const auto back = snapshot::flight_record_from_json(nlohmann::json::parse(text));
   if (back.entries.size() != record.entries.size() || back.groups.size() != record.groups.size()) {
     __builtin_trap();  // the snapshot's copy lost entries or groups
   }

@@ -14,10 +14,10 @@
 
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/diagnosis/diagnose.h"
+#include "hangscope/model/node_snapshot.h"
 #include "hangscope/report/report.h"
 #include "hangscope/rules/engine.h"
 #include "hangscope/rules/rule.h"
-#include "hangscope/snapshot/node_snapshot.h"
 
 namespace hangscope::fuzz {
 
@@ -37,8 +37,8 @@ inline const std::vector<rules::Rule>& builtin_rules() {
 // Every input is diagnosed, whatever world size its ranks claim: the analysis and the reports
 // hold the ranks no process has as ranges (analysis::Job::missing), so a claim of 2^31 - 1
 // ranks costs what the ranks present cost.
-inline void diagnose(std::vector<snapshot::NodeSnapshot> nodes) {
-  analysis::Bundle bundle;
+inline void diagnose(std::vector<model::NodeSnapshot> nodes) {
+  model::Bundle bundle;
   for (auto& node : nodes) {
     bool known = false;
     for (const auto& n : bundle.nodes) known = known || n.name == node.node_name;

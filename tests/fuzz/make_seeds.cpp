@@ -27,8 +27,7 @@ namespace {
 using namespace hangscope;
 using namespace hangscope::analysis::testing_builders;
 
-void write_both(const std::string& corpus, const std::string& name,
-                const analysis::Bundle& bundle) {
+void write_both(const std::string& corpus, const std::string& name, const model::Bundle& bundle) {
   snapshot::write_file(corpus + "/snapshot_json/" + name + ".json", bundle.snapshots);
   snapshot::write_file(corpus + "/snapshot_pb/" + name + ".pb", bundle.snapshots);
 }

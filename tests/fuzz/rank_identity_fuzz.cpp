@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto id = identity::identify(env, data[0] & 1, lines.front());
   (void)identity::job_key(env);
   identity::identify_from_log(lines, id);
-  identity::RankIdentity fresh;
+  model::RankIdentity fresh;
   identity::identify_from_log(lines, fresh);
   static const std::regex rank(R"re((tp|ep)_rank['"]?\s*[,:=]\s*(\d+))re");
   for (const auto& line : lines) {

@@ -13,8 +13,8 @@ namespace {
 using namespace hangscope;
 using namespace hangscope::analysis::testing_builders;
 
-const analysis::Bundle& fixed_bundle() {
-  static const analysis::Bundle bundle = [] {
+const model::Bundle& fixed_bundle() {
+  static const model::Bundle bundle = [] {
     JobBuilder job(4);
     job.rank(0, barrier_stack())
         .rank(1, barrier_stack())

@@ -346,7 +346,7 @@ TEST(Cli, DiagnoseNamesApartTwoNodesOfOneName) {
   testing::run_command("mkdir -p " + dir);
   std::string files;
   for (const std::string node : {"node0", "node1"}) {
-    std::vector<snapshot::NodeSnapshot> samples;
+    std::vector<model::NodeSnapshot> samples;
     for (auto s : all.snapshots) {
       if (s.node_name != node) continue;
       s.node_name = "gpu";

@@ -18,7 +18,7 @@ const std::string kStepLoop = HANGSCOPE_SOURCE_DIR "/tests/fixtures/python/step_
 
 class SampleSeries : public ::testing::TestWithParam<testing::PythonInterpreter> {};
 
-const model::ThreadDump* thread_named(const snapshot::NodeSnapshot& sample, pid_t pid,
+const model::ThreadDump* thread_named(const model::NodeSnapshot& sample, pid_t pid,
                                       const std::string& name) {
   for (const auto& p : sample.processes) {
     if (p.pid != pid || !p.dump) continue;

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "hangscope/analysis/bundle.h"
+#include "hangscope/model/bundle.h"
 
 namespace hangscope::analysis::testing_builders {
 
@@ -126,16 +126,16 @@ class JobBuilder {
   }
 
   // The rank's flight-recorder record in every sample.
-  JobBuilder& flight(int rank, collectives::FlightRecord record) {
+  JobBuilder& flight(int rank, model::FlightRecord record) {
     flights_[rank] = std::move(record);
     return *this;
   }
 
-  Bundle bundle() const {
-    Bundle bundle;
-    std::map<std::string, std::vector<snapshot::NodeSnapshot>> nodes;
+  model::Bundle bundle() const {
+    model::Bundle bundle;
+    std::map<std::string, std::vector<model::NodeSnapshot>> nodes;
     for (int s = 0; s < samples_; ++s) {
-      std::map<std::string, snapshot::NodeSnapshot> per_node;
+      std::map<std::string, model::NodeSnapshot> per_node;
       for (const auto& r : ranks_) {
         auto& node = per_node[r.node];
         node.node_name = r.node;
@@ -163,8 +163,8 @@ class JobBuilder {
     std::string node;
   };
 
-  snapshot::ProcessRecord process(const Rank& r, int sample) const {
-    snapshot::ProcessRecord p;
+  model::ProcessRecord process(const Rank& r, int sample) const {
+    model::ProcessRecord p;
     p.pid = 1000 + r.rank;
     p.ppid = ppid_;
     p.comm = "python3";
@@ -216,7 +216,7 @@ class JobBuilder {
   int samples_;
   std::vector<Rank> ranks_;
   std::map<int, std::map<std::string, std::string>> facts_, env_;
-  std::map<int, collectives::FlightRecord> flights_;
+  std::map<int, model::FlightRecord> flights_;
   std::map<int, model::DistributedState> distributed_;
   std::map<int, std::uint64_t> wakeups_;
   std::map<int, std::pair<std::uint32_t, std::uint32_t>> probes_;  // rank → (taken, outside)

@@ -12,7 +12,7 @@
 #include "hangscope/analysis/rank_set.h"
 #include "hangscope/collectives/nccl_ras.h"
 #include "hangscope/diagnosis/diagnose.h"
-#include "hangscope/facts/fact_keys.h"
+#include "hangscope/model/fact_keys.h"
 
 namespace hangscope::analysis {
 namespace {
@@ -214,12 +214,12 @@ TEST(Verdicts, MissingRankWhenEveryNodeAnswered) {
 // A node that answered nothing while another answered is a verdict (exit 3); when no node
 // answered at all nothing was looked at: no verdict (a failure, exit 1). Busy is its own kind.
 TEST(Verdicts, NodeVerdictsNeedANodeThatAnsweredAndBusyIsNotRefused) {
-  analysis::Bundle none_answered;
+  model::Bundle none_answered;
   none_answered.nodes.push_back({"node0", "10.0.0.1:7447", "refused", "missing or wrong token", 0});
   none_answered.nodes.push_back({"node1", "10.0.0.2:7447", "unreachable", "connection refused", 0});
   EXPECT_TRUE(diagnosis::diagnose(none_answered).verdicts.empty());
 
-  analysis::Bundle one_busy;
+  model::Bundle one_busy;
   one_busy.nodes.push_back({"node0", "10.0.0.1:7447", "ok", "", 0});
   one_busy.nodes.push_back({"node1", "10.0.0.2:7447", "busy", "agent busy: 8 captures", 0});
   const auto a = diagnosis::diagnose(one_busy);
@@ -533,10 +533,10 @@ TEST(Verdicts, NcclRasFindingsAreEvidence) {
       "41, 3 ranks up to 42";
   JobBuilder job(4);
   for (int r = 0; r < 4; ++r) job.rank(r, r == 3 ? store_wait_stack(3) : barrier_stack());
-  job.fact(0, facts::keys::kNcclRas, "problems: " + finding);
-  job.fact(0, facts::keys::kNcclRasStatus, "problems");
-  job.fact(1, facts::keys::kNcclRas, "ok: 1 communicator(s), 4 ranks, nothing reported");
-  job.fact(1, facts::keys::kNcclRasStatus, "ok");
+  job.fact(0, model::fact_keys::kNcclRas, "problems: " + finding);
+  job.fact(0, model::fact_keys::kNcclRasStatus, "problems");
+  job.fact(1, model::fact_keys::kNcclRas, "ok: 1 communicator(s), 4 ranks, nothing reported");
+  job.fact(1, model::fact_keys::kNcclRasStatus, "ok");
   const auto bundle = job.bundle();
   const auto a = diagnosis::diagnose(bundle);
   ASSERT_FALSE(a.verdicts.empty());
@@ -553,8 +553,8 @@ TEST(Verdicts, NcclRasEvidenceFollowsTheStatusFactNotTheText) {
   const auto analysed = [](const std::string& text, const std::optional<std::string>& status) {
     JobBuilder job(4);
     for (int r = 0; r < 4; ++r) job.rank(r, r == 3 ? store_wait_stack(3) : barrier_stack());
-    job.fact(0, facts::keys::kNcclRas, text);
-    if (status) job.fact(0, facts::keys::kNcclRasStatus, *status);
+    job.fact(0, model::fact_keys::kNcclRas, text);
+    if (status) job.fact(0, model::fact_keys::kNcclRasStatus, *status);
     const auto bundle = job.bundle();
     return ras_evidence(diagnosis::diagnose(bundle));
   };

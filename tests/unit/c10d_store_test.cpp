@@ -11,6 +11,7 @@
 #include <map>
 
 #include "hangscope/common/error.h"
+#include "hangscope/model/store_keys.h"
 #include "loopback_peer.h"
 
 namespace hangscope::collectives {
@@ -249,13 +250,13 @@ TEST(C10dStore, ProtocolFollowsTheTorchVersionAndUnknownIsNotGuessed) {
 }
 
 TEST(C10dStore, KeysAreReadFromPythonReprs) {
-  EXPECT_EQ(keys_in_repr("'weights/1/ready'"), std::vector<std::string>{"weights/1/ready"});
-  EXPECT_EQ(keys_in_repr("['arrive/0', 'arrive/1']"),
+  EXPECT_EQ(model::keys_in_repr("'weights/1/ready'"), std::vector<std::string>{"weights/1/ready"});
+  EXPECT_EQ(model::keys_in_repr("['arrive/0', 'arrive/1']"),
             (std::vector<std::string>{"arrive/0", "arrive/1"}));
-  EXPECT_EQ(keys_in_repr("(\"it's\",)"), std::vector<std::string>{"it's"});
-  EXPECT_EQ(keys_in_repr("'a\\'b'"), std::vector<std::string>{"a'b"});
-  EXPECT_TRUE(keys_in_repr("<object at 0x7f>").empty());
-  EXPECT_TRUE(keys_in_repr("42").empty());
+  EXPECT_EQ(model::keys_in_repr("(\"it's\",)"), std::vector<std::string>{"it's"});
+  EXPECT_EQ(model::keys_in_repr("'a\\'b'"), std::vector<std::string>{"a'b"});
+  EXPECT_TRUE(model::keys_in_repr("<object at 0x7f>").empty());
+  EXPECT_TRUE(model::keys_in_repr("42").empty());
 }
 
 }  // namespace

@@ -209,9 +209,9 @@ TEST(DumpText, ShowsAsyncioTasksUnderTheirThread) {
 }
 
 TEST(DumpProto, RoundTripsThroughTheSnapshotSchema) {
-  snapshot::NodeSnapshot node;
+  model::NodeSnapshot node;
   node.node_name = "node0";
-  snapshot::ProcessRecord record;
+  model::ProcessRecord record;
   record.pid = 123;
   record.dump = sample_dump();
   node.processes.push_back(record);

@@ -12,6 +12,7 @@
 #include "hangscope/facts/caches.h"
 #include "hangscope/facts/gpu.h"
 #include "hangscope/facts/network.h"
+#include "hangscope/model/connections.h"
 #include "target_process.h"
 
 namespace hangscope::facts {
@@ -222,7 +223,7 @@ TEST(Network, ChecksAgainstTheEnvironment) {
             "mismatch: 10.0.0.5 is not an address of the rank's network namespace");
   EXPECT_EQ(facts.at("net.store"), "mismatch: still connecting to the store at 198.51.100.1:29500");
   EXPECT_EQ(facts.at("net.connections"), "1 established, 1 still connecting (peers 198.51.100.1)");
-  const auto recorded = parse_recorded_connections(facts.at("net.tcp"));
+  const auto recorded = model::parse_recorded_connections(facts.at("net.tcp"));
   ASSERT_EQ(recorded.size(), 2u);
   EXPECT_EQ(recorded[0].local, "203.0.113.9:41000");
   EXPECT_TRUE(recorded[0].established);

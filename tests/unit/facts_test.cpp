@@ -8,25 +8,26 @@
 #include "hangscope/facts/caches.h"
 #include "hangscope/facts/shm.h"
 #include "hangscope/facts/versions.h"
+#include "hangscope/model/package_version.h"
 #include "target_process.h"
 
 namespace hangscope::facts {
 namespace {
 
 TEST(Versions, NamesAreNormalized) {
-  EXPECT_EQ(normalize_package_name("Flashinfer_Python"), "flashinfer-python");
-  EXPECT_EQ(normalize_package_name("nvidia.nccl__cu12"), "nvidia-nccl-cu12");
+  EXPECT_EQ(model::normalize_package_name("Flashinfer_Python"), "flashinfer-python");
+  EXPECT_EQ(model::normalize_package_name("nvidia.nccl__cu12"), "nvidia-nccl-cu12");
 }
 
 TEST(Versions, OrderFollowsReleasesThenPreReleases) {
-  EXPECT_LT(compare_versions("0.26.1rc1.dev148+g1234", "0.26.1"), 0);
-  EXPECT_LT(compare_versions("0.26.1rc1.dev148", "0.26.1rc1.dev149"), 0);
-  EXPECT_LT(compare_versions("0.26.1rc1.dev148", "0.26.1rc1"), 0);
-  EXPECT_GT(compare_versions("0.27.1", "0.26.1rc1.dev148"), 0);
-  EXPECT_LT(compare_versions("0.27.1", "0.27.2"), 0);
-  EXPECT_EQ(compare_versions("1.13.0", "1.13"), 0);
-  EXPECT_LT(compare_versions("1.13.0a0+gitunknown", "1.13.0"), 0);
-  EXPECT_GT(compare_versions("0.10.0", "0.9.5"), 0);
+  EXPECT_LT(model::compare_versions("0.26.1rc1.dev148+g1234", "0.26.1"), 0);
+  EXPECT_LT(model::compare_versions("0.26.1rc1.dev148", "0.26.1rc1.dev149"), 0);
+  EXPECT_LT(model::compare_versions("0.26.1rc1.dev148", "0.26.1rc1"), 0);
+  EXPECT_GT(model::compare_versions("0.27.1", "0.26.1rc1.dev148"), 0);
+  EXPECT_LT(model::compare_versions("0.27.1", "0.27.2"), 0);
+  EXPECT_EQ(model::compare_versions("1.13.0", "1.13"), 0);
+  EXPECT_LT(model::compare_versions("1.13.0a0+gitunknown", "1.13.0"), 0);
+  EXPECT_GT(model::compare_versions("0.10.0", "0.9.5"), 0);
 }
 
 TEST(Versions, FoundBesideTheFilesAProcessRuns) {

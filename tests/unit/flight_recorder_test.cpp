@@ -21,6 +21,7 @@
 #include "hangscope/diagnosis/diagnose.h"
 #include "hangscope/report/report.h"
 #include "hangscope/snapshot/codec.h"
+#include "hangscope/snapshot/flight_json.h"
 #include "target_process.h"
 
 namespace hangscope::collectives {
@@ -48,8 +49,10 @@ TEST(TorchPickle, BothFormatsReadTheSameDump) {
   EXPECT_EQ(pickled.format, "pickle");
   EXPECT_EQ(json.format, "json");
   EXPECT_EQ(pickled.version, "2.4");
-  EXPECT_EQ(to_json(pickled)["groups"], to_json(json)["groups"]);
-  EXPECT_EQ(to_json(pickled)["entries"], to_json(json)["entries"]);
+  EXPECT_EQ(snapshot::flight_record_to_json(pickled)["groups"],
+            snapshot::flight_record_to_json(json)["groups"]);
+  EXPECT_EQ(snapshot::flight_record_to_json(pickled)["entries"],
+            snapshot::flight_record_to_json(json)["entries"]);
   const auto& g = pickled.groups.at("0");
   EXPECT_EQ(g.desc, "default_pg");
   EXPECT_EQ(g.ranks, (std::vector<int>{0, 1, 2, 3}));
@@ -98,9 +101,9 @@ TEST(TorchPickle, AnythingElseIsRefusedWithTheReason) {
 
 TEST(FlightRecorder, TheRecordSurvivesASnapshotFile) {
   // What an agent sends and a bundle keeps: written, read back, the same record.
-  snapshot::NodeSnapshot node;
+  model::NodeSnapshot node;
   node.node_name = "node0";
-  snapshot::ProcessRecord p;
+  model::ProcessRecord p;
   p.pid = 42;
   p.identity.role = "rank";
   p.identity.rank = 2;
@@ -116,7 +119,7 @@ TEST(FlightRecorder, TheRecordSurvivesASnapshotFile) {
   const auto& fr = *back[0].processes[0].flight_record;
   EXPECT_EQ(fr.error, "");
   EXPECT_EQ(fr.path, "/tmp/nccl_trace_rank_2");
-  EXPECT_EQ(to_json(fr), to_json(*p.flight_record));
+  EXPECT_EQ(snapshot::flight_record_to_json(fr), snapshot::flight_record_to_json(*p.flight_record));
   EXPECT_EQ(fr.groups.at("0").last_enqueued, 5);
 }
 
@@ -300,7 +303,7 @@ TEST(FlightRecorder, DumpsAreReadOnlyFromRegularFilesOfTheRanksUserOrRoot) {
 }
 
 // Four ranks all in the same all_reduce (same stacks), with the case's dumps.
-analysis::Bundle job_with_dumps(const std::string& the_case, const std::string& format) {
+model::Bundle job_with_dumps(const std::string& the_case, const std::string& format) {
   JobBuilder job(4);
   for (int r = 0; r < 4; ++r) {
     job.rank(r, all_reduce_stack());

@@ -67,7 +67,7 @@ bool is_utf8(const std::string& text) {
 
 // A job of 4 ranks on two nodes where rank 2 waits at a store key while the others wait for it
 // in a barrier; every string a snapshot carries is hostile.
-analysis::Bundle hostile_bundle() {
+model::Bundle hostile_bundle() {
   JobBuilder job(4, "127.0.0.1:29500" + kForged);
   for (int r = 0; r < 4; ++r) {
     if (r == 2) {

@@ -23,6 +23,8 @@
 #include "hangscope/facts/versions.h"
 #include "hangscope/identity/rank_identity.h"
 #include "hangscope/memory/memory_reader.h"
+#include "hangscope/model/package_version.h"
+#include "hangscope/model/store_keys.h"
 #include "hangscope/proc/maps.h"
 #include "hangscope/python/layout.h"
 #include "hangscope/python/line_table.h"
@@ -31,6 +33,7 @@
 #include "hangscope/report/report.h"
 #include "hangscope/rules/rule.h"
 #include "hangscope/snapshot/codec.h"
+#include "hangscope/snapshot/flight_json.h"
 #include "hangscope/waits/wait_point.h"
 
 namespace hangscope {
@@ -71,7 +74,7 @@ TEST(FuzzRegressions, PythonFramesAreMatchedAgainstTheWaitPointRules) {
 // a two-byte UTF-8 character, and report.json then threw type_error 316 (std::terminate).
 TEST(FuzzRegressions, AnUnreadableFlightRecordInASnapshotStaysValidText) {
   const auto path = regression_path("snapshot_json/flight_record_error_splits_utf8.json");
-  analysis::Bundle bundle;
+  model::Bundle bundle;
   bundle.snapshots = snapshot::read_file(path);
   bundle.nodes.push_back({"", std::nullopt, "ok", "", 0});
   const auto& record = bundle.snapshots.at(0).processes.at(0).flight_record;
@@ -114,11 +117,11 @@ TEST(FuzzRegressions, ARasTextReportWithALineOfSpacesIsSummarised) {
 // while comparing versions (store protocol choice, rule facts with at_least / below).
 TEST(FuzzRegressions, VersionsWithHugeNumbersCompareWithoutOverflow) {
   const auto text = regression("c10d_store/version_number_overflows_long");
-  EXPECT_GT(facts::compare_versions(text, "0.26"), 0);
-  EXPECT_EQ(facts::compare_versions(text, text), 0);
-  EXPECT_GT(facts::compare_versions("1.99999999999999999999999", "1.2"), 0);
-  EXPECT_LT(facts::compare_versions("1.0rc99999999999999999999999", "1.0"), 0);
-  EXPECT_EQ(facts::compare_versions("2.0.0", "2"), 0);
+  EXPECT_GT(model::compare_versions(text, "0.26"), 0);
+  EXPECT_EQ(model::compare_versions(text, text), 0);
+  EXPECT_GT(model::compare_versions("1.99999999999999999999999", "1.2"), 0);
+  EXPECT_LT(model::compare_versions("1.0rc99999999999999999999999", "1.0"), 0);
+  EXPECT_EQ(model::compare_versions("2.0.0", "2"), 0);
 }
 
 // A 3.11+ line table whose deltas add up past INT_MAX (UBSan: signed integer overflow);
@@ -232,15 +235,15 @@ TEST(FuzzRegressions, AHugeFLastiGivesNoLineInsteadOfOverflowing) {
 // at capture and in diagnose's wait-for graph. Now a linear scan that finds the same keys.
 TEST(FuzzRegressions, ALongQuotedStringInAReprIsOneKey) {
   const auto repr = regression("c10d_store/repr_quoted_30k");
-  const auto keys = collectives::keys_in_repr(repr);
+  const auto keys = model::keys_in_repr(repr);
   ASSERT_EQ(keys.size(), 1u);
   EXPECT_EQ(keys[0], std::string(30000, 'a'));
   // What the regex found: escapes, both quotes, unclosed and line-broken strings skipped.
-  EXPECT_EQ(collectives::keys_in_repr(R"(['a/0', "b\"1", 'c\'2', '', 'd\\'])"),
+  EXPECT_EQ(model::keys_in_repr(R"(['a/0', "b\"1", 'c\'2', '', 'd\\'])"),
             (std::vector<std::string>{"a/0", "b\"1", "c'2", "d\\"}));
-  EXPECT_EQ(collectives::keys_in_repr("'open \"x\""), (std::vector<std::string>{"x"}));
+  EXPECT_EQ(model::keys_in_repr("'open \"x\""), (std::vector<std::string>{"x"}));
   // A backslash before a line break ends no string: the next quote starts one.
-  EXPECT_EQ(collectives::keys_in_repr("'a\\\nb' 'k"), (std::vector<std::string>{" "}));
+  EXPECT_EQ(model::keys_in_repr("'a\\\nb' 'k"), (std::vector<std::string>{" "}));
 }
 
 // store_protocol_for matched ^\d+\.\d+ with std::regex: 60,000 digits overflowed the stack.
@@ -256,7 +259,7 @@ TEST(FuzzRegressions, AVersionOfManyDigitsHasNoProtocolAndNoStackOverflow) {
   }
 }
 
-analysis::Analysis analyse_file(const std::string& name, analysis::Bundle& bundle) {
+analysis::Analysis analyse_file(const std::string& name, model::Bundle& bundle) {
   bundle.snapshots = snapshot::read_file(regression_path(name));
   bundle.nodes.push_back({bundle.snapshots.at(0).node_name, std::nullopt, "ok", "", 0});
   return diagnosis::diagnose(bundle);
@@ -267,7 +270,7 @@ analysis::Analysis analyse_file(const std::string& name, analysis::Bundle& bundl
 TEST(FuzzRegressions, RankNumbersBeyondIntInLocalsNameNoRank) {
   for (const char* name : {"snapshot_json/store_key_rank_overflows_int.json",
                            "snapshot_json/collective_ranks_overflow_int.json"}) {
-    analysis::Bundle bundle;
+    model::Bundle bundle;
     analysis::Analysis result;
     ASSERT_NO_THROW(result = analyse_file(name, bundle)) << name;
     for (const auto& job : result.jobs) {
@@ -283,7 +286,7 @@ TEST(FuzzRegressions, RankNumbersBeyondIntInLocalsNameNoRank) {
 // A Python frame whose file name is 60,000 characters: is_library_file's std::regex recursed
 // once per character and overflowed the stack (ASan) while diagnose classified the thread.
 TEST(FuzzRegressions, AVeryLongPythonFileNameIsClassifiedWithoutStackOverflow) {
-  analysis::Bundle bundle;
+  model::Bundle bundle;
   analysis::Analysis result;
   ASSERT_NO_THROW(result = analyse_file("snapshot_json/python_file_path_60k.json", bundle));
   ASSERT_EQ(result.jobs.size(), 1u);
@@ -306,12 +309,12 @@ TEST(FuzzRegressions, AFlightRecordNumberBeyondInt64MakesTheRecordUnreadable) {
       << record->error;
   EXPECT_TRUE(record->entries.empty());
   // What to_json writes still reads back.
-  collectives::FlightRecord good;
+  model::FlightRecord good;
   good.written_unix_ns = std::numeric_limits<std::int64_t>::max();
   good.groups["0"].ranks = {0, 1, std::numeric_limits<int>::max()};
   good.groups["0"].last_completed = -1;
   good.entries.push_back({"0", 5, 0, false, "nccl:all_reduce", "[[3]]", "", "", "started", 7});
-  const auto back = collectives::flight_record_from_json(collectives::to_json(good));
+  const auto back = snapshot::flight_record_from_json(snapshot::flight_record_to_json(good));
   EXPECT_EQ(back.written_unix_ns, good.written_unix_ns);
   EXPECT_EQ(back.groups.at("0").ranks, good.groups.at("0").ranks);
   EXPECT_EQ(back.groups.at("0").last_completed, -1);
@@ -319,7 +322,7 @@ TEST(FuzzRegressions, AFlightRecordNumberBeyondInt64MakesTheRecordUnreadable) {
   for (const char* bad :
        {R"({"groups": {"0": {"ranks": [1.5]}}})", R"({"groups": {"0": {"ranks": [4294967296]}}})",
         R"({"entries": [{"seq": 1e3}]})", R"({"written_unix_ns": -1e30})"}) {
-    EXPECT_THROW(collectives::flight_record_from_json(nlohmann::json::parse(bad)), Error) << bad;
+    EXPECT_THROW(snapshot::flight_record_from_json(nlohmann::json::parse(bad)), Error) << bad;
   }
 }
 
@@ -328,7 +331,7 @@ TEST(FuzzRegressions, AFlightRecordNumberBeyondInt64MakesTheRecordUnreadable) {
 // then not taken; now the missing ranks are one range (issue 21) and the claim is taken: the
 // reports say the range, and report.json gives it as ranges, not a list of two billion.
 TEST(FuzzRegressions, AWorldSizeOfTwoBillionIsOneRangeOfMissingRanks) {
-  analysis::Bundle bundle;
+  model::Bundle bundle;
   analysis::Analysis result;
   ASSERT_NO_THROW(result = analyse_file("snapshot_json/world_size_two_billion.json", bundle));
   ASSERT_EQ(result.jobs.size(), 1u);
@@ -358,7 +361,7 @@ TEST(FuzzRegressions, RankHintsBeyondIntOrVeryLongAreSkipped) {
   EXPECT_EQ(tp, (std::set<int>{1, 2}));
   EXPECT_EQ(ep, (std::set<int>{0, 7}));
 
-  identity::RankIdentity id;
+  model::RankIdentity id;
   id.rank = 1;
   identity::identify_from_log(split_lines(regression("rank_identity/log_pp_rank_overflows_int")),
                               id);
@@ -366,7 +369,7 @@ TEST(FuzzRegressions, RankHintsBeyondIntOrVeryLongAreSkipped) {
   EXPECT_EQ(id.pp, std::nullopt);
   EXPECT_EQ(id.tp, 0);
   EXPECT_EQ(id.sources.count("pp"), 0u);
-  identity::RankIdentity other;
+  model::RankIdentity other;
   identity::identify_from_log(split_lines(regression("rank_identity/log_rank_50k_digits")), other);
   EXPECT_EQ(other.rank, std::nullopt);
 }

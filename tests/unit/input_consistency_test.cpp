@@ -39,11 +39,11 @@ std::string joined(const std::vector<std::string>& lines) {
 
 // Two agents started with the same --node-name on two machines whose ranks have the same pids
 // (containers): the answers as diagnose receives them, each agent's samples under the name "gpu".
-std::vector<NodeAnswer> two_agents_named_alike() {
+std::vector<model::NodeAnswer> two_agents_named_alike() {
   auto bundle = store_job().bundle();
-  std::vector<NodeAnswer> answers;
+  std::vector<model::NodeAnswer> answers;
   for (const auto& status : bundle.nodes) {
-    NodeAnswer a;
+    model::NodeAnswer a;
     a.status = status;
     a.status.name = "gpu";
     a.status.address = status.name == "node0" ? "10.0.0.1:7447" : "10.0.0.2:7447";
@@ -61,7 +61,7 @@ std::vector<NodeAnswer> two_agents_named_alike() {
 
 TEST(InputConsistency, TwoAgentsWithOneNodeNameAreNamedApartByTheirAddresses) {
   std::vector<std::string> renamed;
-  const auto bundle = assemble_bundle(two_agents_named_alike(), &renamed);
+  const auto bundle = model::assemble_bundle(two_agents_named_alike(), &renamed);
   ASSERT_EQ(bundle.nodes.size(), 2u);
   EXPECT_EQ(bundle.nodes[0].name, "gpu@10.0.0.1:7447");
   EXPECT_EQ(bundle.nodes[1].name, "gpu@10.0.0.2:7447");
@@ -89,7 +89,7 @@ TEST(InputConsistency, TwoAgentsWithOneNodeNameAreNamedApartByTheirAddresses) {
 TEST(InputConsistency, TheSameAgentTwiceGetsANumber) {
   auto answers = two_agents_named_alike();
   answers[1].source = answers[0].source;
-  const auto bundle = assemble_bundle(std::move(answers));
+  const auto bundle = model::assemble_bundle(std::move(answers));
   EXPECT_EQ(bundle.nodes[0].name, "gpu@10.0.0.1:7447");
   EXPECT_EQ(bundle.nodes[1].name, "gpu@10.0.0.1:7447#2");
 }
@@ -98,7 +98,7 @@ TEST(InputConsistency, TheSameAgentTwiceGetsANumber) {
 // sample, colliding pids): the second capture of each sample is another node, named in the
 // diagnostics, and no live rank is called dead.
 TEST(InputConsistency, TwoCapturesOfOneSampleAreTwoNodes) {
-  Bundle bundle;
+  model::Bundle bundle;
   for (auto& a : two_agents_named_alike()) {
     bundle.nodes.push_back(a.status);
     for (auto& s : a.samples) bundle.snapshots.push_back(std::move(s));

@@ -18,7 +18,7 @@
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
 #include "hangscope/common/tcp_connection.h"
-#include "hangscope/facts/fact_keys.h"
+#include "hangscope/model/fact_keys.h"
 #include "loopback_peer.h"
 
 namespace hangscope::collectives {
@@ -176,14 +176,14 @@ TEST(NcclRas, StatusValuesAreStableNames) {
   EXPECT_EQ(summarize_ras({"2", "json", "{\"communicators\": [", ""}).status(),
             RasStatus::kProblems);  // a report that cannot be read is a finding
   for (const auto status : {RasStatus::kOk, RasStatus::kProblems, RasStatus::kUnavailable}) {
-    EXPECT_EQ(ras_status_from_string(to_string(status)), status);
+    EXPECT_EQ(model::ras_status_from_string(to_string(status)), status);
   }
   EXPECT_EQ(to_string(RasStatus::kOk), "ok");
   EXPECT_EQ(to_string(RasStatus::kProblems), "problems");
   EXPECT_EQ(to_string(RasStatus::kUnavailable), "unavailable");
-  EXPECT_FALSE(ras_status_from_string("problems: rank 3").has_value());
-  EXPECT_FALSE(ras_status_from_string("").has_value());
-  EXPECT_EQ(std::string(facts::keys::kNcclRasStatus), "nccl_ras.status");
+  EXPECT_FALSE(model::ras_status_from_string("problems: rank 3").has_value());
+  EXPECT_FALSE(model::ras_status_from_string("").has_value());
+  EXPECT_EQ(std::string(model::fact_keys::kNcclRasStatus), "nccl_ras.status");
 }
 
 TEST(NcclRas, TheTextReportKeepsItsErrorsAndWarnings) {

@@ -13,6 +13,7 @@
 #include "hangscope/common/files.h"
 #include "hangscope/diagnosis/diagnose.h"
 #include "hangscope/rules/rule.h"
+#include "hangscope/sources/flight_records.h"
 
 namespace hangscope::analysis {
 namespace {
@@ -22,8 +23,8 @@ const std::string kFixtures =
 constexpr std::int64_t kWritten = 1'790'000'100'000'000'000;
 
 // The dumps of a fixture directory, all written at kWritten.
-std::vector<DumpFile> dump_files(const std::string& dir) {
-  std::vector<DumpFile> out;
+std::vector<sources::DumpFile> dump_files(const std::string& dir) {
+  std::vector<sources::DumpFile> out;
   for (const auto& name : list_directory(dir).value_or(std::vector<std::string>{})) {
     const auto read = read_file(dir + "/" + name);
     out.push_back(
@@ -34,13 +35,13 @@ std::vector<DumpFile> dump_files(const std::string& dir) {
 
 // The bundle and its analysis (which points into the bundle).
 struct Diagnosed {
-  Bundle bundle;
+  model::Bundle bundle;
   Analysis analysis;
 };
 
-std::unique_ptr<Diagnosed> diagnose_files(const std::vector<DumpFile>& files) {
+std::unique_ptr<Diagnosed> diagnose_files(const std::vector<sources::DumpFile>& files) {
   auto d = std::make_unique<Diagnosed>();
-  d->bundle = postmortem_bundle(files);
+  d->bundle = sources::postmortem_bundle(files);
   d->analysis = diagnosis::diagnose(d->bundle);
   return d;
 }
@@ -144,7 +145,7 @@ TEST_P(PostMortem, HealthyDumpsGiveNoVerdict) {
 
 TEST_P(PostMortem, CorruptFileIsNamedAndTheOthersStillDiagnosed) {
   const auto d = diagnose_case("corrupt", GetParam());
-  std::vector<const NodeStatus*> failed;
+  std::vector<const model::NodeStatus*> failed;
   for (const auto& n : d->bundle.nodes) {
     if (n.status != "ok") failed.push_back(&n);
   }
@@ -199,7 +200,7 @@ TEST(PostMortemBundle, DumpsWithoutIsP2pTellSendsAndRecvsByTheirNames) {
 }
 
 // A JSON dump of one rank of a two-rank pipeline group whose one entry is `op` in `state`.
-DumpFile p2p_dump(int rank, const std::string& op, const std::string& state) {
+sources::DumpFile p2p_dump(int rank, const std::string& op, const std::string& state) {
   const nlohmann::json entry = {{"record_id", 0},
                                 {"pg_id", 1},
                                 {"process_group", {"1", "pp_0"}},
@@ -298,7 +299,8 @@ TEST(PostMortemBundle, RankComesFromTheDumpsOwnKeyBeforeTheFileName) {
   const std::string json =
       R"({"version": "2.4", "rank": 5, "pg_config": {"0": {"name": "0", "desc": "default_pg",
       "ranks": "[0, 5]"}}, "pg_status": {}, "entries": []})";
-  const auto bundle = postmortem_bundle({{"/dumps/nccl_trace_rank_2", json, kWritten, ""}});
+  const auto bundle =
+      sources::postmortem_bundle({{"/dumps/nccl_trace_rank_2", json, kWritten, ""}});
   ASSERT_EQ(bundle.snapshots.size(), 1u);
   const auto& p = bundle.snapshots[0].processes.at(0);
   EXPECT_EQ(p.identity.rank, 5);
@@ -307,8 +309,9 @@ TEST(PostMortemBundle, RankComesFromTheDumpsOwnKeyBeforeTheFileName) {
 }
 
 TEST(PostMortemBundle, DumpWithoutRankIsAnErrorNamingTheFile) {
-  const auto bundle = postmortem_bundle({{"/dumps/trace.json", R"({"entries": []})", kWritten, ""},
-                                         {"/dumps/\xff\xfe_rank_x", "garbage", kWritten, ""}});
+  const auto bundle =
+      sources::postmortem_bundle({{"/dumps/trace.json", R"({"entries": []})", kWritten, ""},
+                                  {"/dumps/\xff\xfe_rank_x", "garbage", kWritten, ""}});
   ASSERT_EQ(bundle.nodes.size(), 2u);
   EXPECT_EQ(bundle.nodes[0].status, "error");
   EXPECT_NE(bundle.nodes[0].error.find("no rank"), std::string::npos) << bundle.nodes[0].error;
@@ -320,7 +323,7 @@ TEST(PostMortemBundle, DumpWithoutRankIsAnErrorNamingTheFile) {
 
 // A JSON dump of one rank (the keys of torch's dump_nccl_trace_json) holding one entry of the
 // default group.
-DumpFile one_entry_dump(int rank, const std::string& op, const nlohmann::json& sizes) {
+sources::DumpFile one_entry_dump(int rank, const std::string& op, const nlohmann::json& sizes) {
   const nlohmann::json entry = {{"record_id", 0},
                                 {"pg_id", 0},
                                 {"process_group", {"0", "default_pg"}},
@@ -363,23 +366,23 @@ TEST(PostMortemBundle, UnevenAllToAllSizesAreNoMismatchButAllReduceSizesAre) {
 }
 
 TEST(PostMortemBundle, RankFromFileName) {
-  using collectives::rank_from_file_name;
-  EXPECT_EQ(rank_from_file_name("/tmp/nccl_trace_rank_12"), 12);
-  EXPECT_EQ(rank_from_file_name("host-a.rank3.json"), 3);
-  EXPECT_EQ(rank_from_file_name("/x/node-1.nccl_trace_rank_0"), 0);
-  EXPECT_EQ(rank_from_file_name("trace.json"), std::nullopt);
-  EXPECT_EQ(rank_from_file_name("rank_99999999999"), std::nullopt);  // beyond int
-  EXPECT_EQ(rank_from_file_name("/dir7/"), std::nullopt);
+  using model::rank_from_file_name;
+  EXPECT_EQ(model::rank_from_file_name("/tmp/nccl_trace_rank_12"), 12);
+  EXPECT_EQ(model::rank_from_file_name("host-a.rank3.json"), 3);
+  EXPECT_EQ(model::rank_from_file_name("/x/node-1.nccl_trace_rank_0"), 0);
+  EXPECT_EQ(model::rank_from_file_name("trace.json"), std::nullopt);
+  EXPECT_EQ(model::rank_from_file_name("rank_99999999999"), std::nullopt);  // beyond int
+  EXPECT_EQ(model::rank_from_file_name("/dir7/"), std::nullopt);
 }
 
 TEST(PostMortemBundle, LogLinesGoToTheirRanks) {
-  auto bundle = postmortem_bundle(dump_files(kFixtures + "behind/json"));
+  auto bundle = sources::postmortem_bundle(dump_files(kFixtures + "behind/json"));
   const std::string shared =
       "[rank1]: WARNING ranks 1 warned here\n[rank2]: ERROR rank 2 failed\nno prefix\n";
-  const auto notes =
-      attach_logs(bundle, {{"/logs/job.log", shared, 0, ""},
-                           {"/logs/worker_3.log", "RuntimeError: rank 3's own log\n", 0, ""},
-                           {"/logs/other.log", "nothing of a rank\n", 0, ""}});
+  const auto notes = sources::attach_logs(
+      bundle, {{"/logs/job.log", shared, 0, ""},
+               {"/logs/worker_3.log", "RuntimeError: rank 3's own log\n", 0, ""},
+               {"/logs/other.log", "nothing of a rank\n", 0, ""}});
   std::map<int, std::string> lines;
   for (const auto& node : bundle.snapshots) {
     for (const auto& p : node.processes) {
@@ -404,8 +407,8 @@ const std::string kLogs = std::string(HANGSCOPE_SOURCE_DIR) + "/tests/fixtures/p
 
 std::unique_ptr<Diagnosed> diagnose_with_logs(const std::string& dumps, const std::string& logs) {
   auto d = std::make_unique<Diagnosed>();
-  d->bundle = postmortem_bundle(dump_files(kFixtures + dumps + "/json"));
-  const auto notes = attach_logs(d->bundle, dump_files(kLogs + logs));
+  d->bundle = sources::postmortem_bundle(dump_files(kFixtures + dumps + "/json"));
+  const auto notes = sources::attach_logs(d->bundle, dump_files(kLogs + logs));
   EXPECT_TRUE(notes.empty()) << notes.front();
   d->analysis = diagnosis::diagnose(d->bundle, rules::load_rules("", ""));
   return d;
@@ -483,8 +486,8 @@ TEST(PostMortemRules, OnlyOneRuleFiresOnEachSeedsLogs) {
 TEST(PostMortemRules, TheLogAloneNeverPlacesARankThatIsNotPostMortem) {
   // The same ranks and logs, but known as live ranks (whose stack, here none, is the authority):
   // the post-mortem log conditions do not apply.
-  auto bundle = postmortem_bundle(dump_files(kFixtures + "healthy/json"));
-  attach_logs(bundle, dump_files(kLogs + "autotune"));
+  auto bundle = sources::postmortem_bundle(dump_files(kFixtures + "healthy/json"));
+  sources::attach_logs(bundle, dump_files(kLogs + "autotune"));
   for (auto& node : bundle.snapshots) {
     for (auto& p : node.processes) p.identity.source = "environment";
   }
@@ -493,7 +496,7 @@ TEST(PostMortemRules, TheLogAloneNeverPlacesARankThatIsNotPostMortem) {
 }
 
 TEST(PostMortemRules, VllmPrefixesGiveLinesToTheirRanks) {
-  auto bundle = postmortem_bundle(dump_files(kFixtures + "healthy/json"));
+  auto bundle = sources::postmortem_bundle(dump_files(kFixtures + "healthy/json"));
   const std::string log =
       "(RayWorkerWrapper pid=7, ip=10.0.0.2) DEBUG 11-03 20:08:20 [parallel_state.py:1004] "
       "world_size=4 rank=3 local_rank=1 distributed_init_method=tcp://10.0.0.1:29500 "
@@ -501,7 +504,7 @@ TEST(PostMortemRules, VllmPrefixesGiveLinesToTheirRanks) {
       "(RayWorkerWrapper pid=7, ip=10.0.0.2) WARNING seven's warning\n"
       "(Worker_TP1 pid=9) WARNING one's warning\n"
       "(Worker_PP1_TP0 pid=11) WARNING no rank without the sizes\n";
-  const auto notes = attach_logs(bundle, {{"/logs/driver.log", log, 0, ""}});
+  const auto notes = sources::attach_logs(bundle, {{"/logs/driver.log", log, 0, ""}});
   EXPECT_TRUE(notes.empty());
   std::map<int, std::string> lines;
   for (const auto& node : bundle.snapshots) {

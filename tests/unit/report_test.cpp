@@ -20,7 +20,7 @@ namespace {
 
 using namespace analysis::testing_builders;
 
-analysis::Bundle store_wait_bundle(int world_size = 8, int diverged = 5) {
+model::Bundle store_wait_bundle(int world_size = 8, int diverged = 5) {
   JobBuilder job(world_size);
   for (int r = 0; r < world_size; ++r) {
     job.rank(r, r == diverged ? store_wait_stack(r) : barrier_stack());

@@ -10,7 +10,7 @@
 #include "analysis_builders.h"
 #include "hangscope/common/error.h"
 #include "hangscope/diagnosis/diagnose.h"
-#include "hangscope/facts/fact_keys.h"
+#include "hangscope/model/fact_keys.h"
 #include "hangscope/rules/engine.h"
 #include "hangscope/rules/rule.h"
 #include "target_process.h"
@@ -152,7 +152,7 @@ std::vector<Frame> dp_idle() {
           method("DPEngineCoreProc.run_busy_loop", "vllm/v1/engine/core.py", 890)};
 }
 
-using Scenario = std::function<analysis::Bundle()>;
+using Scenario = std::function<model::Bundle()>;
 
 std::map<std::string, Scenario> scenarios() {
   return {
@@ -243,7 +243,7 @@ const Rule& builtin(const std::string& id) {
   throw Error("no built-in rule " + id);
 }
 
-analysis::Analysis analyse_with(const analysis::Bundle& bundle) {
+analysis::Analysis analyse_with(const model::Bundle& bundle) {
   return diagnosis::diagnose(bundle, load_rules("", ""));
 }
 
@@ -364,7 +364,7 @@ TEST(Rules, CompiledDagStallNamesTheStalledWorker) {
 TEST(Rules, CompiledDagStallNamesTheDriverWhenItWasCaptured) {
   auto bundle = scenarios()["compiled-dag-stall"]();
   // The EngineCore driver, no rank, on node0: waiting for the graph's output.
-  snapshot::ProcessRecord driver;
+  model::ProcessRecord driver;
   driver.pid = 900;
   driver.comm = "python3";
   driver.state = 'S';
@@ -528,9 +528,9 @@ TEST(Rules, MalformedFilesNameTheLineAndTheReason) {
   }
 }
 
-// The catalog of fact keys (facts/fact_keys.h) that rules are checked against.
+// The catalog of fact keys (model/fact_keys.h) that rules are checked against.
 TEST(FactKeys, KnownKeysListsAndPrefixes) {
-  using namespace facts::keys;
+  using namespace model::fact_keys;
   for (const std::string& key :
        {std::string(kShmFreeBytes), version("vllm"), indexed(kCacheGpuP2p, 3),
         std::string("cache.flashinfer_autotune[*]"), net_variable("NCCL_SOCKET_IFNAME"),

@@ -192,10 +192,10 @@ struct Front {
   std::vector<model::Frame> api_frames;  // empty: an idle event loop under api_main
 };
 
-snapshot::ProcessRecord front_process(pid_t pid, pid_t ppid, std::string title, std::string cmdline,
-                                      std::vector<model::Frame> frames, char state,
-                                      std::uint64_t utime) {
-  snapshot::ProcessRecord p;
+model::ProcessRecord front_process(pid_t pid, pid_t ppid, std::string title, std::string cmdline,
+                                   std::vector<model::Frame> frames, char state,
+                                   std::uint64_t utime) {
+  model::ProcessRecord p;
   p.pid = pid;
   p.ppid = ppid;
   p.comm = "python3";
@@ -215,7 +215,7 @@ snapshot::ProcessRecord front_process(pid_t pid, pid_t ppid, std::string title, 
 }
 
 // The front processes added to node0 in every sample of `bundle`.
-void add_front(Bundle& bundle, const Front& front) {
+void add_front(model::Bundle& bundle, const Front& front) {
   for (auto& s : bundle.snapshots) {
     if (s.node_name != "node0") continue;
     const int sample = s.sample_index;
@@ -404,7 +404,7 @@ TEST(ServingChain, WithoutLocalsTheEngineWaitsForItsWorkers) {
 
 // A server with no request in flight: its workers idle in the broadcast ring, the engine core's
 // busy loop in `engine`, the API server's tasks its own only.
-Bundle server_without_requests(std::vector<model::Frame> (*engine)()) {
+model::Bundle server_without_requests(std::vector<model::Frame> (*engine)()) {
   JobBuilder b(4, "127.0.0.1:40123");
   b.parent(kEnginePid);
   for (int r = 0; r < 4; ++r)
@@ -690,7 +690,7 @@ model::Socket tcp_socket(std::uint64_t inode, std::string local, std::string rem
 // server 801 starts engine core 901. `sockets`: they hold sockets that pair them crosswise
 // (800 with 901 over a unix socket, 801 with 900 over TCP), as processes started by one
 // launcher and handed their endpoints would.
-Bundle crosswise_front(bool sockets) {
+model::Bundle crosswise_front(bool sockets) {
   auto bundle = stuck_workers().bundle();  // job 127.0.0.1:40123, ranks 1000-1003 under 900
   JobBuilder other(2, "127.0.0.1:40200");
   other.parent(kEnginePid + 1);
@@ -812,7 +812,7 @@ TEST(ServingChain, LoopbackConnectionsDoNotPairProcessesOfTwoNodes) {
   for (const auto& s : moved.snapshots) {
     for (const auto& p : s.processes) {
       if (p.pid != kEnginePid) continue;
-      snapshot::NodeSnapshot node = s;
+      model::NodeSnapshot node = s;
       node.node_name = node.hostname = "node9";
       node.processes = {p};
       node.processes[0].dump->sockets = {tcp_socket(7001, "127.0.0.1:41000", "127.0.0.1:5555")};

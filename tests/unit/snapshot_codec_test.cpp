@@ -9,18 +9,19 @@
 #include "hangscope/diagnosis/diagnose.h"
 #include "hangscope/report/bundle_files.h"
 #include "hangscope/snapshot/codec.h"
+#include "hangscope/snapshot/flight_json.h"
 #include "hangscope/v1/snapshot.pb.h"
 
 namespace hangscope {
 namespace {
 
-snapshot::NodeSnapshot sample_node(int ranks) {
-  snapshot::NodeSnapshot node;
+model::NodeSnapshot sample_node(int ranks) {
+  model::NodeSnapshot node;
   node.node_name = "node-0";
   node.hostname = "host0";
   node.capture_unix_ns = 1'700'000'000'000'000'000;
   for (int r = 0; r < ranks; ++r) {
-    snapshot::ProcessRecord p;
+    model::ProcessRecord p;
     p.pid = 100 + r;
     p.identity.role = "rank";
     p.identity.rank = r;
@@ -152,7 +153,7 @@ TEST(SnapshotCodec, SocketsRoundTripInBothFileForms) {
   dump.sockets = {listener, accepted, tcp};
   for (const char* name : {"sockets.pb", "sockets.json"}) {
     const std::string path = ::testing::TempDir() + name;
-    snapshot::write_file(path, std::vector<snapshot::NodeSnapshot>{node});
+    snapshot::write_file(path, std::vector<model::NodeSnapshot>{node});
     const auto back = snapshot::read_file(path);
     std::remove(path.c_str());
     ASSERT_EQ(back.size(), 1u);
@@ -214,7 +215,7 @@ const std::string kSchema20File = std::string(HANGSCOPE_SOURCE_DIR) +
 TEST(SnapshotSchema, AFileOfSchema2_0IsReadAndDiagnosed) {
   const auto nodes = snapshot::read_file(kSchema20File);
   ASSERT_EQ(nodes.size(), 6u);
-  analysis::Bundle bundle;
+  model::Bundle bundle;
   for (const auto& node : nodes) {
     for (const auto& p : node.processes) {
       ASSERT_TRUE(p.flight_record) << node.node_name << " pid " << p.pid;
@@ -223,7 +224,7 @@ TEST(SnapshotSchema, AFileOfSchema2_0IsReadAndDiagnosed) {
     }
     bundle.snapshots.push_back(node);
   }
-  const snapshot::ProcessRecord* rank2 = nullptr;
+  const model::ProcessRecord* rank2 = nullptr;
   for (const auto& node : nodes) {
     for (const auto& p : node.processes) {
       if (p.identity.rank == 2) rank2 = &p;
@@ -273,8 +274,8 @@ TEST(SnapshotSchema, TheFlightRecordTravelsAsAMessage) {
   const auto back = snapshot::decode(wire);
   ASSERT_EQ(back.processes.size(), old[0].processes.size());
   for (std::size_t i = 0; i < back.processes.size(); ++i) {
-    EXPECT_EQ(collectives::to_json(*back.processes[i].flight_record),
-              collectives::to_json(*old[0].processes[i].flight_record));
+    EXPECT_EQ(snapshot::flight_record_to_json(*back.processes[i].flight_record),
+              snapshot::flight_record_to_json(*old[0].processes[i].flight_record));
   }
   // Both fields present (a writer in between): the message wins over the text.
   auto both = wire;

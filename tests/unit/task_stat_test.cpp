@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "hangscope/model/process_dump.h"
+
 namespace hangscope::proc {
 namespace {
 
@@ -46,9 +48,9 @@ TEST(TaskStatus, ReadsTracerAndNamespacePids) {
 }
 
 TEST(TaskStat, DescribesStates) {
-  EXPECT_EQ(describe_state('D'), "uninterruptible sleep");
-  EXPECT_EQ(describe_state('t'), "tracing stop");
-  EXPECT_EQ(describe_state('?'), "unknown state");
+  EXPECT_EQ(model::describe_state('D'), "uninterruptible sleep");
+  EXPECT_EQ(model::describe_state('t'), "tracing stop");
+  EXPECT_EQ(model::describe_state('?'), "unknown state");
 }
 
 }  // namespace

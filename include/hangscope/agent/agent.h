@@ -71,7 +71,7 @@ struct AgentAnswer {
   std::vector<std::string> notes;  // what the agent said it changed in the request
   std::string node_name;
   std::int64_t clock_offset_ns = 0;  // agent clock minus coordinator clock, from Info
-  std::vector<snapshot::NodeSnapshot> snapshots;
+  std::vector<model::NodeSnapshot> snapshots;
 };
 
 struct CollectRequest {

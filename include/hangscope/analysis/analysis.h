@@ -10,8 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "hangscope/analysis/bundle.h"
 #include "hangscope/analysis/rank_set.h"
+#include "hangscope/model/bundle.h"
 #include "hangscope/waits/wait_point.h"
 
 namespace hangscope::analysis {
@@ -52,7 +52,7 @@ struct RankEntry {
   std::string node;
   pid_t pid = 0;
   // Every sample of the process, oldest first; empty for a missing or unknown rank.
-  std::vector<const snapshot::ProcessRecord*> history;
+  std::vector<const model::ProcessRecord*> history;
   std::vector<std::int64_t> sample_times_ns;  // coordinator clock
   RankState state = RankState::kUnknown;
   // A core's thread has no state letter: its state is read from where its stack stands (in a
@@ -76,9 +76,7 @@ struct RankEntry {
   std::vector<int> missing_tcp_peers;    // ranks it should be connected to and is not
   std::vector<std::string> collectives;  // per process group, from its flight recorder
 
-  const snapshot::ProcessRecord* latest() const {
-    return history.empty() ? nullptr : history.back();
-  }
+  const model::ProcessRecord* latest() const { return history.empty() ? nullptr : history.back(); }
 };
 
 // The state as reports show it: "waiting", or "waiting (stack)" when read from a core's stack.
@@ -154,7 +152,7 @@ struct Verdict {
 // A process of interest that is no rank (engine, API server, helper, unidentified).
 struct OtherProcess {
   std::string node;
-  const snapshot::ProcessRecord* process = nullptr;
+  const model::ProcessRecord* process = nullptr;
   waits::WaitPoint wait;
 };
 
@@ -163,8 +161,8 @@ struct OtherProcess {
 struct ServingProcess {
   std::string role;  // "api" | "engine" | "coordinator"
   std::string node;
-  const snapshot::ProcessRecord* process = nullptr;  // its latest sample
-  std::string title;                                 // setproctitle's, "" when none
+  const model::ProcessRecord* process = nullptr;  // its latest sample
+  std::string title;                              // setproctitle's, "" when none
   // engine: "blocked" (its busy loop waits on the workers' output, or on its peers in a
   // collective such as the DP all-reduce), "idle" (it waits for requests: its input queue, a
   // ZMQ poll), "working" (on CPU, no wait), "unknown" (no busy loop on its stacks)
@@ -221,7 +219,8 @@ struct Analysis {
 // their tests. The results point into `bundle` (rank histories): keep it alive while using them.
 // `diagnostics` (when given) gets a sentence for each inconsistency of the input (see
 // Analysis::diagnostics); the rank table keeps what is consistent.
-std::vector<Job> build_jobs(const Bundle& bundle, std::vector<std::string>* diagnostics = nullptr);
+std::vector<Job> build_jobs(const model::Bundle& bundle,
+                            std::vector<std::string>* diagnostics = nullptr);
 void link_wait_graph(Job& job);
 // The process group a rank's waiting call was given (its `group` local: a known group, or None
 // for the default group), as the rank's own memory holds it in its latest sample; nullptr when
@@ -239,9 +238,9 @@ std::vector<Verdict> generic_verdicts(const Job& job);
 std::optional<Verdict> init_verdict(const Job& job, const std::vector<OtherProcess>& others,
                                     std::map<int, const OtherProcess*>* found = nullptr);
 std::vector<Verdict> node_verdicts(const std::vector<Job>& jobs,
-                                   const std::vector<NodeStatus>& nodes);
+                                   const std::vector<model::NodeStatus>& nodes);
 // The processes of interest that are no rank (latest sample of each node).
-std::vector<OtherProcess> other_processes(const Bundle& bundle);
+std::vector<OtherProcess> other_processes(const model::Bundle& bundle);
 // The processes init_verdict took for absent ranks stand in the rank table in their place.
 void place_absent_ranks(Job& job, const std::map<int, const OtherProcess*>& found);
 // Evidence from outside the stacks for a verdict on one of `jobs`: missing TCP peers, NCCL
@@ -256,12 +255,12 @@ Progress progress_of(const RankEntry& entry);
 // tasks), engine cores (titles, the busy loop's frames), DP coordinators, linked by parent pid
 // (else the only ones there are) to each other and to the workers' job in `jobs` (whose
 // wait-for graph is linked), with the workers the engine waits for and the roots they lead to.
-std::vector<ServingChain> serving_chains(const Bundle& bundle, const std::vector<Job>& jobs,
+std::vector<ServingChain> serving_chains(const model::Bundle& bundle, const std::vector<Job>& jobs,
                                          const std::vector<OtherProcess>& others);
 // The role a process plays in a serving chain of `analysis` ("api", "engine", "coordinator"),
 // nullopt when it is in none.
 std::optional<std::string> serving_role(const Analysis& analysis,
-                                        const snapshot::ProcessRecord& process);
+                                        const model::ProcessRecord& process);
 // What the serving chains say when no verdict was reached (appended to the conclusion):
 // requests in flight, the engine cores' activity and progress; "" without a chain.
 std::string serving_note(const std::vector<ServingChain>& chains);
@@ -275,6 +274,6 @@ std::vector<Verdict> serving_verdicts(const std::vector<ServingChain>& chains,
                                       const std::vector<Job>& jobs,
                                       const std::vector<Verdict>& found);
 // Samples per node and the interval between them.
-void measure_samples(const Bundle& bundle, Analysis& analysis);
+void measure_samples(const model::Bundle& bundle, Analysis& analysis);
 
 }  // namespace hangscope::analysis

@@ -9,8 +9,8 @@
 
 #include "hangscope/capture/process_capture.h"
 #include "hangscope/elf/module_cache.h"
+#include "hangscope/model/node_snapshot.h"
 #include "hangscope/model/process_dump.h"
-#include "hangscope/snapshot/node_snapshot.h"
 
 namespace hangscope::capture {
 
@@ -34,6 +34,6 @@ model::ProcessDump capture_core(const std::string& path, const CoreOptions& opti
 // (masked, allowlisted), and its identity from the environment, the title and torch.distributed
 // state in its memory. Never throws: a core that cannot be read is a record whose `error` says
 // why.
-snapshot::ProcessRecord core_record(const std::string& path, const CoreOptions& options);
+model::ProcessRecord core_record(const std::string& path, const CoreOptions& options);
 
 }  // namespace hangscope::capture

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "hangscope/capture/process_capture.h"
-#include "hangscope/snapshot/node_snapshot.h"
+#include "hangscope/model/node_snapshot.h"
 
 namespace hangscope::capture {
 
@@ -35,6 +35,6 @@ struct NodeCaptureOptions {
 // processes with rank variables, and Python interpreters. Never hangscope itself.
 std::vector<pid_t> discover_processes();
 
-snapshot::NodeSnapshot capture_node(const NodeCaptureOptions& options);
+model::NodeSnapshot capture_node(const NodeCaptureOptions& options);
 
 }  // namespace hangscope::capture

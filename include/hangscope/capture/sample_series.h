@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "hangscope/capture/node_capture.h"
-#include "hangscope/snapshot/node_snapshot.h"
+#include "hangscope/model/node_snapshot.h"
 
 namespace hangscope::capture {
 
@@ -32,17 +32,17 @@ struct SeriesHooks {
   // Waits until `unix_ns` (this machine's clock); false when the series must stop (cancelled).
   std::function<bool(std::int64_t unix_ns)> wait_until;
   // Takes one stopped sample (an agent serialises these); capture_node when empty.
-  std::function<snapshot::NodeSnapshot(const NodeCaptureOptions&)> capture;
+  std::function<model::NodeSnapshot(const NodeCaptureOptions&)> capture;
   // Told of each sample once its probes are attached (for progress lines); may be empty.
-  std::function<void(const snapshot::NodeSnapshot&)> taken;
+  std::function<void(const model::NodeSnapshot&)> taken;
 };
 
 // The samples, sample_index set, each carrying the probes taken since the one before (the
 // threads' ProbeTally); nullopt when wait_until said stop. Processes that appear, exit or are
 // not Python get no probes; the samples are taken all the same.
-std::optional<std::vector<snapshot::NodeSnapshot>> capture_series(NodeCaptureOptions options,
-                                                                  const SeriesPlan& plan,
-                                                                  const SeriesHooks& hooks);
+std::optional<std::vector<model::NodeSnapshot>> capture_series(NodeCaptureOptions options,
+                                                               const SeriesPlan& plan,
+                                                               const SeriesHooks& hooks);
 
 // Sleeps until `unix_ns`; always true (for callers that cannot be cancelled).
 bool sleep_until_unix(std::int64_t unix_ns);

@@ -59,11 +59,11 @@ struct ReportRequest {
 // anywhere, or when an input failed and the rest shows no hang (the report still comes out);
 // 0 only when ranks were looked at and nothing was found. Errors go to stderr as such.
 // The analysis and the report files are phases of `progress`.
-int analyse_and_report(const ReportRequest& request, const analysis::Bundle& bundle,
+int analyse_and_report(const ReportRequest& request, const model::Bundle& bundle,
                        const Progress& progress);
 
 // The result of an analysis on stdout, as `output` says (`dir` holds the written reports).
-void print_result(const std::string& dir, const analysis::Bundle& bundle,
+void print_result(const std::string& dir, const model::Bundle& bundle,
                   const analysis::Analysis& analysis, Output output);
 
 // Parses argv and runs the chosen command; returns the process exit code.

@@ -30,9 +30,6 @@ StoreEndpoint store_endpoint(const std::map<std::string, std::string>& env);
 enum class StoreProtocol { kTorch1, kTorch2 };
 std::optional<StoreProtocol> store_protocol_for(const std::string& torch_version);
 
-// The keys a Python repr names: "'arrive/3'", "['a/0', 'a/1']", "('k',)"; empty when none.
-std::vector<std::string> keys_in_repr(const std::string& repr);
-
 struct StoreQueryRequest {
   StoreEndpoint endpoint;
   StoreProtocol protocol = StoreProtocol::kTorch2;

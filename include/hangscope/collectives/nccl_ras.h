@@ -11,7 +11,11 @@
 #include <string_view>
 #include <vector>
 
+#include "hangscope/model/fact_keys.h"
+
 namespace hangscope::collectives {
+
+using model::RasStatus;
 
 struct RasEndpoint {
   std::string host = "127.0.0.1";
@@ -29,17 +33,7 @@ struct RasReply {
   std::string error;            // why there is no (complete) report; "" on success
 };
 
-// What RAS said on a rank's node, for code: the value of the fact facts::keys::kNcclRasStatus.
-enum class RasStatus {
-  kOk,           // a report without findings (which is no proof: RAS says OK in some hangs)
-  kProblems,     // a report with findings
-  kUnavailable,  // no report: RAS could not be asked
-};
-std::string_view to_string(RasStatus status);  // "ok" | "problems" | "unavailable"
-// The status a fact value names; nullopt for any other value.
-std::optional<RasStatus> ras_status_from_string(std::string_view value);
-
-// A rank's RAS result is kept under the facts facts::keys::kNcclRas (for people: describe(),
+// A rank's RAS result is kept under the facts model::fact_keys::kNcclRas (for people: describe(),
 // or why RAS could not be asked) and kNcclRasStatus (for code: to_string(RasStatus)); the report
 // itself under kNcclRasReport on the first rank of a network namespace.
 

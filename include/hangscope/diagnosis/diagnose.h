@@ -11,7 +11,7 @@ namespace hangscope::diagnosis {
 // hangs, the wait-for graph, the serving chain, signature rules), their evidence, their order and
 // the conclusion. Used by `diagnose`, `report` and any other source of bundles. The result points
 // into `bundle`: keep it alive while using the analysis.
-analysis::Analysis diagnose(const analysis::Bundle& bundle, const rules::RuleSet& rules = {});
+analysis::Analysis diagnose(const model::Bundle& bundle, const rules::RuleSet& rules = {});
 
 // Signature verdicts first, then by confidence (stable).
 void order_verdicts(std::vector<analysis::Verdict>& verdicts);

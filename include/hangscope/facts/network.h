@@ -21,7 +21,7 @@ struct TcpSocket {
   std::uint32_t tx_queue = 0;     // bytes sent and not yet acknowledged (or not yet sent)
   std::uint32_t rx_queue = 0;     // bytes received and not yet read
   std::uint32_t retransmits = 0;  // unrecovered retransmission timeouts
-  std::string local() const;  // "198.51.100.2:41234", "[::1]:80"
+  std::string local() const;      // "198.51.100.2:41234", "[::1]:80"
   std::string remote() const;
 };
 
@@ -88,12 +88,5 @@ NamespaceTables read_namespace_tables(const std::string& proc_pid_dir);
 // sockets the process holds. The second form reuses tables already read for its namespace.
 NetworkFacts network_facts(const std::string& proc_pid_dir);
 NetworkFacts network_facts(const std::string& proc_pid_dir, const NamespaceTables& tables);
-
-// The connections recorded in a "net.tcp" fact: (local, remote, established).
-struct RecordedConnection {
-  std::string local, remote;
-  bool established = true;
-};
-std::vector<RecordedConnection> parse_recorded_connections(const std::string& net_tcp);
 
 }  // namespace hangscope::facts

@@ -12,18 +12,11 @@ namespace hangscope::facts {
 // The packages hangscope reports, by normalized name (PEP 503: lowercase, '-' for [-_.]).
 const std::vector<std::string>& packages_of_interest();
 
-// "Flashinfer_Python" → "flashinfer-python".
-std::string normalize_package_name(const std::string& name);
-
 // Versions of the packages of interest found next to `paths` (Python files the process runs,
 // files it mapped): each ancestor directory of a path is searched for NAME-VERSION.dist-info
 // (Version: from METADATA) and NAME-VERSION.egg-info. `root` prefixes every path (the
 // process's /proc/PID/root). Also "nccl" from a mapped libnccl.so.X.Y.Z, "python" is not here.
 std::map<std::string, std::string> package_versions(const std::string& root,
                                                     const std::vector<std::string>& paths);
-
-// -1, 0, 1 like strcmp, for versions such as "0.26.1rc1.dev148+g1234" or "1.13.0a0+gitunknown":
-// release numbers compare numerically; a pre-release (a, b, rc, dev) sorts before its release.
-int compare_versions(const std::string& a, const std::string& b);
 
 }  // namespace hangscope::facts

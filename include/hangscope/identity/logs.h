@@ -10,12 +10,11 @@
 #include <string_view>
 #include <vector>
 
+#include "hangscope/model/rank_identity.h"
+
 namespace hangscope::identity {
 
-struct LogExcerpt {
-  std::string path;
-  std::vector<std::string> lines;  // oldest first, masked
-};
+using model::LogExcerpt;
 
 // Splits on \n and \r (tqdm progress lines), keeps the lines that matter (timeouts, errors,
 // warnings, rank lines, cache hits, tuning progress) and the last `tail` lines, masked.

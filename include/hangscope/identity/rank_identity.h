@@ -9,8 +9,12 @@
 #include <vector>
 
 #include "hangscope/identity/logs.h"
+#include "hangscope/model/rank_identity.h"
 
 namespace hangscope::identity {
+
+using model::LogExcerpt;
+using model::RankIdentity;
 
 // What a process title (setproctitle) says about the process.
 struct TitleInfo {
@@ -23,15 +27,6 @@ struct TitleInfo {
 // VLLM::APIServer_{i}, VLLM::DPCoordinator, ray::RayWorkerWrapper…, ray::…,
 // sglang::scheduler[_DP{d}][_PP{p}][_TP{t}]; nullopt for any other title.
 std::optional<TitleInfo> parse_title(std::string_view title);
-
-struct RankIdentity {
-  std::string role = "unidentified";  // rank | engine | api | driver | coordinator | unidentified
-  std::optional<int> rank, local_rank, world_size, tp, pp, dp;
-  std::string source;                          // env | memory-env | title | log | "" (unidentified)
-  std::map<std::string, std::string> sources;  // where each known field came from
-  std::string job;                             // job key, "" when unknown
-  std::string title;                           // the process title it was read from, if any
-};
 
 // `env` is the process environment (`env_from_memory`: read from libc's environ), `title` the
 // first word of its command line as setproctitle left it.

@@ -219,4 +219,7 @@ std::string group_label(std::string_view name);
 // The group name in such a label; nullopt for any other text.
 std::optional<std::string> group_in_label(std::string_view text);
 
+// Human words for a state letter ("sleeping", "uninterruptible (disk) sleep", ...).
+std::string_view describe_state(char state);
+
 }  // namespace hangscope::model

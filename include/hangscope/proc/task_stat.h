@@ -42,7 +42,4 @@ struct TaskStatus {
 
 TaskStatus parse_task_status(std::string_view text);
 
-// Human words for a state letter ("sleeping", "uninterruptible (disk) sleep", ...).
-std::string_view describe_state(char state);
-
 }  // namespace hangscope::proc

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "hangscope/analysis/analysis.h"
-#include "hangscope/analysis/bundle.h"
 #include "hangscope/common/files.h"
 #include "hangscope/common/progress_meter.h"
+#include "hangscope/model/bundle.h"
 
 namespace hangscope::report {
 
@@ -41,18 +41,18 @@ std::string remove_earlier_bundle(const std::string& dir);
 void make_bundle_dirs(const std::string& dir);
 
 // With `task`, the files written are counted into it.
-void write_bundle_data(const std::string& dir, const analysis::Bundle& bundle,
+void write_bundle_data(const std::string& dir, const model::Bundle& bundle,
                        ProgressMeter::Task* task = nullptr);
 
 // Writes the renderings of an analysis; returns notes (e.g. tree.svg skipped: no `dot`).
-std::vector<std::string> write_reports(const std::string& dir, const analysis::Bundle& bundle,
+std::vector<std::string> write_reports(const std::string& dir, const model::Bundle& bundle,
                                        const analysis::Analysis& analysis);
 
 // Reads a bundle written by write_bundle_data (files of at most max_bytes each; a symbolic link,
 // FIFO or device among them is refused). A bad snapshot file becomes a node with status "error"
 // naming the file and the reason; a missing directory, or one that is no bundle, throws
 // hangscope::Error. With `meter`, each snapshot file read is a phase of it.
-analysis::Bundle read_bundle(const std::string& dir, std::size_t max_bytes = kDefaultMaxInputBytes,
-                             ProgressMeter* meter = nullptr);
+model::Bundle read_bundle(const std::string& dir, std::size_t max_bytes = kDefaultMaxInputBytes,
+                          ProgressMeter* meter = nullptr);
 
 }  // namespace hangscope::report

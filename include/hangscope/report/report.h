@@ -9,21 +9,22 @@
 #include <string_view>
 
 #include "hangscope/analysis/analysis.h"
-#include "hangscope/analysis/bundle.h"
+#include "hangscope/model/bundle.h"
 
 namespace hangscope::report {
 
-using analysis::Bundle;
-using analysis::NodeStatus;
+using model::Bundle;
+using model::NodeStatus;
 
-nlohmann::json report_json(const Bundle& bundle, const analysis::Analysis& analysis);
+nlohmann::json report_json(const model::Bundle& bundle, const analysis::Analysis& analysis);
 // The same document written to `out` rank entry by rank entry (large jobs).
-void write_report_json(std::ostream& out, const Bundle& bundle, const analysis::Analysis& analysis);
+void write_report_json(std::ostream& out, const model::Bundle& bundle,
+                       const analysis::Analysis& analysis);
 
 // GitHub-flavoured Markdown: the verdict in the first lines, then the rank table, wait-for
 // chain, merged tree, representative stacks, nodes and how it was captured; under 65,000
 // characters (long parts in <details>, the rest in the bundle).
-std::string report_markdown(const Bundle& bundle, const analysis::Analysis& analysis);
+std::string report_markdown(const model::Bundle& bundle, const analysis::Analysis& analysis);
 
 // Graphviz DOT of every job's merged call tree, branches labelled with rank sets and coloured
 // by class, the diverged ranks' branches highlighted.

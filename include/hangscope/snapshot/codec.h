@@ -7,7 +7,7 @@
 
 #include "hangscope/common/files.h"
 #include "hangscope/common/progress_meter.h"
-#include "hangscope/snapshot/node_snapshot.h"
+#include "hangscope/model/node_snapshot.h"
 
 namespace hangscope::v1 {
 class NodeSnapshot;
@@ -19,23 +19,23 @@ inline constexpr unsigned kSchemaMajor = 2;  // 2: shared stacks, facts and log 
 inline constexpr unsigned kSchemaMinor = 3;  // 1: the flight record as a message; 2: tasks;
                                              // 3: sockets
 
-void encode(const snapshot::NodeSnapshot& node, v1::NodeSnapshot& out);
+void encode(const model::NodeSnapshot& node, v1::NodeSnapshot& out);
 
 // Throws hangscope::Error when the snapshot comes from an unknown newer major schema or holds
 // string indices outside its table.
-snapshot::NodeSnapshot decode(const v1::NodeSnapshot& in);
+model::NodeSnapshot decode(const v1::NodeSnapshot& in);
 
 // The snapshot as an agent would send it (encode, then decode): every string from the
 // targets made valid UTF-8, like every snapshot that arrives from a file or a peer. The local
 // capture of diagnose goes through it, so all sources reach the analysis alike.
-snapshot::NodeSnapshot as_transmitted(const snapshot::NodeSnapshot& node);
+model::NodeSnapshot as_transmitted(const model::NodeSnapshot& node);
 
 // Writes every snapshot to path, replacing what is there (ReplacingFile: a symbolic link at the
 // path is replaced, never written through); throws hangscope::Error naming the path and the
 // reason.
-void write_file(const std::string& path, const std::vector<snapshot::NodeSnapshot>& nodes);
+void write_file(const std::string& path, const std::vector<model::NodeSnapshot>& nodes);
 // The same, for snapshots held elsewhere (no copies).
-void write_file(const std::string& path, const std::vector<const snapshot::NodeSnapshot*>& nodes);
+void write_file(const std::string& path, const std::vector<const model::NodeSnapshot*>& nodes);
 
 // Reads a snapshot file of at most max_bytes (a regular file: read_input_file; `links` kRefuse
 // for a file of a bundle); throws hangscope::Error naming the path and the reason. Costs the
@@ -45,14 +45,14 @@ void write_file(const std::string& path, const std::vector<const snapshot::NodeS
 // that runs out of memory (std::bad_alloc): the error names the file, and the caller goes on
 // with the others. With `task`, its steps are shown as they go (reading, checking, parsing: bytes
 // of the file, decoding: snapshots).
-std::vector<snapshot::NodeSnapshot> read_file(const std::string& path,
-                                              std::size_t max_bytes = kDefaultMaxInputBytes,
-                                              Links links = Links::kFollow,
-                                              ProgressMeter::Task* task = nullptr);
+std::vector<model::NodeSnapshot> read_file(const std::string& path,
+                                           std::size_t max_bytes = kDefaultMaxInputBytes,
+                                           Links links = Links::kFollow,
+                                           ProgressMeter::Task* task = nullptr);
 
 // What read_file does with the file's bytes: binary protobuf when `binary` (a .pb file), else
 // protobuf's JSON mapping; `path` names the file in errors. Throws hangscope::Error.
-std::vector<snapshot::NodeSnapshot> parse_file(const std::string& bytes, bool binary,
-                                               const std::string& path);
+std::vector<model::NodeSnapshot> parse_file(const std::string& bytes, bool binary,
+                                            const std::string& path);
 
 }  // namespace hangscope::snapshot

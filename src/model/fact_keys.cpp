@@ -1,9 +1,9 @@
-#include "hangscope/facts/fact_keys.h"
+#include "hangscope/model/fact_keys.h"
 
 #include <algorithm>
 #include <iterator>
 
-namespace hangscope::facts::keys {
+namespace hangscope::model::fact_keys {
 namespace {
 
 constexpr std::string_view kPlainKeys[] = {kVersionPython,
@@ -88,4 +88,27 @@ bool is_known_fact_prefix(std::string_view prefix) {
   return is_known_fact_key(prefix) || prefix.substr(0, kVersionPrefix.size()) == kVersionPrefix;
 }
 
-}  // namespace hangscope::facts::keys
+}  // namespace hangscope::model::fact_keys
+
+namespace hangscope::model {
+
+std::string_view to_string(RasStatus status) {
+  switch (status) {
+    case RasStatus::kOk:
+      return "ok";
+    case RasStatus::kProblems:
+      return "problems";
+    case RasStatus::kUnavailable:
+      return "unavailable";
+  }
+  return "unavailable";
+}
+
+std::optional<RasStatus> ras_status_from_string(std::string_view value) {
+  for (const auto status : {RasStatus::kOk, RasStatus::kProblems, RasStatus::kUnavailable}) {
+    if (value == to_string(status)) return status;
+  }
+  return std::nullopt;
+}
+
+}  // namespace hangscope::model

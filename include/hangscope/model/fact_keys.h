@@ -4,10 +4,11 @@
 // lists them for rule authors.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
-namespace hangscope::facts::keys {
+namespace hangscope::model::fact_keys {
 
 // Package versions: "version." + the normalized package name ("version.torch", "version.vllm").
 inline constexpr std::string_view kVersionPrefix = "version.";
@@ -76,4 +77,18 @@ bool is_known_fact_key(std::string_view key);
 // shows every "cache.gpu_p2p[N]").
 bool is_known_fact_prefix(std::string_view prefix);
 
-}  // namespace hangscope::facts::keys
+}  // namespace hangscope::model::fact_keys
+
+namespace hangscope::model {
+
+// What RAS said on a rank's node, for code: the value of the fact fact_keys::kNcclRasStatus.
+enum class RasStatus {
+  kOk,           // a report without findings (which is no proof: RAS says OK in some hangs)
+  kProblems,     // a report with findings
+  kUnavailable,  // no report: RAS could not be asked
+};
+std::string_view to_string(RasStatus status);  // "ok" | "problems" | "unavailable"
+// The status a fact value names; nullopt for any other value.
+std::optional<RasStatus> ras_status_from_string(std::string_view value);
+
+}  // namespace hangscope::model

@@ -1,5 +1,5 @@
 // What one node's capture holds: its processes (identity, environment, stacks, logs, facts,
-// flight record) at one instant. Made by capture_node, carried by the codec, read by analysis.
+// flight record) at one instant. Made by capture, carried by snapshot/, read by analysis.
 #pragma once
 
 #include <sys/types.h>
@@ -11,12 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "hangscope/collectives/flight_recorder.h"
-#include "hangscope/identity/logs.h"
-#include "hangscope/identity/rank_identity.h"
+#include "hangscope/model/flight_record.h"
 #include "hangscope/model/process_dump.h"
+#include "hangscope/model/rank_identity.h"
 
-namespace hangscope::snapshot {
+namespace hangscope::model {
 
 struct ProcessRecord {
   pid_t pid = 0;
@@ -28,15 +27,15 @@ struct ProcessRecord {
   std::uint64_t utime_ticks = 0;
   std::uint64_t stime_ticks = 0;
   std::uint64_t start_time_ticks = 0;
-  identity::RankIdentity identity;
+  RankIdentity identity;
   pid_t helper_of = 0;  // a helper (child sharing a rank's environment) names its rank
   std::map<std::string, std::string> environment;  // allowlisted, masked
   std::string environment_source;
-  std::optional<model::ProcessDump> dump;
-  std::vector<identity::LogExcerpt> logs;    // its stdout/stderr files, masked
-  std::map<std::string, std::string> facts;  // "version.torch" → "1.13.0", … (facts/)
-  std::optional<collectives::FlightRecord> flight_record;  // its newest flight-recorder dump
-  std::string error;                                       // why it could not be captured
+  std::optional<ProcessDump> dump;
+  std::vector<LogExcerpt> logs;               // its stdout/stderr files, masked
+  std::map<std::string, std::string> facts;   // "version.torch" → "1.13.0", … (facts/)
+  std::optional<FlightRecord> flight_record;  // its newest flight-recorder dump
+  std::string error;                          // why it could not be captured
 };
 
 struct NodeSnapshot {
@@ -49,4 +48,4 @@ struct NodeSnapshot {
   std::chrono::nanoseconds capture_time{0};
 };
 
-}  // namespace hangscope::snapshot
+}  // namespace hangscope::model

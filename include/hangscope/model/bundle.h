@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "hangscope/snapshot/node_snapshot.h"
+#include "hangscope/model/node_snapshot.h"
 
-namespace hangscope::analysis {
+namespace hangscope::model {
 
 struct NodeStatus {
   std::string name;
@@ -20,7 +20,7 @@ struct NodeStatus {
 };
 
 struct Bundle {
-  std::vector<snapshot::NodeSnapshot> snapshots;  // every sample of every node
+  std::vector<NodeSnapshot> snapshots;  // every sample of every node
   std::vector<NodeStatus> nodes;
 };
 
@@ -29,7 +29,7 @@ struct Bundle {
 struct NodeAnswer {
   NodeStatus status;
   std::string source;
-  std::vector<snapshot::NodeSnapshot> samples;
+  std::vector<NodeSnapshot> samples;
 };
 
 // The bundle of `answers` in their order, each node under a name of its own, which its samples
@@ -42,6 +42,6 @@ Bundle assemble_bundle(std::vector<NodeAnswer> answers,
                        std::vector<std::string>* renamed = nullptr);
 
 // The newest sample of each node, by node name.
-std::map<std::string, const snapshot::NodeSnapshot*> latest_samples(const Bundle& bundle);
+std::map<std::string, const NodeSnapshot*> latest_samples(const Bundle& bundle);
 
-}  // namespace hangscope::analysis
+}  // namespace hangscope::model

@@ -1,5 +1,7 @@
 // The post-mortem source: flight-recorder dump files made into a bundle of one node per dump,
 // each holding the rank process the dump describes (no stacks, no /proc facts).
+#include "hangscope/sources/flight_records.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -9,17 +11,17 @@
 #include <new>
 #include <thread>
 
-#include "hangscope/analysis/postmortem.h"
+#include "hangscope/collectives/flight_recorder.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/text.h"
 #include "hangscope/identity/logs.h"
 #include "hangscope/identity/rank_identity.h"
 #include "hangscope/snapshot/codec.h"
 
-namespace hangscope::analysis {
+namespace hangscope::sources {
 namespace {
 
-using collectives::FlightRecord;
+using model::FlightRecord;
 
 struct Parsed {
   const DumpFile* file = nullptr;
@@ -33,7 +35,7 @@ Parsed parse_dump(const DumpFile& file) {
   out.file = &file;
   out.record =
       collectives::parse_flight_record(file.bytes, std::numeric_limits<std::size_t>::max());
-  if (!out.record.rank) out.record.rank = collectives::rank_from_file_name(file.path);
+  if (!out.record.rank) out.record.rank = model::rank_from_file_name(file.path);
   if (!out.record.rank) {
     throw Error("no rank: the dump has no `rank` key and its file name does not end with one");
   }
@@ -65,17 +67,17 @@ std::string base_name(const std::string& path) {
   return path.substr(path.find_last_of('/') + 1);
 }
 
-snapshot::NodeSnapshot node_of(Parsed dump, std::optional<int> world_size, bool full_path) {
-  snapshot::NodeSnapshot node;
+model::NodeSnapshot node_of(Parsed dump, std::optional<int> world_size, bool full_path) {
+  model::NodeSnapshot node;
   node.node_name = printable(full_path ? dump.file->path : base_name(dump.file->path));
   node.capture_unix_ns = dump.record.written_unix_ns;
-  snapshot::ProcessRecord p;
+  model::ProcessRecord p;
   p.comm = "(flight-recorder dump)";
   p.identity.role = "rank";
   p.identity.rank = dump.record.rank;
   p.identity.world_size = world_size;
-  p.identity.source = kPostMortemSource;
-  p.identity.sources["rank"] = kPostMortemSource;
+  p.identity.source = model::kPostMortemSource;
+  p.identity.sources["rank"] = model::kPostMortemSource;
   p.flight_record = std::move(dump.record);
   node.processes.push_back(std::move(p));
   return node;
@@ -101,14 +103,14 @@ bool names_need_paths(const std::map<int, std::vector<Parsed*>>& by_rank) {
 }
 
 // Of several dumps of one rank, the newest; the others are named in its notes.
-std::vector<snapshot::NodeSnapshot> newest_per_rank(std::vector<Parsed>& dumps) {
+std::vector<model::NodeSnapshot> newest_per_rank(std::vector<Parsed>& dumps) {
   auto by_rank = by_rank_newest_first(dumps);
   std::optional<int> world;
   for (const auto& d : dumps) {
     if (const auto w = world_size_of(d.record)) world = std::max(world.value_or(0), *w);
   }
   const bool full_paths = names_need_paths(by_rank);
-  std::vector<snapshot::NodeSnapshot> out;
+  std::vector<model::NodeSnapshot> out;
   for (auto& [rank, list] : by_rank) {
     std::vector<std::string> notes;
     for (std::size_t i = 1; i < list.size(); ++i) {
@@ -184,7 +186,7 @@ std::map<std::string_view, int> ranks_of_prefixes(const std::vector<std::string_
   }
   std::map<std::string_view, int> out;
   for (const auto& [prefix, own] : by_prefix) {
-    identity::RankIdentity id;
+    model::RankIdentity id;
     identity::identify_from_log(own, id);
     if (!id.rank) id.rank = rank_of_worker_name(prefix);
     if (id.rank) out[prefix] = *id.rank;
@@ -226,9 +228,9 @@ void in_parallel(std::size_t n, const std::function<void(std::size_t)>& work) {
 
 }  // namespace
 
-std::vector<std::string> attach_logs(Bundle& bundle, const std::vector<DumpFile>& logs,
+std::vector<std::string> attach_logs(model::Bundle& bundle, const std::vector<DumpFile>& logs,
                                      std::size_t* kept_bytes) {
-  std::map<int, snapshot::ProcessRecord*> by_rank;
+  std::map<int, model::ProcessRecord*> by_rank;
   for (auto& node : bundle.snapshots) {
     for (auto& p : node.processes) {
       if (p.identity.rank) by_rank.emplace(*p.identity.rank, &p);
@@ -242,7 +244,7 @@ std::vector<std::string> attach_logs(Bundle& bundle, const std::vector<DumpFile>
     }
     bool used = false;
     for (const auto& [rank, text] :
-         split_by_rank(log.bytes, collectives::rank_from_file_name(log.path))) {
+         split_by_rank(log.bytes, model::rank_from_file_name(log.path))) {
       const auto it = by_rank.find(rank);
       if (it == by_rank.end()) continue;
       it->second->logs.push_back(
@@ -261,8 +263,9 @@ std::vector<std::string> attach_logs(Bundle& bundle, const std::vector<DumpFile>
   return notes;
 }
 
-Bundle postmortem_bundle(std::vector<DumpFile> files, const std::function<void(DumpFile&)>& read) {
-  Bundle bundle;
+model::Bundle postmortem_bundle(std::vector<DumpFile> files,
+                                const std::function<void(DumpFile&)>& read) {
+  model::Bundle bundle;
   // Read (with `read`) and parsed in parallel (a job's dumps are many and each is independent),
   // taken in order; the bytes are freed once parsed, the record is what is kept.
   std::vector<std::optional<Parsed>> parsed(files.size());
@@ -289,7 +292,7 @@ Bundle postmortem_bundle(std::vector<DumpFile> files, const std::function<void(D
   }
   const std::int64_t median = median_written(dumps);
   const std::int64_t limit =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(kStaleBeforeMedian).count();
+      std::chrono::duration_cast<std::chrono::nanoseconds>(model::kStaleBeforeMedian).count();
   for (auto& d : dumps) d.record.fresh = median - d.record.written_unix_ns <= limit;
   auto nodes = newest_per_rank(dumps);
   // As snapshots arrive from files: every string from the dumps made valid UTF-8.
@@ -312,4 +315,4 @@ Bundle postmortem_bundle(std::vector<DumpFile> files, const std::function<void(D
   return bundle;
 }
 
-}  // namespace hangscope::analysis
+}  // namespace hangscope::sources
