@@ -1,3 +1,5 @@
+// A core file as a capture target (kernel-written or gcore): its threads' registers and signals,
+// its bytes or the mapped files' bytes, the files it names checked by build id; its record.
 #include "hangscope/capture/core_capture.h"
 
 #include <elf.h>
@@ -6,18 +8,13 @@
 #include <algorithm>
 #include <cstring>
 
-#include "hangscope/common/error.h"
-#include "hangscope/common/phase_timer.h"
 #include "hangscope/common/redaction.h"
 #include "hangscope/elf/core_file.h"
 #include "hangscope/elf/process_image.h"
 #include "hangscope/identity/environment.h"
-#include "hangscope/identity/rank_identity.h"
 #include "hangscope/model/fact_keys.h"
 #include "hangscope/native/registers.h"
-#include "python_session.h"
 #include "record_identity.h"
-#include "thread_assembly.h"
 
 namespace hangscope::capture {
 namespace {
@@ -143,132 +140,116 @@ void check_build_ids(elf::CoreFile& core, elf::ProcessImage& image, model::Proce
   }
 }
 
-// One core, read: the dump and what identifies the process.
-struct CoreReading {
-  model::ProcessDump dump;
-  elf::CoreProcessInfo process;
-  std::string executable;
-  std::optional<std::map<std::string, std::string>> environment;
-};
+class CoreTarget final : public CaptureTarget {
+ public:
+  CoreTarget(const std::string& path, const CoreOptions& options)
+      : path_(path),
+        core_(elf::CoreFile::open(path)),
+        process_(core_->process()),
+        executable_(core_->executable_path()),
+        image_(
+            std::make_shared<elf::SysrootFiles>(options.sysroot, executable_, options.executable),
+            core_->maps(), options.modules),
+        memory_(*core_, image_) {
+    if (process_.pid == 0) process_.pid = core_->threads().front().tid;
+    // The kernel gives every thread the signal that ended the process: said once.
+    const auto& threads = core_->threads();
+    one_signal_ = threads.front().signal != 0 &&
+                  std::all_of(threads.begin(), threads.end(), [&](const elf::CoreThread& t) {
+                    return t.signal == threads.front().signal;
+                  });
+  }
 
-CoreReading read_core(const std::string& path, const CoreOptions& options) {
-  const auto begin = std::chrono::steady_clock::now();
-  PhaseTimer phases("core " + path + ", ");
-  auto core = elf::CoreFile::open(path);
-  CoreReading reading;
-  reading.process = core->process();
-  reading.executable = core->executable_path();
-  if (reading.process.pid == 0) reading.process.pid = core->threads().front().tid;
-  auto& dump = reading.dump;
-  dump.pid = reading.process.pid;
-  dump.command = reading.process.command;
-  dump.notes.push_back(
-      "read from the core file " + path + " (written by " +
-      (core->written_by_gdb() ? "gdb's gcore" : "the kernel") +
-      "): a core records no thread state, wait channel or CPU progress, so each thread's state "
-      "is unknown ('?')");
-  for (const auto& note : core->notes()) dump.notes.push_back(path + ": " + note);
+  pid_t pid() const override { return process_.pid; }
+  std::string command() const override { return process_.command; }
+  std::string label() const override { return "core " + path_; }
+  elf::ProcessImage& image() override { return image_; }
+  memory::MemoryReader& memory() override { return memory_; }
+  const elf::CoreProcessInfo& process() const { return process_; }
+  const std::string& executable() const { return executable_; }
 
-  elf::ProcessImage image(
-      std::make_shared<elf::SysrootFiles>(options.sysroot, reading.executable, options.executable),
-      core->maps(), options.modules);
-  CoreMemory memory(*core, image);
-  phases.lap("core opened");
+  std::vector<std::string> notes() const override {
+    std::vector<std::string> notes{
+        "read from the core file " + path_ + " (written by " +
+        (core_->written_by_gdb() ? "gdb's gcore" : "the kernel") +
+        "): a core records no thread state, wait channel or CPU progress, so each thread's "
+        "state is unknown ('?')"};
+    for (const auto& note : core_->notes()) notes.push_back(path_ + ": " + note);
+    return notes;
+  }
 
-  std::unique_ptr<PythonSession> python;
-  if (options.stacks != StackKinds::kNativeOnly) {
-    Diagnostic note;
-    python = PythonSession::open(image, memory, &note);
-    if (python) {
-      dump.python = python->interpreter().version.to_string();
-      dump.distributed = python->read_process_groups();
-    } else if (options.stacks == StackKinds::kPythonOnly ||
-               note.code != DiagnosticCode::kNotPython) {
-      dump.notes.push_back(note.text);
+  // A core is one instant: whatever was asked, the reads that want one are made at it.
+  ThreadCopies copy_threads(const CopyRequest& request) override {
+    if (request.at_one_instant) request.at_one_instant();
+    ThreadCopies copies;
+    copies.threads = thread_copies(*core_);
+    if (one_signal_) {
+      copies.notes.push_back("the process was ended by " +
+                             signal_name(core_->threads().front().signal) +
+                             ", which wrote the core");
     }
+    return copies;
   }
-  std::vector<python::PyThread> py_threads;
-  std::optional<python::AsyncTasks> tasks;
-  if (python) {
-    try {
-      py_threads = python->read_threads(options.locals, 1);
-    } catch (const Error& e) {
-      dump.notes.push_back(std::string("Python stacks unavailable: ") + e.what());
-    }
-    if (options.tasks) tasks = python->read_tasks(py_threads, options.task_locals);
-  }
-  phases.lap("Python");
 
-  const auto copies = thread_copies(*core);
-  // The kernel gives every thread the signal that ended the process: said once.
-  const auto& threads = core->threads();
-  const bool one_signal =
-      threads.front().signal != 0 &&
-      std::all_of(threads.begin(), threads.end(),
-                  [&](const elf::CoreThread& t) { return t.signal == threads.front().signal; });
-  if (one_signal) {
-    dump.notes.push_back("the process was ended by " + signal_name(threads.front().signal) +
-                         ", which wrote the core");
-  }
-  NativeStacks native;
-  if (options.stacks != StackKinds::kPythonOnly) {
-    native = unwind_and_symbolize(copies, image, &memory, options.max_native_frames, phases);
-  }
-  for (std::size_t i = 0; i < copies.size(); ++i) {
-    model::ThreadDump thread;
-    thread.tid = copies[i].tid;
-    thread.name = copies[i].stat.comm;
-    thread.state = '?';
-    thread.utime_ticks = copies[i].stat.utime_ticks;
-    thread.stime_ticks = copies[i].stat.stime_ticks;
-    if (!native.frames.empty()) {
-      thread.native_frames = std::move(native.frames[i]);
-      thread.frames = thread.native_frames;
-      if (native.walks[i].end != WalkEnd::kComplete) {
-        thread.notes.push_back(native.walks[i].stop_reason);
-      }
-    }
-    if (const int signal = signal_of(*core, thread.tid); signal != 0 && !one_signal) {
+  void add_thread_facts(const native::ThreadCopy& copy, model::ThreadDump& thread) override {
+    if (const int signal = signal_of(*core_, copy.tid); signal != 0 && !one_signal_) {
       thread.notes.push_back("the core was written while this thread took " + signal_name(signal));
     }
-    dump.threads.push_back(std::move(thread));
   }
-  if (python && !py_threads.empty()) {
-    ThreadMatcher matcher(copies, memory);
-    attach_python(dump, py_threads, matcher, python->interpreter().module_path, options.stacks);
-    if (tasks) attach_tasks(dump, std::move(*tasks), py_threads, matcher);
+
+  void add_process_facts(const ReadOptions& options, model::ProcessDump& dump) override {
+    if (options.stacks != StackKinds::kPythonOnly) check_build_ids(*core_, image_, dump);
   }
-  if (options.stacks != StackKinds::kPythonOnly) check_build_ids(*core, image, dump);
-  for (auto& note : image.notes()) dump.notes.push_back(std::move(note));
-  reading.environment = identity::environment_from_memory(image, memory, reading.executable);
-  phases.lap("threads described and merged");
-  dump.capture_time = std::chrono::steady_clock::now() - begin;
-  return reading;
+
+ private:
+  std::string path_;
+  std::unique_ptr<elf::CoreFile> core_;
+  elf::CoreProcessInfo process_;
+  std::string executable_;
+  elf::ProcessImage image_;
+  CoreMemory memory_;
+  bool one_signal_ = false;
+};
+
+// The environment libc's `environ` held, from the core's memory.
+identity::Environment environment_of(CoreTarget& target) {
+  identity::Environment env;
+  if (auto variables =
+          identity::environment_from_memory(target.image(), target.memory(), target.executable())) {
+    env.variables = std::move(*variables);
+    env.source = "memory";
+  }
+  return env;
 }
 
 }  // namespace
 
+std::unique_ptr<CaptureTarget> open_core(const std::string& path, const CoreOptions& options) {
+  return std::make_unique<CoreTarget>(path, options);
+}
+
 model::ProcessDump capture_core(const std::string& path, const CoreOptions& options) {
-  return read_core(path, options).dump;
+  const auto target = open_core(path, options);
+  return assemble_dump(*target, options);
 }
 
 model::ProcessRecord core_record(const std::string& path, const CoreOptions& options) {
   model::ProcessRecord record;
   try {
-    CoreReading reading = read_core(path, options);
-    record.pid = reading.process.pid;
-    record.ppid = reading.process.ppid;
-    record.comm = reading.process.command;
+    CoreTarget target(path, options);
+    model::ProcessDump dump = assemble_dump(target, options);
+    const identity::Environment env = environment_of(target);
+    dump.capture_time = std::chrono::steady_clock::now() - target.began();
+    const auto& process = target.process();
+    record.pid = process.pid;
+    record.ppid = process.ppid;
+    record.comm = process.command;
     record.state = '?';
-    record.cmdline = mask_command_line(reading.process.arguments);
-    record.exe = reading.executable;
-    std::map<std::string, std::string> env =
-        reading.environment.value_or(std::map<std::string, std::string>{});
-    record.environment_source = reading.environment ? "memory" : "";
-    record.identity = identity::identify(env, true, reading.process.arguments);
-    record.environment = filter_environment(env);
-    if (reading.dump.python) record.facts[model::fact_keys::kVersionPython] = *reading.dump.python;
-    record.dump = std::move(reading.dump);
+    record.cmdline = mask_command_line(process.arguments);
+    record.exe = target.executable();
+    identify_from_environment(record, env, process.arguments);
+    if (dump.python) record.facts[model::fact_keys::kVersionPython] = *dump.python;
+    record.dump = std::move(dump);
     identify_from_memory(record);
   } catch (const std::exception& e) {
     record.error = e.what();

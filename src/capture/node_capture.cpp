@@ -141,9 +141,7 @@ model::ProcessRecord describe_process(pid_t pid, FactSources& sources,
     memory::ProcessMemory memory(pid);
     env = identity::read_environment(fs, image, memory);
   }
-  record.environment_source = env.source;
-  record.identity = identity::identify(env.variables, env.source == "memory", raw_cmdline);
-  record.environment = filter_environment(env.variables);
+  identify_from_environment(record, env, raw_cmdline);
   for (const auto& name : kCacheVariables) {
     if (const auto it = env.variables.find(name); it != env.variables.end()) {
       sources.cache_env[name] = it->second;

@@ -1,9 +1,18 @@
+// Identity of a process record from what its environment, memory and logs say (live and cores).
 #include "record_identity.h"
 
 #include "hangscope/common/numbers.h"
+#include "hangscope/common/redaction.h"
 #include "hangscope/identity/rank_identity.h"
 
 namespace hangscope::capture {
+
+void identify_from_environment(model::ProcessRecord& record, const identity::Environment& env,
+                               std::string_view command_line) {
+  record.environment_source = env.source;
+  record.identity = identity::identify(env.variables, env.source == "memory", command_line);
+  record.environment = filter_environment(env.variables);
+}
 
 void identify_from_logs(model::ProcessRecord& record) {
   std::vector<std::string> lines;

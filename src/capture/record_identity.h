@@ -6,9 +6,15 @@
 #include <string_view>
 #include <vector>
 
+#include "hangscope/identity/environment.h"
 #include "hangscope/model/node_snapshot.h"
 
 namespace hangscope::capture {
+
+// The record's environment (masked, allowlisted), where it was read, and the identity it and the
+// command line (or title) give: the same for a live process and a core.
+void identify_from_environment(model::ProcessRecord& record, const identity::Environment& env,
+                               std::string_view command_line);
 
 // vLLM's "world_size=… rank=…" line in the process's own logs, when nothing else said.
 void identify_from_logs(model::ProcessRecord& record);

@@ -1,4 +1,4 @@
-// Private to capture: what a live capture and a core file's share once threads are copied —
+// Private to capture: the thread steps of assemble_dump (capture_target.cpp), for any target —
 // native stacks unwound and symbolized, Python threads matched to the threads that run them.
 #pragma once
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "hangscope/capture/process_capture.h"
+#include "hangscope/capture/capture_target.h"
 #include "hangscope/common/phase_timer.h"
 #include "hangscope/elf/process_image.h"
 #include "hangscope/memory/memory_reader.h"

@@ -1,5 +1,6 @@
 // Core files of real processes: a gcore of every CPython 3.10+ on the machine, whose Python
-// frames must equal a live capture taken just before; a kernel core of a process killed by
+// frames (and merged stacks) must equal a live capture taken just before, both made by the one
+// assembly (capture_target.h), merged and Python-only; a kernel core of a process killed by
 // SIGABRT, written to the test's own directory, read through `hangscope dump --core`; the
 // .AsyncioDebug table of a library a process loaded, found in its gcore; and cores that are
 // not cores, named.
@@ -71,6 +72,13 @@ const model::ThreadDump* thread_of(const model::ProcessDump& dump, pid_t tid) {
   return nullptr;
 }
 
+// The functions of a stack, innermost first.
+std::vector<std::string> functions(const model::FrameList& frames) {
+  std::vector<std::string> out;
+  for (const auto& f : frames) out.push_back(f.function);
+  return out;
+}
+
 class CoreCapture : public ::testing::TestWithParam<PythonInterpreter> {};
 
 TEST_P(CoreCapture, GcorePythonFramesEqualALiveCaptureJustBefore) {
@@ -81,14 +89,28 @@ TEST_P(CoreCapture, GcorePythonFramesEqualALiveCaptureJustBefore) {
   // The live capture and the core must see one moment: the reporter thread parked after
   // printing "ready" (it was once read at its print live and in Condition.wait in the core).
   ASSERT_TRUE(testing::wait_until_settled(target.pid()));
-  const auto live = capture::capture_process(target.pid(), {});
-  const std::string core_path = gcore(target.pid(), dir.path);
+  const pid_t pid = target.pid();
+  // Each through the one assembly: the live target stops and copies threads, the core's are
+  // still; and Python-only, where nothing is stopped or unwound.
+  capture::CaptureOptions live_options;
+  const auto live_target = capture::open_process(pid, live_options);
+  EXPECT_EQ(live_target->pid(), pid);
+  const auto live = capture::assemble_dump(*live_target, live_options);
+  capture::CaptureOptions live_python_only;
+  live_python_only.stacks = capture::StackKinds::kPythonOnly;
+  const auto live_python = capture::capture_process(pid, live_python_only);
+  const std::string core_path = gcore(pid, dir.path);
   ASSERT_FALSE(core_path.empty()) << "gcore failed";
-  EXPECT_TRUE(testing::no_thread_stopped(target.pid()));
+  EXPECT_TRUE(testing::no_thread_stopped(pid));
   target.kill_all();
 
-  const auto core = capture::capture_core(core_path, {});
+  capture::CoreOptions core_options;
+  const auto core_target = capture::open_core(core_path, core_options);
+  EXPECT_EQ(core_target->pid(), pid);
+  EXPECT_EQ(core_target->command(), live_target->command());
+  const auto core = capture::assemble_dump(*core_target, core_options);
   EXPECT_EQ(core.pid, live.pid);
+  EXPECT_EQ(core.command, live.command);
   EXPECT_EQ(core.python, live.python);
   ASSERT_EQ(core.threads.size(), live.threads.size());
   int python_threads = 0;
@@ -97,6 +119,7 @@ TEST_P(CoreCapture, GcorePythonFramesEqualALiveCaptureJustBefore) {
     const auto* got = thread_of(core, want.tid);
     ASSERT_NE(got, nullptr);
     EXPECT_EQ(got->state, '?');  // a core records no state: never guessed
+    EXPECT_EQ(got->py_thread_id, want.py_thread_id);
     EXPECT_EQ(got->py_thread_name, want.py_thread_name);
     EXPECT_EQ(got->python_frames, want.python_frames) << "live:\n"
                                                       << describe(want.python_frames) << "core:\n"
@@ -106,9 +129,33 @@ TEST_P(CoreCapture, GcorePythonFramesEqualALiveCaptureJustBefore) {
       EXPECT_EQ(got->merge, "ok") << testing::describe_stack(*got);
       ASSERT_FALSE(got->frames.empty());
       EXPECT_EQ(got->frames.front().kind, model::Frame::Kind::kNative);  // the native leaf
+      // The same unwinding, symbols and merge over the same registers and bytes.
+      EXPECT_EQ(functions(got->frames), functions(want.frames))
+          << "live:\n"
+          << testing::describe_stack(want) << "core:\n"
+          << testing::describe_stack(*got);
     }
   }
   EXPECT_GE(python_threads, 5);
+
+  capture::CoreOptions core_python_only;
+  core_python_only.stacks = capture::StackKinds::kPythonOnly;
+  const auto core_python = capture::capture_core(core_path, core_python_only);
+  ASSERT_EQ(core_python.threads.size(), live_python.threads.size());
+  for (const auto& want : live_python.threads) {
+    SCOPED_TRACE("Python-only, thread " + std::to_string(want.tid));
+    const auto* got = thread_of(core_python, want.tid);
+    ASSERT_NE(got, nullptr);
+    EXPECT_TRUE(got->native_frames.empty());
+    EXPECT_TRUE(want.native_frames.empty());
+    EXPECT_EQ(got->python_frames, want.python_frames) << "live:\n"
+                                                      << describe(want.python_frames) << "core:\n"
+                                                      << describe(got->python_frames);
+    EXPECT_EQ(got->frames, got->python_frames);
+    const auto* merged = thread_of(live, want.tid);
+    ASSERT_NE(merged, nullptr);
+    EXPECT_EQ(want.python_frames, merged->python_frames);  // parked: as the merged capture read
+  }
   const bool says_unknown = std::any_of(core.notes.begin(), core.notes.end(), [](const auto& n) {
     return n.find("no thread state") != std::string::npos && n.find("gcore") != std::string::npos;
   });

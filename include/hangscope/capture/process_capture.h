@@ -1,5 +1,6 @@
-// Captures one process: checks it can be examined, freezes and copies threads, unwinds,
-// symbolizes, reads the Python interpreter, and merges native and Python stacks.
+// Captures one live process: checks it can be examined, stops and copies its threads, and
+// assembles its dump (capture_target.h) with what only a live process has: /proc's thread
+// states and wait channels, threads read again while stopped, its sockets.
 #pragma once
 
 #include <sys/types.h>
@@ -7,37 +8,28 @@
 #include <memory>
 #include <optional>
 
-#include "hangscope/elf/module_cache.h"
+#include "hangscope/capture/capture_target.h"
 #include "hangscope/model/process_dump.h"
 #include "hangscope/native/freezer.h"
 #include "hangscope/proc/maps.h"
 
 namespace hangscope::capture {
 
-enum class StackKinds {
-  kMerged,      // native + Python, merged (Python processes) or native alone
-  kNativeOnly,  // no interpreter reads
-  kPythonOnly,  // no thread is stopped: Python stacks read from memory while the process runs
-};
-
-struct CaptureOptions {
+struct CaptureOptions : ReadOptions {
   native::FreezeOptions freeze;
-  std::size_t max_native_frames = 2048;
-  StackKinds stacks = StackKinds::kMerged;
-  bool locals = false;  // Python locals of every frame (simple values, masked)
-  bool tasks = false;   // asyncio tasks of every event loop (ProcessDump::tasks)
-  // With tasks: each coroutine frame's locals too (`dump --tasks --locals`). Off for snapshots:
-  // each request's own locals would keep its chain from being shared on the wire.
-  bool task_locals = false;
-  // Parsed ELF modules shared across the processes and samples of a node (optional).
-  std::shared_ptr<elf::ModuleCache> modules;
 };
 
-// Throws hangscope::Error with a one-line message naming the pid and the reason when the
-// process cannot be captured at all (does not exist, zombie, kernel thread, /proc unreadable).
-// Problems with single threads, files or the interpreter become notes in the dump instead.
-// `maps`: the process's memory map when the caller has just read it (it is read otherwise;
-// /proc/PID/maps of a torch process takes milliseconds to read).
+// The live process as a capture target: its /proc, its memory, its threads stopped (or, Python-
+// only, listed) as `options.freeze` says. Throws hangscope::Error with a one-line message naming
+// the pid and the reason when the process cannot be captured at all (does not exist, zombie,
+// kernel thread, /proc unreadable). `maps`: the process's memory map when the caller has just
+// read it (it is read otherwise; /proc/PID/maps of a torch process takes milliseconds to read).
+std::unique_ptr<CaptureTarget> open_process(pid_t pid, const CaptureOptions& options,
+                                            std::optional<proc::MemoryMap> maps = std::nullopt);
+
+// open_process, then assemble_dump. Throws as open_process does, and when every thread exited
+// during the capture. Problems with single threads, files or the interpreter become notes in the
+// dump instead.
 model::ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
                                    std::optional<proc::MemoryMap> maps = std::nullopt);
 
