@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "command.h"
+#include "diagnose_run.h"
 #include "hangscope/v1/agent.grpc.pb.h"
 #include "loopback_peer.h"
 #include "python_targets.h"
@@ -62,25 +63,9 @@ struct LoggedAgent {
   std::string logged() const { return slurp(log); }
 };
 
-struct Diagnosis {
-  int exit_code = -1;
-  nlohmann::json report;
-  std::chrono::milliseconds took{0};
-  std::string status() const { return report["nodes"][0]["status"]; }
-  std::string error() const { return report["nodes"][0].value("error", ""); }
-};
-
-Diagnosis diagnose(const std::string& arguments) {
-  const std::string dir = testing::temp_path("bundle");
-  const auto begin = Clock::now();
-  const auto result = testing::run_command(std::string(HANGSCOPE_BINARY) + " diagnose " +
-                                           arguments + " --samples 1 --json -o " + dir);
-  Diagnosis d;
-  d.took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - begin);
-  d.exit_code = result.exit_code;
-  d.report = nlohmann::json::parse(result.out, nullptr, false);
-  std::system(("rm -rf " + dir).c_str());
-  return d;
+// diagnose through the agents ARGUMENTS name: one sample, the bundle thrown away.
+testing::Diagnosis diagnose(const std::string& arguments) {
+  return testing::run_diagnose(arguments + " --samples 1");
 }
 
 // A CA, a second unrelated CA, and certificates made by openssl now: server, client, a client
@@ -133,7 +118,7 @@ TEST(AgentSecurity, WrongCaExpiredAndMissingClientCertificatesAreRefusedAndLogge
     return " --tls-cert " + certs(cert) + " --tls-key " + certs("client.key");
   };
   const auto good = diagnose(base + client("client.pem"));
-  EXPECT_EQ(good.status(), "ok") << good.report["nodes"].dump();
+  EXPECT_EQ(good.node_status(), "ok") << good.report["nodes"].dump();
   EXPECT_EQ(good.report["ranks"].size(), 1u);
 
   int refused = 0;
@@ -143,10 +128,10 @@ TEST(AgentSecurity, WrongCaExpiredAndMissingClientCertificatesAreRefusedAndLogge
            {"expired client certificate", base + client("expired-client.pem")}}) {
     SCOPED_TRACE(what);
     const auto d = diagnose(arguments);
-    EXPECT_NE(d.status(), "ok");
+    EXPECT_NE(d.node_status(), "ok");
     EXPECT_TRUE(d.report["ranks"].empty()) << d.report["ranks"].dump();
-    EXPECT_FALSE(d.error().empty());
-    refused += d.status() != "ok";
+    EXPECT_FALSE(d.node_error().empty());
+    refused += d.node_status() != "ok";
   }
   EXPECT_EQ(refused, 3);
   // Each refused handshake is in the agent's log (gRPC's TLS layer reports it).
@@ -228,7 +213,7 @@ TEST(AgentSecurity, AnExpiredAgentCertificateIsRefusedByDiagnose) {
   const LoggedAgent agent("--tls-cert " + certs("expired-server.pem") + " --tls-key " +
                           certs("server.key") + " --pid " + std::to_string(rank.pid()));
   const auto d = diagnose("--agents localhost:" + agent.port + " --tls-ca " + certs("ca.pem"));
-  EXPECT_NE(d.status(), "ok") << d.report["nodes"].dump();
+  EXPECT_NE(d.node_status(), "ok") << d.report["nodes"].dump();
   EXPECT_TRUE(d.report["ranks"].empty());
 }
 
@@ -242,15 +227,15 @@ TEST(AgentSecurity, WrongAndMissingTokensAreRefusedAndLoggedWithoutTheToken) {
   {
     const LoggedAgent agent("--token-file " + token + " --pid " + std::to_string(rank.pid()));
     const auto good = diagnose("--agents " + agent.address + " --token-file " + token);
-    EXPECT_EQ(good.status(), "ok") << good.report["nodes"].dump();
+    EXPECT_EQ(good.node_status(), "ok") << good.report["nodes"].dump();
     const auto bad = diagnose("--agents " + agent.address + " --token-file " + wrong);
-    EXPECT_EQ(bad.status(), "refused");
+    EXPECT_EQ(bad.node_status(), "refused");
     // No node answered, so nothing was looked at: a failure (exit 1) naming the node, and no
     // verdict (a verdict would exit 3).
     EXPECT_EQ(bad.exit_code, 1);
     EXPECT_TRUE(bad.report["verdicts"].empty()) << bad.report["verdicts"].dump();
     const auto none = diagnose("--agents " + agent.address);
-    EXPECT_EQ(none.status(), "refused");
+    EXPECT_EQ(none.node_status(), "refused");
     const std::string log = agent.logged();
     EXPECT_EQ(count_of(log, "(missing or wrong token)"), 2u) << log;
     EXPECT_EQ(log.find("s3cret-agent-token-value"), std::string::npos);
@@ -403,7 +388,7 @@ TEST(AgentSecurity, AnAgentOutOfDescriptorsServesAgainOrExitsToBeRestarted) {
   bool serving = false;
   for (const auto until = Clock::now() + std::chrono::seconds(30); Clock::now() < until;) {
     if (agent.try_reap()) break;
-    const auto status = diagnose("--agents " + address).status();
+    const auto status = diagnose("--agents " + address).node_status();
     if (status == "ok") {  // it answered (with no rank on this node)
       serving = true;
       break;
@@ -471,7 +456,7 @@ TEST(AgentSecurity, FiftyConcurrentClientsAreAnsweredOrRefusedAsBusy) {
   EXPECT_LT(peak_rss_kib(agent.process.pid()), 256 * 1024);
   EXPECT_TRUE(testing::no_thread_stopped(rank.pid()));
   // And it still serves afterwards.
-  EXPECT_EQ(diagnose("--agents " + agent.address).status(), "ok");
+  EXPECT_EQ(diagnose("--agents " + agent.address).node_status(), "ok");
 }
 
 // Three broken agents and one good one: killed in the middle of its answer, never answering

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "diagnose_run.h"
 #include "python_targets.h"
 #include "target_process.h"
 
@@ -38,14 +39,10 @@ struct Agent {
   }
 };
 
-nlohmann::json diagnose(const std::string& agents, const std::string& token_file, int* exit_code) {
-  const std::string dir = testing::temp_path("bundle");
-  const auto result =
-      run(std::string(HANGSCOPE_BINARY) + " diagnose --agents " + agents + " --token-file " +
-          token_file + " --samples 2 --interval 100ms --json -o " + dir);
-  if (exit_code) *exit_code = result.exit_code;
-  std::system(("rm -rf " + dir).c_str());
-  return nlohmann::json::parse(result.out);
+// diagnose through `agents` with `token_file`: two samples 100 ms apart, the bundle thrown away.
+testing::Diagnosis diagnose(const std::string& agents, const std::string& token_file) {
+  return testing::run_diagnose("--agents " + agents + " --token-file " + token_file +
+                               " --samples 2 --interval 100ms");
 }
 
 const nlohmann::json* node_named(const nlohmann::json& report, const std::string& name) {
@@ -72,9 +69,9 @@ TEST(Agents, DiagnoseGathersRanksFromEveryAgentAndReportsTheFailedOnes) {
   Agent b("node-b", token, rank1.pid());
   Agent c("node-c", wrong, rank1.pid());  // expects another token: refuses us
 
-  int exit_code = -1;
-  const auto report = diagnose(a.address + "," + b.address + "," + c.address, token, &exit_code);
-  EXPECT_EQ(exit_code, 3);  // a node refused: a verdict
+  const auto diagnosis = diagnose(a.address + "," + b.address + "," + c.address, token);
+  const auto& report = diagnosis.report;
+  EXPECT_EQ(diagnosis.exit_code, 3);  // a node refused: a verdict
   EXPECT_EQ(report["schema"], "hangscope.report/v1");
   ASSERT_FALSE(report["verdicts"].empty());
   EXPECT_EQ(report["verdicts"][0]["id"], "node-refused");
@@ -97,7 +94,7 @@ TEST(Agents, DiagnoseGathersRanksFromEveryAgentAndReportsTheFailedOnes) {
 
   // One agent dies: its node is unreachable, the other's rank is still reported.
   a.process.kill_all();
-  const auto after = diagnose(a.address + "," + b.address, token, nullptr);
+  const auto after = diagnose(a.address + "," + b.address, token).report;
   bool unreachable = false;
   for (const auto& n : after["nodes"])
     unreachable = unreachable || (n["status"] == "unreachable" && n["address"] == a.address);

@@ -11,7 +11,7 @@
 #include <set>
 #include <sstream>
 
-#include "../unit/analysis_builders.h"
+#include "analysis_builders.h"
 #include "command.h"
 #include "hangscope/common/text.h"
 #include "hangscope/snapshot/codec.h"

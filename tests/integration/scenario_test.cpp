@@ -42,7 +42,7 @@ struct Scenario {
   explicit Scenario(const std::string& name, int diverged = 3)
       : cluster({.nodes = 2, .ranks_per_node = 2, .diverged = diverged, .scenario = name}) {}
   testing::VirtualCluster cluster;
-  testing::VirtualCluster::Diagnosis diagnosis;
+  testing::Diagnosis diagnosis;
 
   bool run() {
     if (!cluster.up()) return false;

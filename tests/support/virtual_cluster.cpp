@@ -64,24 +64,15 @@ std::string VirtualCluster::agents() const {
   return all;
 }
 
-VirtualCluster::Diagnosis VirtualCluster::diagnose(const std::string& name,
-                                                   const std::string& extra,
-                                                   const std::string& token_file) const {
-  Diagnosis d;
-  d.bundle = dir_ + "/" + name;
-  const auto result = run_command(
-      std::string(HANGSCOPE_BINARY) + " diagnose --agents " + agents() + " --token-file " +
-      (token_file.empty() ? this->token_file() : token_file) +
-      // `extra` may set its own sampling (a slow job's steps outlast 300 ms).
-      (extra.find("--interval") == std::string::npos ? " --samples 3 --interval 300ms" : "") +
-      " --json --quiet -o " + d.bundle + " " + extra);
-  d.exit_code = result.exit_code;
-  try {
-    d.report = nlohmann::json::parse(result.out);
-  } catch (const nlohmann::json::exception& e) {
-    ADD_FAILURE() << "diagnose printed no JSON (" << e.what() << "):\n" << result.out << result.err;
-  }
-  return d;
+Diagnosis VirtualCluster::diagnose(const std::string& name, const std::string& extra,
+                                   const std::string& token_file) const {
+  return run_diagnose(
+      "--agents " + agents() + " --token-file " +
+          (token_file.empty() ? this->token_file() : token_file) +
+          // `extra` may set its own sampling (a slow job's steps outlast 300 ms).
+          (extra.find("--interval") == std::string::npos ? " --samples 3 --interval 300ms" : "") +
+          " --quiet " + extra,
+      dir_ + "/" + name);
 }
 
 }  // namespace hangscope::testing

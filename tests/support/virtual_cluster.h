@@ -3,8 +3,9 @@
 // down; and diagnose run against its agents.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <string>
+
+#include "diagnose_run.h"
 
 namespace hangscope::testing {
 
@@ -36,12 +37,8 @@ class VirtualCluster {
   // Takes node `node`'s fabric link down (cluster.sh cut); false when that failed.
   bool cut(int node) const;
 
-  struct Diagnosis {
-    int exit_code = -1;
-    nlohmann::json report;  // report.json as printed with --json
-    std::string bundle;     // the bundle directory
-  };
-  // `hangscope diagnose --agents … --json` with `extra` options; the bundle goes to dir()/NAME.
+  // `hangscope diagnose --agents … --token-file … --json` with `extra` options (run_diagnose);
+  // the bundle goes to dir()/NAME and stays there until the cluster goes down.
   Diagnosis diagnose(const std::string& name, const std::string& extra = "",
                      const std::string& token_file = "") const;
 

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "fixtures.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
 #include "hangscope/facts/caches.h"
@@ -18,18 +19,17 @@
 namespace hangscope::facts {
 namespace {
 
-std::string fixture(const std::string& name) {
-  return std::string(HANGSCOPE_SOURCE_DIR) + "/tests/fixtures/gpu/" + name;
+// Outputs recorded from real machines, and their /proc and sysfs trees (tests/fixtures/gpu).
+std::string gpu_fixture(const std::string& name) {
+  return testing::fixture_text("gpu/" + name);
 }
 
-std::string fixture_text(const std::string& name) {
-  auto read = read_file(fixture(name));
-  if (!read.text) throw Error("missing fixture " + name);
-  return *read.text;
+std::string gpu_root(const std::string& name) {
+  return testing::fixture_path("gpu/" + name);
 }
 
 TEST(Gpu, QueryOfAnEightGpuNode) {
-  const auto gpus = parse_nvidia_smi_query(fixture_text("dgx-h100.query.csv"));
+  const auto gpus = parse_nvidia_smi_query(gpu_fixture("dgx-h100.query.csv"));
   ASSERT_EQ(gpus.size(), 8u);
   EXPECT_EQ(gpus[0].index, 0);
   EXPECT_EQ(gpus[0].name, "NVIDIA H100 80GB HBM3");
@@ -54,7 +54,7 @@ TEST(Gpu, QueryWithoutHeaderAndNotSupportedValues) {
 }
 
 TEST(Gpu, TopologyOfAnNvSwitchNode) {
-  const auto m = parse_nvidia_smi_topo(fixture_text("dgx-h100.topo.txt"));
+  const auto m = parse_nvidia_smi_topo(gpu_fixture("dgx-h100.topo.txt"));
   ASSERT_EQ(m.devices.size(), 12u);  // 8 GPUs, 4 NICs; affinity columns are not devices
   EXPECT_EQ(m.devices[8], "NIC0");
   EXPECT_EQ(m.links[0][0], "X");
@@ -62,27 +62,27 @@ TEST(Gpu, TopologyOfAnNvSwitchNode) {
   EXPECT_EQ(m.links[0][8], "PIX");
   EXPECT_EQ(m.nic_names.at("NIC3"), "mlx5_3");
   GpuTopology t;
-  apply_nvidia_smi(t, fixture_text("dgx-h100.query.csv"), fixture_text("dgx-h100.topo.txt"));
+  apply_nvidia_smi(t, gpu_fixture("dgx-h100.query.csv"), gpu_fixture("dgx-h100.topo.txt"));
   const auto facts = t.facts();
   EXPECT_EQ(facts.at("gpu.count"), "8");
   EXPECT_EQ(facts.at("gpu.compute_capability"), "9.0");
   EXPECT_EQ(facts.at("gpu.nvlink"), "yes");
   EXPECT_EQ(facts.at("gpu.nvswitch"), "yes");  // NVLink between all 8 GPUs
   EXPECT_EQ(facts.at("gpu.links"), "NV18 ×28 (GPU pairs)");
-  const auto from_files = gpu_topology_from_files(fixture("root-h100"));
+  const auto from_files = gpu_topology_from_files(gpu_root("root-h100"));
   EXPECT_EQ(from_files.nvswitch_devices, 4);
   EXPECT_EQ(from_files.facts().at("gpu.nvswitch"), "yes");
 }
 
 TEST(Gpu, TopologyOfAPcieOnlyNode) {
-  const auto m = parse_nvidia_smi_topo(fixture_text("l40s-pcie.topo.txt"));
+  const auto m = parse_nvidia_smi_topo(gpu_fixture("l40s-pcie.topo.txt"));
   ASSERT_EQ(m.devices.size(), 4u);
   EXPECT_EQ(m.links[0][1], "NODE");
   EXPECT_EQ(m.links[0][3], "SYS");
   EXPECT_THROW(parse_nvidia_smi_topo("NVIDIA-SMI has failed because it couldn't communicate"),
                Error);
   GpuTopology t;
-  apply_nvidia_smi(t, fixture_text("l40s-pcie.query.csv"), fixture_text("l40s-pcie.topo.txt"));
+  apply_nvidia_smi(t, gpu_fixture("l40s-pcie.query.csv"), gpu_fixture("l40s-pcie.topo.txt"));
   const auto facts = t.facts();
   EXPECT_EQ(facts.at("gpu.model"), "NVIDIA L40S ×4");
   EXPECT_EQ(facts.at("gpu.compute_capability"), "8.9");
@@ -101,7 +101,7 @@ TEST(Gpu, DriverFilesAndSysfs) {
   EXPECT_EQ(parse_nvrm_version("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  "
                                "570.86.15  Release Build\n"),
             "570.86.15");
-  const auto t = gpu_topology_from_files(fixture("root-h100"));
+  const auto t = gpu_topology_from_files(gpu_root("root-h100"));
   EXPECT_EQ(t.source, "/proc/driver/nvidia");
   EXPECT_EQ(t.driver_version, "535.104.05");
   ASSERT_EQ(t.gpus.size(), 2u);
@@ -117,7 +117,7 @@ TEST(Gpu, NoGpuIsAFactNotAnError) {
   const auto none = gpu_topology_from_files("/nonexistent-root");
   EXPECT_EQ(none.facts().at("gpu.count"), "0");
   EXPECT_EQ(none.facts().at("gpu.source"), "none");
-  const auto bus_only = gpu_topology_from_files(fixture("root-nodriver"));
+  const auto bus_only = gpu_topology_from_files(gpu_root("root-nodriver"));
   EXPECT_EQ(bus_only.facts().at("gpu.count"), "1");  // the Intel VGA device is not counted
   EXPECT_EQ(bus_only.source, "sysfs");
   EXPECT_NE(bus_only.facts().at("gpu.notes").find("no driver"), std::string::npos);

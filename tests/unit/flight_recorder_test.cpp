@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "analysis_builders.h"
+#include "fixtures.h"
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/collectives/torch_pickle.h"
 #include "hangscope/common/error.h"
@@ -29,11 +30,9 @@ namespace {
 
 using namespace analysis::testing_builders;
 
+// Dumps written by torch and by hand (tests/fixtures/flight_recorder).
 std::string fixture_bytes(const std::string& name) {
-  const auto read =
-      read_file(std::string(HANGSCOPE_SOURCE_DIR) + "/tests/fixtures/flight_recorder/" + name);
-  if (!read.text) throw Error("missing fixture " + name);
-  return *read.text;
+  return testing::fixture_text("flight_recorder/" + name);
 }
 
 FlightRecord fixture_record(const std::string& the_case, const std::string& format, int rank) {
@@ -307,8 +306,8 @@ model::Bundle job_with_dumps(const std::string& the_case, const std::string& for
   JobBuilder job(4);
   for (int r = 0; r < 4; ++r) {
     job.rank(r, all_reduce_stack());
-    const auto path = std::string(HANGSCOPE_SOURCE_DIR) + "/tests/fixtures/flight_recorder/" +
-                      the_case + "/" + format + "/nccl_trace_rank_" + std::to_string(r);
+    const auto path = testing::fixture_path("flight_recorder/" + the_case + "/" + format +
+                                            "/nccl_trace_rank_" + std::to_string(r));
     if (::access(path.c_str(), R_OK) == 0) job.flight(r, fixture_record(the_case, format, r));
   }
   return job.bundle();

@@ -15,6 +15,7 @@
 #include <functional>
 #include <thread>
 
+#include "fixtures.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
 #include "hangscope/common/tcp_connection.h"
@@ -24,10 +25,9 @@
 namespace hangscope::collectives {
 namespace {
 
-std::string fixture(const std::string& name) {
-  const auto read =
-      read_file(std::string(HANGSCOPE_SOURCE_DIR) + "/tests/fixtures/nccl_ras/" + name);
-  return read.text.value_or("");
+// Exchanges transcribed from NCCL (tests/fixtures/nccl_ras).
+std::string ras_fixture(const std::string& name) {
+  return testing::fixture_text("nccl_ras/" + name);
 }
 
 using testing::LoopbackPeer;
@@ -65,7 +65,7 @@ std::function<void(int)> replay(const std::string& report, bool json_supported,
 
 TEST(NcclRas, JsonReportOverTheDocumentedExchange) {
   std::vector<std::string> seen;
-  const std::string report = fixture("status_json_mismatch.json");
+  const std::string report = ras_fixture("status_json_mismatch.json");
   ASSERT_FALSE(report.empty());
   RasPeer peer(replay(report, true, &seen));
   const auto reply = query_ras(peer.endpoint(), std::chrono::seconds(5));
@@ -81,7 +81,7 @@ TEST(NcclRas, JsonReportOverTheDocumentedExchange) {
 
 TEST(NcclRas, TextReportWhenJsonIsRefused) {
   std::vector<std::string> seen;
-  const std::string report = fixture("status_text_mismatch.txt");
+  const std::string report = ras_fixture("status_text_mismatch.txt");
   RasPeer peer(replay(report, false, &seen));
   const auto reply = query_ras(peer.endpoint(), std::chrono::seconds(5));
   EXPECT_EQ(reply.error, "");
@@ -156,7 +156,7 @@ TEST(NcclRas, ClosedConnectionsAndMalformedRepliesAreNamed) {
 }
 
 TEST(NcclRas, TheJsonReportNamesTheRankBehindAndTheDeadOne) {
-  const auto s = summarize_ras({"2", "json", fixture("status_json_mismatch.json"), ""});
+  const auto s = summarize_ras({"2", "json", ras_fixture("status_json_mismatch.json"), ""});
   EXPECT_EQ(s.communicators, 1);
   EXPECT_EQ(s.ranks, 7);
   ASSERT_EQ(s.findings.size(), 2u) << s.describe();
@@ -171,7 +171,7 @@ TEST(NcclRas, TheJsonReportNamesTheRankBehindAndTheDeadOne) {
 }
 
 TEST(NcclRas, StatusValuesAreStableNames) {
-  EXPECT_EQ(summarize_ras({"2", "text", fixture("status_text_ok.txt"), ""}).status(),
+  EXPECT_EQ(summarize_ras({"2", "text", ras_fixture("status_text_ok.txt"), ""}).status(),
             RasStatus::kOk);
   EXPECT_EQ(summarize_ras({"2", "json", "{\"communicators\": [", ""}).status(),
             RasStatus::kProblems);  // a report that cannot be read is a finding
@@ -187,9 +187,9 @@ TEST(NcclRas, StatusValuesAreStableNames) {
 }
 
 TEST(NcclRas, TheTextReportKeepsItsErrorsAndWarnings) {
-  const auto ok = summarize_ras({"2", "text", fixture("status_text_ok.txt"), ""});
+  const auto ok = summarize_ras({"2", "text", ras_fixture("status_text_ok.txt"), ""});
   EXPECT_TRUE(ok.findings.empty()) << ok.describe();
-  const auto bad = summarize_ras({"2", "text", fixture("status_text_mismatch.txt"), ""});
+  const auto bad = summarize_ras({"2", "text", ras_fixture("status_text_mismatch.txt"), ""});
   ASSERT_EQ(bad.findings.size(), 3u) << bad.describe();
   EXPECT_EQ(
       bad.findings[0].rfind(

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "fixtures.h"
 #include "hangscope/common/files.h"
 #include "hangscope/diagnosis/diagnose.h"
 #include "hangscope/rules/rule.h"
@@ -18,8 +19,7 @@
 namespace hangscope::analysis {
 namespace {
 
-const std::string kFixtures =
-    std::string(HANGSCOPE_SOURCE_DIR) + "/tests/fixtures/flight_recorder/postmortem/";
+const std::string kFixtures = testing::fixture_path("flight_recorder/postmortem/");
 constexpr std::int64_t kWritten = 1'790'000'100'000'000'000;
 
 // The dumps of a fixture directory, all written at kWritten.
@@ -403,7 +403,7 @@ TEST(PostMortemBundle, LogLinesGoToTheirRanks) {
 // The built-in signature rules from the dead job's logs (--log): logs written as vLLM, Ray and
 // torchrun write them, the fingerprint lines taken from the user reports the rules come from
 // (tests/fixtures/postmortem_logs).
-const std::string kLogs = std::string(HANGSCOPE_SOURCE_DIR) + "/tests/fixtures/postmortem_logs/";
+const std::string kLogs = testing::fixture_path("postmortem_logs/");
 
 std::unique_ptr<Diagnosed> diagnose_with_logs(const std::string& dumps, const std::string& logs) {
   auto d = std::make_unique<Diagnosed>();

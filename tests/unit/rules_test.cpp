@@ -28,47 +28,46 @@ Frame site(const std::string& function, const std::string& path, int line) {
   return f;
 }
 
-Frame method(const std::string& qualname, const std::string& path, int line) {
-  auto f = py(qualname.substr(qualname.rfind('.') + 1), kSite + path, line);
-  f.qualname = qualname;
-  return f;
+// A method of a module under site-packages: method() of analysis_builders.h at kSite + path.
+Frame site_method(const std::string& qualname, const std::string& path, int line) {
+  return method(qualname, kSite + path, line);
 }
 
 // Seed A: node0's ranks inside the rendezvous, node1's moved on to in_the_same_node_as.
 std::vector<Frame> in_rendezvous() {
   return {analysis::testing_builders::native("__futex_abstimed_wait_common"),
           site("rendezvous", "torch/distributed/_symmetric_memory/__init__.py", 1210),
-          method("CustomAllreduce._init_mnnvl_buffer",
-                 "vllm/distributed/device_communicators/custom_all_reduce.py", 233),
-          method("CustomAllreduce.__init__",
-                 "vllm/distributed/device_communicators/custom_all_reduce.py", 150),
-          method("CudaCommunicator.__init__",
-                 "vllm/distributed/device_communicators/cuda_communicator.py", 60),
-          method("GroupCoordinator.__init__", "vllm/distributed/parallel_state.py", 300)};
+          site_method("CustomAllreduce._init_mnnvl_buffer",
+                      "vllm/distributed/device_communicators/custom_all_reduce.py", 233),
+          site_method("CustomAllreduce.__init__",
+                      "vllm/distributed/device_communicators/custom_all_reduce.py", 150),
+          site_method("CudaCommunicator.__init__",
+                      "vllm/distributed/device_communicators/cuda_communicator.py", 60),
+          site_method("GroupCoordinator.__init__", "vllm/distributed/parallel_state.py", 300)};
 }
 std::vector<Frame> same_node_barrier() {
   return {analysis::testing_builders::native("c10d::ProcessGroupGloo::AsyncWork::wait"),
           site("barrier", "torch/distributed/distributed_c10d.py", 3152),
           site("in_the_same_node_as", "vllm/distributed/parallel_state.py", 1500),
-          method("MessageQueue.create_from_process_group",
-                 "vllm/distributed/device_communicators/shm_broadcast.py", 600),
-          method("GroupCoordinator.__init__", "vllm/distributed/parallel_state.py", 320)};
+          site_method("MessageQueue.create_from_process_group",
+                      "vllm/distributed/device_communicators/shm_broadcast.py", 600),
+          site_method("GroupCoordinator.__init__", "vllm/distributed/parallel_state.py", 320)};
 }
 
 // Seed B: cache-hit ranks in the warm-up barrier, the others tuning in an all-reduce.
 std::vector<Frame> autotune_barrier() {
   return {analysis::testing_builders::native("c10d::ProcessGroupGloo::AsyncWork::wait"),
           site("barrier", "torch/distributed/distributed_c10d.py", 3152),
-          method("GroupCoordinator.barrier", "vllm/distributed/parallel_state.py", 900),
+          site_method("GroupCoordinator.barrier", "vllm/distributed/parallel_state.py", 900),
           site("flashinfer_autotune", "vllm/model_executor/warmup/kernel_warmup.py", 120),
           site("kernel_warmup", "vllm/model_executor/warmup/kernel_warmup.py", 40)};
 }
 std::vector<Frame> autotune_tuning() {
   return {analysis::testing_builders::native("c10d::ProcessGroupGloo::AsyncWork::wait"),
           site("all_reduce", "torch/distributed/distributed_c10d.py", 1536),
-          method("AutoTuner._profile_single_kernel", "flashinfer/autotuner/autotuner.py", 700),
-          method("AutoTuner.choose_one", "flashinfer/autotuner/autotuner.py", 500),
-          method("GPUModelRunner._dummy_run", "vllm/v1/worker/gpu_model_runner.py", 2400),
+          site_method("AutoTuner._profile_single_kernel", "flashinfer/autotuner/autotuner.py", 700),
+          site_method("AutoTuner.choose_one", "flashinfer/autotuner/autotuner.py", 500),
+          site_method("GPUModelRunner._dummy_run", "vllm/v1/worker/gpu_model_runner.py", 2400),
           site("flashinfer_autotune", "vllm/model_executor/warmup/kernel_warmup.py", 110),
           site("kernel_warmup", "vllm/model_executor/warmup/kernel_warmup.py", 40)};
 }
@@ -76,31 +75,31 @@ std::vector<Frame> autotune_tuning() {
 // Seed C: Ray compiled-graph workers in do_exec_tasks.
 std::vector<Frame> dag_stalled() {
   return {analysis::testing_builders::native("cudaStreamSynchronize"),
-          method("RayWorkerWrapper.execute_model_ray", "vllm/v1/executor/ray_utils.py", 130),
+          site_method("RayWorkerWrapper.execute_model_ray", "vllm/v1/executor/ray_utils.py", 130),
           site("do_exec_tasks", "ray/dag/compiled_dag_node.py", 200)};
 }
 std::vector<Frame> dag_collective() {
   return {analysis::testing_builders::native("c10d::ProcessGroupGloo::AsyncWork::wait"),
           site("all_reduce", "torch/distributed/distributed_c10d.py", 1536),
-          method("RayWorkerWrapper.execute_model_ray", "vllm/v1/executor/ray_utils.py", 130),
+          site_method("RayWorkerWrapper.execute_model_ray", "vllm/v1/executor/ray_utils.py", 130),
           site("do_exec_tasks", "ray/dag/compiled_dag_node.py", 200)};
 }
 std::vector<Frame> dag_channel_read() {
   return {analysis::testing_builders::native(
               "ray::core::experimental::MutableObjectManager::ReadAcquire"),
-          method("Channel.read", "ray/experimental/channel/shared_memory_channel.py", 500),
+          site_method("Channel.read", "ray/experimental/channel/shared_memory_channel.py", 500),
           site("do_exec_tasks", "ray/dag/compiled_dag_node.py", 190)};
 }
 
 // Broken GPU P2P: every rank spins in the custom all-reduce.
 std::vector<Frame> p2p_spin() {
-  return {method("CustomAllreduce.all_reduce",
-                 "vllm/distributed/device_communicators/custom_all_reduce.py", 330),
-          method("CustomAllreduce.custom_all_reduce",
-                 "vllm/distributed/device_communicators/custom_all_reduce.py", 360),
-          method("CudaCommunicator.all_reduce",
-                 "vllm/distributed/device_communicators/cuda_communicator.py", 120),
-          method("GroupCoordinator.all_reduce", "vllm/distributed/parallel_state.py", 400)};
+  return {site_method("CustomAllreduce.all_reduce",
+                      "vllm/distributed/device_communicators/custom_all_reduce.py", 330),
+          site_method("CustomAllreduce.custom_all_reduce",
+                      "vllm/distributed/device_communicators/custom_all_reduce.py", 360),
+          site_method("CudaCommunicator.all_reduce",
+                      "vllm/distributed/device_communicators/cuda_communicator.py", 120),
+          site_method("GroupCoordinator.all_reduce", "vllm/distributed/parallel_state.py", 400)};
 }
 
 // Full /dev/shm: the source rank skipped in_the_same_node_as's broadcast.
@@ -108,30 +107,30 @@ std::vector<Frame> shm_source_skipped() {
   return {analysis::testing_builders::native("c10d::ProcessGroupGloo::AsyncWork::wait"),
           site("all_reduce", "torch/distributed/distributed_c10d.py", 1536),
           site("in_the_same_node_as", "vllm/distributed/parallel_state.py", 1510),
-          method("CustomAllreduce.__init__",
-                 "vllm/distributed/device_communicators/custom_all_reduce.py", 120)};
+          site_method("CustomAllreduce.__init__",
+                      "vllm/distributed/device_communicators/custom_all_reduce.py", 120)};
 }
 std::vector<Frame> shm_broadcast_wait() {
   return {analysis::testing_builders::native("c10d::ProcessGroupGloo::AsyncWork::wait"),
           site("broadcast", "torch/distributed/distributed_c10d.py", 1400),
           site("broadcast_object_list", "torch/distributed/distributed_c10d.py", 2100),
           site("in_the_same_node_as", "vllm/distributed/parallel_state.py", 1495),
-          method("CustomAllreduce.__init__",
-                 "vllm/distributed/device_communicators/custom_all_reduce.py", 120)};
+          site_method("CustomAllreduce.__init__",
+                      "vllm/distributed/device_communicators/custom_all_reduce.py", 120)};
 }
 
 // Asymmetric warm-up: one rank compiles, the others wait in the first collective.
 std::vector<Frame> warmup_compiling() {
-  return {method("InductorAdaptor.compile", "vllm/compilation/compiler_interface.py", 200),
-          method("VllmBackend.__call__", "vllm/compilation/backends.py", 500),
-          method("GPUModelRunner._dummy_run", "vllm/v1/worker/gpu_model_runner.py", 2400),
-          method("Worker.compile_or_warm_up_model", "vllm/v1/worker/gpu_worker.py", 300)};
+  return {site_method("InductorAdaptor.compile", "vllm/compilation/compiler_interface.py", 200),
+          site_method("VllmBackend.__call__", "vllm/compilation/backends.py", 500),
+          site_method("GPUModelRunner._dummy_run", "vllm/v1/worker/gpu_model_runner.py", 2400),
+          site_method("Worker.compile_or_warm_up_model", "vllm/v1/worker/gpu_worker.py", 300)};
 }
 std::vector<Frame> warmup_waiting() {
   return {analysis::testing_builders::native("c10d::ProcessGroupGloo::AsyncWork::wait"),
           site("all_reduce", "torch/distributed/distributed_c10d.py", 1536),
-          method("GPUModelRunner._dummy_run", "vllm/v1/worker/gpu_model_runner.py", 2410),
-          method("Worker.compile_or_warm_up_model", "vllm/v1/worker/gpu_worker.py", 300)};
+          site_method("GPUModelRunner._dummy_run", "vllm/v1/worker/gpu_model_runner.py", 2410),
+          site_method("Worker.compile_or_warm_up_model", "vllm/v1/worker/gpu_worker.py", 300)};
 }
 
 // DP desync: the engines run dummy batches into the DP all-reduce; one idles in its queue.
@@ -140,16 +139,16 @@ std::vector<Frame> dp_in_sync() {
           site("all_reduce", "torch/distributed/distributed_c10d.py", 1536),
           site("_run_ar", "vllm/v1/worker/dp_utils.py", 40),
           site("coordinate_batch_across_dp", "vllm/v1/worker/dp_utils.py", 120),
-          method("GPUModelRunner._dummy_run", "vllm/v1/worker/gpu_model_runner.py", 2400),
-          method("Worker.execute_dummy_batch", "vllm/v1/worker/gpu_worker.py", 400),
-          method("DPEngineCoreProc.run_busy_loop", "vllm/v1/engine/core.py", 900)};
+          site_method("GPUModelRunner._dummy_run", "vllm/v1/worker/gpu_model_runner.py", 2400),
+          site_method("Worker.execute_dummy_batch", "vllm/v1/worker/gpu_worker.py", 400),
+          site_method("DPEngineCoreProc.run_busy_loop", "vllm/v1/engine/core.py", 900)};
 }
 std::vector<Frame> dp_idle() {
   return {analysis::testing_builders::native("__futex_abstimed_wait_common"),
           py("wait", "/usr/lib/python3.11/threading.py", 320),
           py("get", "/usr/lib/python3.11/queue.py", 171),
-          method("EngineCoreProc._process_input_queue", "vllm/v1/engine/core.py", 700),
-          method("DPEngineCoreProc.run_busy_loop", "vllm/v1/engine/core.py", 890)};
+          site_method("EngineCoreProc._process_input_queue", "vllm/v1/engine/core.py", 700),
+          site_method("DPEngineCoreProc.run_busy_loop", "vllm/v1/engine/core.py", 890)};
 }
 
 using Scenario = std::function<model::Bundle()>;
@@ -372,13 +371,14 @@ TEST(Rules, CompiledDagStallNamesTheDriverWhenItWasCaptured) {
   driver.identity.title = "VLLM::EngineCore";
   model::ProcessDump dump;
   dump.pid = 900;
-  dump.threads.push_back(thread(
-      900, 'S',
-      {analysis::testing_builders::native("__futex_abstimed_wait_common"),
-       method("Channel.read", "ray/experimental/channel/shared_memory_channel.py", 500),
-       method("CompiledDAG._execute_until", "ray/dag/compiled_dag_node.py", 2300),
-       method("CompiledDAGRef.get", "ray/experimental/compiled_dag_ref.py", 110),
-       method("RayDistributedExecutor.execute_model", "vllm/v1/executor/ray_executor.py", 400)}));
+  dump.threads.push_back(
+      thread(900, 'S',
+             {analysis::testing_builders::native("__futex_abstimed_wait_common"),
+              site_method("Channel.read", "ray/experimental/channel/shared_memory_channel.py", 500),
+              site_method("CompiledDAG._execute_until", "ray/dag/compiled_dag_node.py", 2300),
+              site_method("CompiledDAGRef.get", "ray/experimental/compiled_dag_ref.py", 110),
+              site_method("RayDistributedExecutor.execute_model",
+                          "vllm/v1/executor/ray_executor.py", 400)}));
   driver.dump = std::move(dump);
   for (auto& node : bundle.snapshots) {
     if (node.node_name == "node0") node.processes.push_back(driver);

@@ -45,50 +45,40 @@ const std::string kSglangLaunchServer = kSite + "sglang/launch_server.py";
 constexpr pid_t kApiPid = 800;
 constexpr pid_t kEnginePid = 900;
 
-model::Frame method(const std::string& function, const std::string& qualname,
-                    const std::string& file, int line,
-                    std::vector<std::pair<std::string, std::string>> locals = {}) {
-  auto f = py(function, file, line, std::move(locals));
-  f.qualname = qualname;
-  return f;
-}
-
 // The worker's own loop: WorkerProc.worker_busy_loop → Worker.execute_model → …
 std::vector<model::Frame> worker_outer() {
-  return {method("execute_model", "Worker.execute_model", kGpuWorker, 380),
-          method("worker_busy_loop", "WorkerProc.worker_busy_loop", kExecutor, 593),
-          method("worker_main", "WorkerProc.worker_main", kExecutor, 520)};
+  return {method("Worker.execute_model", kGpuWorker, 380),
+          method("WorkerProc.worker_busy_loop", kExecutor, 593),
+          method("WorkerProc.worker_main", kExecutor, 520)};
 }
 
 std::vector<model::Frame> worker_in_all_reduce() {
   std::vector<model::Frame> frames = {
       native("__futex_abstimed_wait_common"), native("c10d::ProcessGroupGloo::AsyncWork::wait"),
-      py("all_reduce", kC10d, 1536),
-      method("all_reduce", "GroupCoordinator.all_reduce", kParallelState, 330)};
+      py("all_reduce", kC10d, 1536), method("GroupCoordinator.all_reduce", kParallelState, 330)};
   for (auto& f : worker_outer()) frames.push_back(f);
   return frames;
 }
 
 std::vector<model::Frame> worker_stuck_in_runner() {
-  std::vector<model::Frame> frames = {
-      native("__futex_abstimed_wait_common"), native("take_gil"),
-      method("wait", "Event.wait", kThreading, 629),
-      method("execute_model", "GPUModelRunner.execute_model", kModelRunner, 1460)};
+  std::vector<model::Frame> frames = {native("__futex_abstimed_wait_common"), native("take_gil"),
+                                      method("Event.wait", kThreading, 629),
+                                      method("GPUModelRunner.execute_model", kModelRunner, 1460)};
   for (auto& f : worker_outer()) frames.push_back(f);
   return frames;
 }
 
 std::vector<model::Frame> worker_idle_in_ring() {
-  return {native("clock_nanosleep"), method("acquire_read", "MessageQueue.acquire_read", kShm, 440),
-          method("dequeue", "MessageQueue.dequeue", kShm, 512),
-          method("worker_busy_loop", "WorkerProc.worker_busy_loop", kExecutor, 590),
-          method("worker_main", "WorkerProc.worker_main", kExecutor, 520)};
+  return {native("clock_nanosleep"), method("MessageQueue.acquire_read", kShm, 440),
+          method("MessageQueue.dequeue", kShm, 512),
+          method("WorkerProc.worker_busy_loop", kExecutor, 590),
+          method("WorkerProc.worker_main", kExecutor, 520)};
 }
 
 std::vector<model::Frame> worker_computing() {
   std::vector<model::Frame> frames = {
-      method("forward", "LlamaModel.forward", kSite + "vllm/model_executor/models/llama.py", 360),
-      method("execute_model", "GPUModelRunner.execute_model", kModelRunner, 1400)};
+      method("LlamaModel.forward", kSite + "vllm/model_executor/models/llama.py", 360),
+      method("GPUModelRunner.execute_model", kModelRunner, 1400)};
   for (auto& f : worker_outer()) frames.push_back(f);
   return frames;
 }
@@ -104,41 +94,40 @@ std::vector<model::Frame> engine_blocked(bool with_locals = true) {
          {"dequeue_timeout", "None"}};
   }
   return {native("clock_nanosleep"),
-          method("acquire_read", "MessageQueue.acquire_read", kShm, 440),
-          method("dequeue", "MessageQueue.dequeue", kShm, 512),
-          method("get_response", "MultiprocExecutor.collective_rpc.<locals>.get_response",
-                 kExecutor, 243, w),
-          method("collective_rpc", "MultiprocExecutor.collective_rpc", kExecutor, 262),
-          method("execute_model", "MultiprocExecutor.execute_model", kExecutor, 172),
-          method("step", "EngineCore.step", kCore, 284),
-          method("_process_engine_step", "EngineCoreProc._process_engine_step", kCore, 754),
-          method("run_busy_loop", "EngineCoreProc.run_busy_loop", kCore, 727),
-          method("run_engine_core", "EngineCoreProc.run_engine_core", kCore, 700)};
+          method("MessageQueue.acquire_read", kShm, 440),
+          method("MessageQueue.dequeue", kShm, 512),
+          method("MultiprocExecutor.collective_rpc.<locals>.get_response", kExecutor, 243, w),
+          method("MultiprocExecutor.collective_rpc", kExecutor, 262),
+          method("MultiprocExecutor.execute_model", kExecutor, 172),
+          method("EngineCore.step", kCore, 284),
+          method("EngineCoreProc._process_engine_step", kCore, 754),
+          method("EngineCoreProc.run_busy_loop", kCore, 727),
+          method("EngineCoreProc.run_engine_core", kCore, 700)};
 }
 
 std::vector<model::Frame> engine_idle() {
   return {native("__futex_abstimed_wait_common"),
-          method("wait", "Condition.wait", kThreading, 327),
-          method("get", "Queue.get", kQueue, 171),
-          method("_process_input_queue", "EngineCoreProc._process_input_queue", kCore, 740),
-          method("run_busy_loop", "EngineCoreProc.run_busy_loop", kCore, 726),
-          method("run_engine_core", "EngineCoreProc.run_engine_core", kCore, 700)};
+          method("Condition.wait", kThreading, 327),
+          method("Queue.get", kQueue, 171),
+          method("EngineCoreProc._process_input_queue", kCore, 740),
+          method("EngineCoreProc.run_busy_loop", kCore, 726),
+          method("EngineCoreProc.run_engine_core", kCore, 700)};
 }
 
 std::vector<model::Frame> engine_scheduling() {
-  return {method("schedule", "Scheduler.schedule", kSite + "vllm/v1/core/sched/scheduler.py", 210),
-          method("step", "EngineCore.step", kCore, 280),
-          method("_process_engine_step", "EngineCoreProc._process_engine_step", kCore, 754),
-          method("run_busy_loop", "EngineCoreProc.run_busy_loop", kCore, 727),
-          method("run_engine_core", "EngineCoreProc.run_engine_core", kCore, 700)};
+  return {method("Scheduler.schedule", kSite + "vllm/v1/core/sched/scheduler.py", 210),
+          method("EngineCore.step", kCore, 280),
+          method("EngineCoreProc._process_engine_step", kCore, 754),
+          method("EngineCoreProc.run_busy_loop", kCore, 727),
+          method("EngineCoreProc.run_engine_core", kCore, 700)};
 }
 
 std::vector<model::Frame> event_loop_idle(const std::string& main_file) {
   return {native("epoll_wait"),
-          method("select", "EpollSelector.select", kSelectors, 468),
-          method("_run_once", "BaseEventLoop._run_once", kBaseEvents, 1949),
-          method("run_forever", "BaseEventLoop.run_forever", kBaseEvents, 641),
-          method("run_until_complete", "BaseEventLoop.run_until_complete", kBaseEvents, 674),
+          method("EpollSelector.select", kSelectors, 468),
+          method("BaseEventLoop._run_once", kBaseEvents, 1949),
+          method("BaseEventLoop.run_forever", kBaseEvents, 641),
+          method("BaseEventLoop.run_until_complete", kBaseEvents, 674),
           py("<module>", main_file, 1900)};
 }
 
@@ -156,29 +145,26 @@ model::AsyncTask task(std::uint64_t address, std::string name, std::vector<model
 
 model::AsyncTask request_task(std::uint64_t address, int n) {
   return task(address, "Task-" + std::to_string(n),
-              {method("wait", "Event.wait", kAsyncioLocks, 212),
-               method("get", "RequestOutputCollector.get", kOutputProcessor, 55),
-               method("generate", "AsyncLLM.generate", kAsyncLlm, 330),
-               method("chat_completion_full_generator",
-                      "OpenAIServingChat.chat_completion_full_generator", kServingChat, 1190),
-               method("create_chat_completion", "OpenAIServingChat.create_chat_completion",
-                      kServingChat, 290),
+              {method("Event.wait", kAsyncioLocks, 212),
+               method("RequestOutputCollector.get", kOutputProcessor, 55),
+               method("AsyncLLM.generate", kAsyncLlm, 330),
+               method("OpenAIServingChat.chat_completion_full_generator", kServingChat, 1190),
+               method("OpenAIServingChat.create_chat_completion", kServingChat, 290),
                py("create_chat_completion", kApiServer, 640)},
               "Event.wait");
 }
 
 model::AsyncTask output_handler_task() {
   return task(0x7f00000a0000, "Task-2",
-              {method("get", "Queue.get", kAsyncioQueues, 158),
-               method("get_output_async", "AsyncMPClient.get_output_async", kCoreClient, 840),
-               method("output_handler", "AsyncLLM._run_output_handler.<locals>.output_handler",
-                      kAsyncLlm, 460)},
+              {method("Queue.get", kAsyncioQueues, 158),
+               method("AsyncMPClient.get_output_async", kCoreClient, 840),
+               method("AsyncLLM._run_output_handler.<locals>.output_handler", kAsyncLlm, 460)},
               "Future");
 }
 
 model::AsyncTask server_task() {
-  return task(0x7f00000b0000, "Task-1",
-              {method("serve", "Server.serve", kSite + "uvicorn/server.py", 70)}, "Future");
+  return task(0x7f00000b0000, "Task-1", {method("Server.serve", kSite + "uvicorn/server.py", 70)},
+              "Future");
 }
 
 struct Front {
@@ -439,12 +425,10 @@ std::vector<model::Frame> engine_in_dp_all_reduce() {
   return {native("__futex_abstimed_wait_common"),
           native("c10d::ProcessGroupGloo::AsyncWork::wait"),
           py("all_reduce", kC10d, 1536),
-          method("has_unfinished_dp", "ParallelConfig.has_unfinished_dp",
-                 kSite + "vllm/config/parallel.py", 402),
-          method("_has_global_unfinished_reqs", "DPEngineCoreProc._has_global_unfinished_reqs",
-                 kCore, 1192),
-          method("run_busy_loop", "DPEngineCoreProc.run_busy_loop", kCore, 1160),
-          method("run_engine_core", "EngineCoreProc.run_engine_core", kCore, 700)};
+          method("ParallelConfig.has_unfinished_dp", kSite + "vllm/config/parallel.py", 402),
+          method("DPEngineCoreProc._has_global_unfinished_reqs", kCore, 1192),
+          method("DPEngineCoreProc.run_busy_loop", kCore, 1160),
+          method("EngineCoreProc.run_engine_core", kCore, 700)};
 }
 
 TEST(ServingChain, ADpEngineCoreInItsDpAllReduceIsBlockedNotIdle) {
@@ -617,16 +601,14 @@ TEST(ServingChain, SglangRequestTasksLeadToTheStuckScheduler) {
   front.tasks = [](int) {
     std::vector<model::AsyncTask> tasks = {
         task(0x7f00000a0000, "Task-2",
-             {method("handle_loop", "TokenizerManager.handle_loop", kTokenizerManager, 1400)},
-             "Future")};
+             {method("TokenizerManager.handle_loop", kTokenizerManager, 1400)}, "Future")};
     for (int i = 0; i < 4; ++i) {
-      tasks.push_back(task(
-          0x7f0000e00000 + 0x1000 * static_cast<std::uint64_t>(i), "Task-" + std::to_string(i + 9),
-          {method("wait", "Event.wait", kAsyncioLocks, 212),
-           method("_wait_one_response", "TokenizerManager._wait_one_response", kTokenizerManager,
-                  926),
-           method("generate_request", "TokenizerManager.generate_request", kTokenizerManager, 640)},
-          "Event.wait"));
+      tasks.push_back(task(0x7f0000e00000 + 0x1000 * static_cast<std::uint64_t>(i),
+                           "Task-" + std::to_string(i + 9),
+                           {method("Event.wait", kAsyncioLocks, 212),
+                            method("TokenizerManager._wait_one_response", kTokenizerManager, 926),
+                            method("TokenizerManager.generate_request", kTokenizerManager, 640)},
+                           "Event.wait"));
     }
     return tasks;
   };
@@ -856,11 +838,11 @@ TEST(ServingChain, TheEngineCoresWorkersAreTheRanksConnectedToIt) {
 // schedulers started, it serves /health on its own event loop.
 std::vector<model::Frame> sglang_health_check_only() {
   return {native("epoll_wait"),
-          method("select", "EpollSelector.select", kSelectors, 468),
-          method("_run_once", "BaseEventLoop._run_once", kBaseEvents, 1949),
-          method("run_forever", "BaseEventLoop.run_forever", kBaseEvents, 641),
-          method("run_until_complete", "BaseEventLoop.run_until_complete", kBaseEvents, 674),
-          method("run", "Runner.run", "/usr/lib/python3.12/asyncio/runners.py", 118),
+          method("EpollSelector.select", kSelectors, 468),
+          method("BaseEventLoop._run_once", kBaseEvents, 1949),
+          method("BaseEventLoop.run_forever", kBaseEvents, 641),
+          method("BaseEventLoop.run_until_complete", kBaseEvents, 674),
+          method("Runner.run", "/usr/lib/python3.12/asyncio/runners.py", 118),
           py("launch_dummy_health_check_server", kSite + "sglang/srt/utils.py", 2210),
           py("_launch_subprocesses", kSite + "sglang/srt/entrypoints/engine.py", 640),
           py("launch_server", kSglangHttpServer, 1010),
@@ -889,7 +871,7 @@ TEST(ServingChain, SglangTwoNodesHandlersAwaitTheGeneratorAndTheOtherLauncherIsN
   front.tasks = [](int) {
     std::vector<model::AsyncTask> tasks = {
         task(0x7f00000a0000, "Task-2",
-             {method("handle_loop", "TokenizerManager.handle_loop", kTokenizerManager, 1400),
+             {method("TokenizerManager.handle_loop", kTokenizerManager, 1400),
               py("print_exception_wrapper", kSite + "sglang/srt/utils.py", 1990)},
              "Future")};
     for (int i = 0; i < 23; ++i) {

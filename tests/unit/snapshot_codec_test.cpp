@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "fixtures.h"
 #include "hangscope/cli/options.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/redaction.h"
@@ -209,8 +210,8 @@ TEST(SnapshotCodec, RefusesNewerMajorAndBadIndices) {
 // A snapshot file kept as schema 2.0 wrote it (tests/fixtures/snapshots/README.md): two nodes,
 // three samples, four ranks of one job, every rank's flight record as JSON text in field 20.
 // A newer hangscope reads it and reaches the verdict it was written for.
-const std::string kSchema20File = std::string(HANGSCOPE_SOURCE_DIR) +
-                                  "/tests/fixtures/snapshots/schema-2.0-flight-record-as-json.pb";
+const std::string kSchema20File =
+    testing::fixture_path("snapshots/schema-2.0-flight-record-as-json.pb");
 
 TEST(SnapshotSchema, AFileOfSchema2_0IsReadAndDiagnosed) {
   const auto nodes = snapshot::read_file(kSchema20File);
@@ -242,8 +243,7 @@ TEST(SnapshotSchema, AFileOfSchema2_0IsReadAndDiagnosed) {
 // A bundle `diagnose -o` wrote with schema 2.0 (snapshots as protobuf JSON, the flight record as
 // text in `flight_record`): `report` reads it and reaches the same verdict.
 TEST(SnapshotSchema, ABundleOfSchema2_0IsReadAndDiagnosed) {
-  const auto bundle = report::read_bundle(std::string(HANGSCOPE_SOURCE_DIR) +
-                                          "/tests/fixtures/bundles/schema-2.0-behind");
+  const auto bundle = report::read_bundle(testing::fixture_path("bundles/schema-2.0-behind"));
   ASSERT_EQ(bundle.snapshots.size(), 6u);
   ASSERT_EQ(bundle.nodes.size(), 2u);
   for (const auto& node : bundle.snapshots) {

@@ -28,6 +28,15 @@ inline model::Frame py(const std::string& function, const std::string& file, int
   return f;
 }
 
+// A Python method frame: co_qualname `qualname` ("Worker.execute_model"), its co_name the part
+// after the last dot.
+inline model::Frame method(const std::string& qualname, const std::string& file, int line,
+                           std::vector<std::pair<std::string, std::string>> locals = {}) {
+  auto f = py(qualname.substr(qualname.rfind('.') + 1), file, line, std::move(locals));
+  f.qualname = qualname;
+  return f;
+}
+
 inline model::Frame native(const std::string& function) {
   model::Frame f;
   f.function = function;
