@@ -15,137 +15,124 @@
 #include "hangscope/common/numbers.h"
 #include "hangscope/common/text.h"
 #include "hangscope/model/fact_keys.h"
+#include "hangscope/model/frame_pattern.h"
 
 namespace hangscope::analysis {
 namespace {
 
 using model::Frame;
 
-struct FramePattern {
-  std::string_view path;  // a fragment of co_filename
-  std::vector<std::string_view> functions;
-};
+using model::find_frame;
+using model::FramePattern;
+using model::FramePatterns;
 
-bool matches(const Frame& f, const FramePattern& p) {
-  if (f.kind != Frame::Kind::kPython || f.file.find(p.path) == std::string::npos) return false;
-  return p.functions.empty() ||
-         std::find(p.functions.begin(), p.functions.end(), f.function) != p.functions.end();
-}
-
-template <typename Frames>
-const Frame* find_frame(const Frames& frames, const std::vector<FramePattern>& patterns) {
-  for (const auto& f : frames) {
-    for (const auto& p : patterns) {
-      if (matches(f, p)) return &f;
-    }
-  }
-  return nullptr;
+FramePattern P(std::string file, std::vector<std::string> functions = {}) {
+  return FramePattern::python(std::move(file), std::move(functions));
 }
 
 // A request in flight at the API server: its task's coroutine chain is in the engine client's
 // generate (or the OpenAI handlers that iterate it), or SGLang's tokenizer manager.
-const std::vector<FramePattern>& request_frames() {
-  static const std::vector<FramePattern> patterns = {
-      {"vllm/v1/engine/output_processor.py", {"get"}},  // RequestOutputCollector.get
-      {"vllm/v1/engine/async_llm.py", {"generate", "encode"}},
-      {"vllm/engine/async_llm_engine.py", {"generate", "encode"}},
-      {"vllm/entrypoints/openai/serving_chat.py",
-       {"create_chat_completion", "chat_completion_full_generator",
-        "chat_completion_stream_generator"}},
-      {"vllm/entrypoints/openai/serving_completion.py",
-       {"create_completion", "completion_full_generator", "completion_stream_generator"}},
-      {"vllm/entrypoints/openai/api_server.py", {"create_chat_completion", "create_completion"}},
-      {"sglang/srt/managers/tokenizer_manager.py",
-       {"_wait_one_response", "generate_request", "_handle_batch_request"}},
+const FramePatterns& request_frames() {
+  static const FramePatterns patterns = {
+      P("vllm/v1/engine/output_processor.py", {"get"}),  // RequestOutputCollector.get
+      P("vllm/v1/engine/async_llm.py", {"generate", "encode"}),
+      P("vllm/engine/async_llm_engine.py", {"generate", "encode"}),
+      P("vllm/entrypoints/openai/serving_chat.py",
+        {"create_chat_completion", "chat_completion_full_generator",
+         "chat_completion_stream_generator"}),
+      P("vllm/entrypoints/openai/serving_completion.py",
+        {"create_completion", "completion_full_generator", "completion_stream_generator"}),
+      P("vllm/entrypoints/openai/api_server.py", {"create_chat_completion", "create_completion"}),
+      P("sglang/srt/managers/tokenizer_manager.py",
+        {"_wait_one_response", "generate_request", "_handle_batch_request"}),
       // SGLang's handlers take the tokenizer manager's outputs from its async generator
       // (`await generate_request(...).__anext__()`, `async for`); the chain goes on into it.
-      {"sglang/srt/entrypoints/http_server.py",
-       {"generate_request", "openai_v1_completions", "openai_v1_chat_completions", "v1_completions",
-        "v1_chat_completions"}},
-      {"sglang/srt/entrypoints/openai/serving_base.py", {"handle_request"}},
-      {"sglang/srt/entrypoints/openai/serving_chat.py",
-       {"_handle_non_streaming_request", "_generate_chat_stream"}},
-      {"sglang/srt/entrypoints/openai/serving_completions.py",
-       {"_handle_non_streaming_request", "_generate_completion_stream"}},
+      P("sglang/srt/entrypoints/http_server.py",
+        {"generate_request", "openai_v1_completions", "openai_v1_chat_completions",
+         "v1_completions", "v1_chat_completions"}),
+      P("sglang/srt/entrypoints/openai/serving_base.py", {"handle_request"}),
+      P("sglang/srt/entrypoints/openai/serving_chat.py",
+        {"_handle_non_streaming_request", "_generate_chat_stream"}),
+      P("sglang/srt/entrypoints/openai/serving_completions.py",
+        {"_handle_non_streaming_request", "_generate_completion_stream"}),
   };
   return patterns;
 }
 
 // The engine client's frame of a request task: where it awaits the engine (for people).
-const std::vector<FramePattern>& client_frames() {
-  static const std::vector<FramePattern> patterns = {
-      {"vllm/v1/engine/async_llm.py", {"generate", "encode"}},
-      {"vllm/engine/async_llm_engine.py", {"generate", "encode"}},
-      {"sglang/srt/managers/tokenizer_manager.py", {"_wait_one_response", "generate_request"}},
+const FramePatterns& client_frames() {
+  static const FramePatterns patterns = {
+      P("vllm/v1/engine/async_llm.py", {"generate", "encode"}),
+      P("vllm/engine/async_llm_engine.py", {"generate", "encode"}),
+      P("sglang/srt/managers/tokenizer_manager.py", {"_wait_one_response", "generate_request"}),
   };
   return patterns;
 }
 
 // The task that pulls the engine's outputs into the request queues.
-const std::vector<FramePattern>& output_handler_frames() {
-  static const std::vector<FramePattern> patterns = {
-      {"vllm/v1/engine/async_llm.py", {"output_handler"}},
-      {"vllm/v1/engine/core_client.py", {"get_output_async", "process_outputs_socket"}},
-      {"sglang/srt/managers/tokenizer_manager.py", {"handle_loop"}},
+const FramePatterns& output_handler_frames() {
+  static const FramePatterns patterns = {
+      P("vllm/v1/engine/async_llm.py", {"output_handler"}),
+      P("vllm/v1/engine/core_client.py", {"get_output_async", "process_outputs_socket"}),
+      P("sglang/srt/managers/tokenizer_manager.py", {"handle_loop"}),
   };
   return patterns;
 }
 
 // Thread frames of an API server's event loop.
-const std::vector<FramePattern>& api_thread_frames() {
-  static const std::vector<FramePattern> patterns = {
-      {"vllm/entrypoints/openai/api_server.py", {}},
-      {"vllm/entrypoints/launcher.py", {"serve_http"}},
-      {"sglang/srt/entrypoints/http_server.py", {}},
-      {"/uvicorn/", {}},
+const FramePatterns& api_thread_frames() {
+  static const FramePatterns patterns = {
+      P("vllm/entrypoints/openai/api_server.py", {}),
+      P("vllm/entrypoints/launcher.py", {"serve_http"}),
+      P("sglang/srt/entrypoints/http_server.py", {}),
+      P("/uvicorn/", {}),
   };
   return patterns;
 }
 
 // SGLang's launcher on a node with --node-rank >= 1: it started the node's schedulers and only
 // serves /health (its stack passes through http_server.py's launch_server): no API server.
-const std::vector<FramePattern>& health_check_only_frames() {
-  static const std::vector<FramePattern> patterns = {
-      {"sglang/srt/utils", {"launch_dummy_health_check_server"}},
+const FramePatterns& health_check_only_frames() {
+  static const FramePatterns patterns = {
+      P("sglang/srt/utils", {"launch_dummy_health_check_server"}),
   };
   return patterns;
 }
 
 // `vllm serve`'s own process: the API server when it serves in-process (uvloop.run(run_server)),
 // a launcher of API servers and engine cores when it waits for them.
-const std::vector<FramePattern>& serve_command_frames() {
-  static const std::vector<FramePattern> patterns = {{"vllm/entrypoints/cli/serve.py", {}}};
+const FramePatterns& serve_command_frames() {
+  static const FramePatterns patterns = {P("vllm/entrypoints/cli/serve.py", {})};
   return patterns;
 }
-const std::vector<FramePattern>& serve_launcher_frames() {
-  static const std::vector<FramePattern> patterns = {
-      {"vllm/entrypoints/cli/serve.py",
-       {"run_multi_api_server", "wait_for_completion_or_failure", "run_headless"}},
+const FramePatterns& serve_launcher_frames() {
+  static const FramePatterns patterns = {
+      P("vllm/entrypoints/cli/serve.py",
+        {"run_multi_api_server", "wait_for_completion_or_failure", "run_headless"}),
   };
   return patterns;
 }
 
 // The engine core's busy loop (vLLM V1, synchronous: its thread stack shows the edge).
-const std::vector<FramePattern>& busy_loop_frames() {
-  static const std::vector<FramePattern> patterns = {
-      {"vllm/v1/engine/core.py", {"run_busy_loop", "run_engine_core"}},
+const FramePatterns& busy_loop_frames() {
+  static const FramePatterns patterns = {
+      P("vllm/v1/engine/core.py", {"run_busy_loop", "run_engine_core"}),
   };
   return patterns;
 }
 
 // A step in flight: the busy loop inside the engine's step, waiting for the executor.
-const std::vector<FramePattern>& step_frames() {
-  static const std::vector<FramePattern> patterns = {
-      {"vllm/v1/engine/core.py",
-       {"step", "step_with_batch_queue", "_process_engine_step", "execute_dummy_batch",
-        "execute_model"}},
-      {"vllm/v1/executor/", {}},
+const FramePatterns& step_frames() {
+  static const FramePatterns patterns = {
+      P("vllm/v1/engine/core.py", {"step", "step_with_batch_queue", "_process_engine_step",
+                                   "execute_dummy_batch", "execute_model"}),
+      P("vllm/v1/executor/", {}),
   };
   return patterns;
 }
 
-const std::vector<FramePattern>& coordinator_frames() {
-  static const std::vector<FramePattern> patterns = {{"vllm/v1/engine/coordinator.py", {}}};
+const FramePatterns& coordinator_frames() {
+  static const FramePatterns patterns = {P("vllm/v1/engine/coordinator.py", {})};
   return patterns;
 }
 
@@ -153,7 +140,7 @@ bool title_has(const model::ProcessRecord& p, std::string_view word) {
   return p.identity.title.find(word) != std::string::npos;
 }
 
-bool any_thread_has(const model::ProcessRecord& p, const std::vector<FramePattern>& patterns) {
+bool any_thread_has(const model::ProcessRecord& p, const FramePatterns& patterns) {
   if (!p.dump) return false;
   for (const auto& t : p.dump->threads) {
     if (find_frame(t.python_frames, patterns) != nullptr) return true;

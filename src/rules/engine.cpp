@@ -19,30 +19,6 @@ using analysis::Job;
 using analysis::RankEntry;
 using model::Frame;
 
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() &&
-         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-bool frame_matches(const FramePattern& p, const Frame& f) {
-  const bool python = f.kind == Frame::Kind::kPython;
-  if (!p.native.empty() && (python || f.function.find(p.native) == std::string::npos)) {
-    return false;
-  }
-  if (!p.file.empty() && (!python || !ends_with(f.file, p.file))) return false;
-  if (!p.function.empty() && f.function != p.function && f.qualname != p.function &&
-      !ends_with(f.qualname, "." + p.function)) {
-    return false;
-  }
-  if (!p.function_regex.empty()) {
-    // Compiled once by the rule parser; a pattern that was not compiled matches nothing.
-    if (!p.function_re) return false;
-    const auto& re = *p.function_re;
-    if (!RE2::PartialMatch(f.function, re) && !RE2::PartialMatch(f.qualname, re)) return false;
-  }
-  return true;
-}
-
 // What a group condition looks at in a rank or another process.
 struct Member {
   const model::ProcessRecord* process = nullptr;  // latest sample
@@ -142,8 +118,7 @@ bool in_group(const GroupSpec& g, const Member& m) {
   }
   const auto frames = frames_of(m.process);
   const auto any_frame = [&](const FramePattern& p) {
-    return std::any_of(frames.begin(), frames.end(),
-                       [&](const Frame* f) { return frame_matches(p, *f); });
+    return std::any_of(frames.begin(), frames.end(), [&](const Frame* f) { return p.matches(*f); });
   };
   if (!std::all_of(g.frames.begin(), g.frames.end(), any_frame)) return false;
   if (std::any_of(g.not_frames.begin(), g.not_frames.end(), any_frame)) return false;

@@ -45,6 +45,18 @@ Regex compile(const std::string& pattern, std::string& error) {
   return re;
 }
 
+// A frame pattern's `function_regex`: RE2 searched in a name (linear time, docs/rules.md).
+class RegexTest : public model::FunctionTest {
+ public:
+  explicit RegexTest(Regex re) : re_(std::move(re)) {}
+  bool operator()(std::string_view name) const override {
+    return RE2::PartialMatch(re2::StringPiece(name.data(), name.size()), *re_);
+  }
+
+ private:
+  Regex re_;
+};
+
 // Reads one rule; `fail` throws with the line of the key it is about.
 class RuleReader {
  public:
@@ -210,20 +222,23 @@ class RuleReader {
     check_keys(spec, "a frame pattern of `" + group + "`",
                {"function", "function_regex", "file", "native"});
     FramePattern p;
-    p.function = string(spec, "function", false);
+    if (auto function = string(spec, "function", false); !function.empty()) {
+      p.functions.push_back(std::move(function));
+    }
+    p.name_match = FramePattern::NameMatch::kQualname;
     p.function_regex = string(spec, "function_regex", false);
     p.file = string(spec, "file", false);
+    p.file_match = FramePattern::FileMatch::kSuffix;
     p.native = string(spec, "native", false);
-    if (p.function.empty() && p.function_regex.empty() && p.file.empty() && p.native.empty()) {
-      fail(group, "an empty frame pattern in `" + group + "` would match every frame");
-    }
+    if (p.empty()) fail(group, "an empty frame pattern in `" + group + "` would match every frame");
     if (!p.function_regex.empty()) {
       std::string why;
-      p.function_re = compile(p.function_regex, why);
-      if (!p.function_re) {
+      auto re = compile(p.function_regex, why);
+      if (!re) {
         fail("function_regex",
              "bad function_regex `" + printable(p.function_regex) + "` (RE2 syntax): " + why);
       }
+      p.function_test = std::make_shared<const RegexTest>(std::move(re));
     }
     return p;
   }

@@ -5,6 +5,8 @@
 #include <regex>
 #include <vector>
 
+#include "hangscope/model/frame_pattern.h"
+
 namespace hangscope::waits {
 namespace {
 
@@ -20,16 +22,24 @@ struct Match {
 };
 
 struct PythonRule {
-  std::string_view path;  // a fragment of co_filename, '/'-separated
-  // A vector, not an initializer_list: the list's array would die with the temporary
-  // PythonRule the table is copied from (clang builds read a null array: UBSan, fuzzing).
-  std::vector<std::string_view> functions;
+  // `path`: a fragment of co_filename, '/'-separated; `functions`: none = any.
+  PythonRule(std::string path, std::vector<std::string> functions, WaitKind wait_kind,
+             std::string_view op)
+      : pattern(model::FramePattern::python(std::move(path), std::move(functions))),
+        kind(wait_kind),
+        operation(op) {}
+  model::FramePattern pattern;
   WaitKind kind;
   std::string_view operation;  // "" = the function's own name
 };
 
 struct NativeRule {
-  std::string_view fragment;  // a fragment of the demangled symbol (before its arguments)
+  // `fragment`: a fragment of the demangled symbol (before its arguments).
+  NativeRule(std::string fragment, WaitKind wait_kind, std::string_view op)
+      : pattern(model::FramePattern::native_symbol(std::move(fragment))),
+        kind(wait_kind),
+        operation(op) {}
+  model::FramePattern pattern;
   WaitKind kind;
   std::string_view operation;
 };
@@ -184,12 +194,7 @@ std::string bare_name(std::string_view symbol) {
 
 Match match_python(const Frame& frame) {
   for (const auto& rule : kPythonRules) {
-    if (frame.file.find(rule.path) == std::string::npos) continue;
-    const bool any = rule.functions.size() == 0;
-    if (!any && std::find(rule.functions.begin(), rule.functions.end(), frame.function) ==
-                    rule.functions.end()) {
-      continue;
-    }
+    if (!rule.pattern.matches(frame)) continue;
     const Tier tier = waits_on_peers(rule.kind) ? Tier::kSpecific : Tier::kGeneric;
     return {tier, rule.kind, rule.operation.empty() ? frame.function : std::string(rule.operation)};
   }
@@ -200,7 +205,7 @@ Match match_native(const Frame& frame) {
   const std::string name = bare_name(frame.function);
   if (name.empty()) return {};
   for (const auto& rule : kNativeRules) {
-    if (name.find(rule.fragment) != std::string::npos) {
+    if (rule.pattern.matches_symbol(name)) {
       return {Tier::kSpecific, rule.kind, std::string(rule.operation)};
     }
   }

@@ -120,10 +120,11 @@ TEST(RuleRegexes, NestedQuantifiersRunInLinearTime) {
       R"({"id": "nested", "title": "t", "groups": {"a": {"frames": [
           {"function_regex": "^(a+)+$"}]}}, "diverged": "a", "summary": "{a.count} ranks"})",
       "nested.json");
-  ASSERT_TRUE(rule.groups[0].frames[0].function_re);
+  ASSERT_TRUE(rule.groups[0].frames[0].function_test);
   // The same compiled pattern, shared with copies of the rule: compiled once per rule set.
   const rules::Rule copy = rule;
-  EXPECT_EQ(copy.groups[0].frames[0].function_re.get(), rule.groups[0].frames[0].function_re.get());
+  EXPECT_EQ(copy.groups[0].frames[0].function_test.get(),
+            rule.groups[0].frames[0].function_test.get());
   const auto verdict_for = [&](const std::string& function) {
     const auto bundle = JobBuilder(1).rank(0, {native(function)}).bundle();
     const auto result = diagnosis::diagnose(bundle);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "hangscope/common/files.h"
+#include "hangscope/model/frame_pattern.h"
 
 namespace re2 {
 class RE2;
@@ -20,14 +21,11 @@ namespace hangscope::rules {
 // the text, no lookaround or backreferences; docs/rules.md). Shared by copies of the rule.
 using Regex = std::shared_ptr<const re2::RE2>;
 
-// One frame pattern: every given field must match the same frame.
-struct FramePattern {
-  std::string function;        // Python co_name / qualname tail, or native symbol, exactly
-  std::string function_regex;  // RE2 regex searched in the function (or qualname)
-  Regex function_re;           // function_regex compiled
-  std::string file;            // suffix of the Python file ("vllm/x/y.py")
-  std::string native;          // substring of a native symbol
-};
+// One frame pattern of a rule: the model's (model/frame_pattern.h), read from the rule's JSON
+// as docs/rules.md says: `function` (Python co_name / qualname tail, or native symbol, exactly:
+// NameMatch::kQualname), `function_regex` (RE2, searched in the function or qualname), `file`
+// (suffix of the Python file: FileMatch::kSuffix), `native` (substring of a native symbol).
+using FramePattern = model::FramePattern;
 
 // What places a rank known post-mortem only (its flight-recorder dump and logs, no stack) in a
 // group, instead of the group's other conditions: each `log` substring in some line of its
