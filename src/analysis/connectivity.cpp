@@ -9,6 +9,7 @@
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/model/connections.h"
 #include "hangscope/model/fact_keys.h"
+#include "hangscope/waits/frameworks.h"
 
 namespace hangscope::analysis {
 namespace {
@@ -54,15 +55,8 @@ std::vector<RankConnections> known_connections(const Job& job) {
 bool uses_gloo(const RankEntry& rank) {
   const auto* p = rank.latest();
   if (p == nullptr || !p->dump) return false;
-  for (const auto& t : p->dump->threads) {
-    for (const auto& f : t.native_frames) {
-      if (f.function.find("gloo::") != std::string::npos ||
-          f.function.find("ProcessGroupGloo") != std::string::npos) {
-        return true;
-      }
-    }
-  }
-  return false;
+  return model::any_native_frame(*p->dump,
+                                 waits::frames_meaning(waits::FrameMeaning::kGlooTransport));
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/analysis/rank_set.h"
 #include "hangscope/common/numbers.h"
+#include "hangscope/waits/frameworks.h"
 
 namespace hangscope::analysis {
 namespace {
@@ -18,11 +19,8 @@ namespace {
 std::string init_call(const model::ProcessRecord& process) {
   if (!process.dump) return "";
   for (const auto& thread : process.dump->threads) {
-    for (const auto& frame : thread.python_frames) {
-      if (frame.file.find("torch/distributed/distributed_c10d.py") == std::string::npos) continue;
-      if (frame.function == "init_process_group" || frame.function == "new_group") {
-        return frame.function;
-      }
+    if (const auto* f = waits::find_meaning(thread.python_frames, waits::FrameMeaning::kInitCall)) {
+      return f->function;
     }
   }
   return "";
@@ -36,10 +34,12 @@ std::string place(const waits::WaitPoint& wait) {
 
 // multiprocessing's own helpers (its resource tracker, its fork server) are no ranks.
 bool multiprocessing_helper(const OtherProcess& other) {
-  return other.wait.python &&
-         other.wait.python->file.find("/multiprocessing/") != std::string::npos &&
-         (other.wait.python->function == "main" ||
-          other.wait.python->file.find("forkserver") != std::string::npos);
+  if (!other.wait.python) return false;
+  model::Frame frame;
+  frame.kind = model::Frame::Kind::kPython;
+  frame.function = other.wait.python->function;
+  frame.file = other.wait.python->file;
+  return waits::means(frame, waits::FrameMeaning::kMultiprocessingHelper);
 }
 
 // Processes on the answering nodes that may be an absent rank: not ranks, launchers or

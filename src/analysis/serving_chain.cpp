@@ -16,142 +16,28 @@
 #include "hangscope/common/text.h"
 #include "hangscope/model/fact_keys.h"
 #include "hangscope/model/frame_pattern.h"
+#include "hangscope/waits/frameworks.h"
 
 namespace hangscope::analysis {
 namespace {
 
 using model::Frame;
 
-using model::find_frame;
-using model::FramePattern;
-using model::FramePatterns;
-
-FramePattern P(std::string file, std::vector<std::string> functions = {}) {
-  return FramePattern::python(std::move(file), std::move(functions));
-}
-
-// A request in flight at the API server: its task's coroutine chain is in the engine client's
-// generate (or the OpenAI handlers that iterate it), or SGLang's tokenizer manager.
-const FramePatterns& request_frames() {
-  static const FramePatterns patterns = {
-      P("vllm/v1/engine/output_processor.py", {"get"}),  // RequestOutputCollector.get
-      P("vllm/v1/engine/async_llm.py", {"generate", "encode"}),
-      P("vllm/engine/async_llm_engine.py", {"generate", "encode"}),
-      P("vllm/entrypoints/openai/serving_chat.py",
-        {"create_chat_completion", "chat_completion_full_generator",
-         "chat_completion_stream_generator"}),
-      P("vllm/entrypoints/openai/serving_completion.py",
-        {"create_completion", "completion_full_generator", "completion_stream_generator"}),
-      P("vllm/entrypoints/openai/api_server.py", {"create_chat_completion", "create_completion"}),
-      P("sglang/srt/managers/tokenizer_manager.py",
-        {"_wait_one_response", "generate_request", "_handle_batch_request"}),
-      // SGLang's handlers take the tokenizer manager's outputs from its async generator
-      // (`await generate_request(...).__anext__()`, `async for`); the chain goes on into it.
-      P("sglang/srt/entrypoints/http_server.py",
-        {"generate_request", "openai_v1_completions", "openai_v1_chat_completions",
-         "v1_completions", "v1_chat_completions"}),
-      P("sglang/srt/entrypoints/openai/serving_base.py", {"handle_request"}),
-      P("sglang/srt/entrypoints/openai/serving_chat.py",
-        {"_handle_non_streaming_request", "_generate_chat_stream"}),
-      P("sglang/srt/entrypoints/openai/serving_completions.py",
-        {"_handle_non_streaming_request", "_generate_completion_stream"}),
-  };
-  return patterns;
-}
-
-// The engine client's frame of a request task: where it awaits the engine (for people).
-const FramePatterns& client_frames() {
-  static const FramePatterns patterns = {
-      P("vllm/v1/engine/async_llm.py", {"generate", "encode"}),
-      P("vllm/engine/async_llm_engine.py", {"generate", "encode"}),
-      P("sglang/srt/managers/tokenizer_manager.py", {"_wait_one_response", "generate_request"}),
-  };
-  return patterns;
-}
-
-// The task that pulls the engine's outputs into the request queues.
-const FramePatterns& output_handler_frames() {
-  static const FramePatterns patterns = {
-      P("vllm/v1/engine/async_llm.py", {"output_handler"}),
-      P("vllm/v1/engine/core_client.py", {"get_output_async", "process_outputs_socket"}),
-      P("sglang/srt/managers/tokenizer_manager.py", {"handle_loop"}),
-  };
-  return patterns;
-}
-
-// Thread frames of an API server's event loop.
-const FramePatterns& api_thread_frames() {
-  static const FramePatterns patterns = {
-      P("vllm/entrypoints/openai/api_server.py", {}),
-      P("vllm/entrypoints/launcher.py", {"serve_http"}),
-      P("sglang/srt/entrypoints/http_server.py", {}),
-      P("/uvicorn/", {}),
-  };
-  return patterns;
-}
-
-// SGLang's launcher on a node with --node-rank >= 1: it started the node's schedulers and only
-// serves /health (its stack passes through http_server.py's launch_server): no API server.
-const FramePatterns& health_check_only_frames() {
-  static const FramePatterns patterns = {
-      P("sglang/srt/utils", {"launch_dummy_health_check_server"}),
-  };
-  return patterns;
-}
-
-// `vllm serve`'s own process: the API server when it serves in-process (uvloop.run(run_server)),
-// a launcher of API servers and engine cores when it waits for them.
-const FramePatterns& serve_command_frames() {
-  static const FramePatterns patterns = {P("vllm/entrypoints/cli/serve.py", {})};
-  return patterns;
-}
-const FramePatterns& serve_launcher_frames() {
-  static const FramePatterns patterns = {
-      P("vllm/entrypoints/cli/serve.py",
-        {"run_multi_api_server", "wait_for_completion_or_failure", "run_headless"}),
-  };
-  return patterns;
-}
-
-// The engine core's busy loop (vLLM V1, synchronous: its thread stack shows the edge).
-const FramePatterns& busy_loop_frames() {
-  static const FramePatterns patterns = {
-      P("vllm/v1/engine/core.py", {"run_busy_loop", "run_engine_core"}),
-  };
-  return patterns;
-}
-
-// A step in flight: the busy loop inside the engine's step, waiting for the executor.
-const FramePatterns& step_frames() {
-  static const FramePatterns patterns = {
-      P("vllm/v1/engine/core.py", {"step", "step_with_batch_queue", "_process_engine_step",
-                                   "execute_dummy_batch", "execute_model"}),
-      P("vllm/v1/executor/", {}),
-  };
-  return patterns;
-}
-
-const FramePatterns& coordinator_frames() {
-  static const FramePatterns patterns = {P("vllm/v1/engine/coordinator.py", {})};
-  return patterns;
-}
+using waits::find_meaning;
+using waits::FrameMeaning;
 
 bool title_has(const model::ProcessRecord& p, std::string_view word) {
   return p.identity.title.find(word) != std::string::npos;
 }
 
-bool any_thread_has(const model::ProcessRecord& p, const FramePatterns& patterns) {
-  if (!p.dump) return false;
-  for (const auto& t : p.dump->threads) {
-    if (find_frame(t.python_frames, patterns) != nullptr) return true;
-  }
-  return false;
+bool any_thread_has(const model::ProcessRecord& p, FrameMeaning meaning) {
+  return p.dump && model::any_python_frame(*p.dump, waits::frames_meaning(meaning));
 }
 
 const model::ThreadDump* busy_loop_thread(const model::ProcessRecord& p) {
   if (!p.dump) return nullptr;
   for (const auto& t : p.dump->threads) {
-    if (find_frame(t.python_frames, busy_loop_frames()) != nullptr) return &t;
+    if (find_meaning(t.python_frames, FrameMeaning::kBusyLoop) != nullptr) return &t;
   }
   return nullptr;
 }
@@ -159,8 +45,8 @@ const model::ThreadDump* busy_loop_thread(const model::ProcessRecord& p) {
 bool has_request_tasks(const model::ProcessRecord& p) {
   if (!p.dump) return false;
   for (const auto& task : p.dump->tasks) {
-    if (find_frame(task.coroutine, request_frames()) ||
-        find_frame(task.coroutine, output_handler_frames())) {
+    if (find_meaning(task.coroutine, FrameMeaning::kRequest) ||
+        find_meaning(task.coroutine, FrameMeaning::kOutputHandler)) {
       return true;
     }
   }
@@ -236,18 +122,19 @@ void read_tasks(const model::Bundle& bundle, const std::string& node, ServingPro
   std::map<std::string, std::size_t> places;
   for (const auto& task : dump->tasks) {
     if (task.state != model::AsyncTask::State::kPending) continue;
-    if (find_frame(task.coroutine, output_handler_frames()) != nullptr) {
+    if (find_meaning(task.coroutine, FrameMeaning::kOutputHandler) != nullptr) {
       ++s.output_handlers;
       continue;
     }
-    if (find_frame(task.coroutine, request_frames()) == nullptr) continue;
+    if (find_meaning(task.coroutine, FrameMeaning::kRequest) == nullptr) continue;
     ++s.pending_requests;
     if (!several || first_pending.count(task.address)) ++s.stuck_requests;
     // Where it waits: the innermost frame outside asyncio (`awaits` names asyncio's: Event.wait),
     // and the engine client's frame when that is another.
     const Frame* inner = innermost_own_frame(task);
     std::string where = inner == nullptr ? "?" : place(*inner);
-    if (const auto* f = find_frame(task.coroutine, client_frames()); f != nullptr && f != inner) {
+    if (const auto* f = find_meaning(task.coroutine, FrameMeaning::kEngineClient);
+        f != nullptr && f != inner) {
       where += " <- " + place(*f);
     }
     if (!task.awaits.empty()) where += ", awaiting " + task.awaits;
@@ -284,7 +171,7 @@ void read_engine(const model::Bundle& bundle, const std::string& node, ServingPr
   const bool waits = s.wait.kind != waits::WaitKind::kCpu && s.wait.kind != waits::WaitKind::kOther;
   // Idle means waiting for requests (its input queue, a ZMQ poll); a busy loop that waits on
   // peers (a DP engine core in its DP group's all-reduce) is blocked, a step in flight or not.
-  if (find_frame(thread->python_frames, step_frames()) != nullptr ||
+  if (find_meaning(thread->python_frames, FrameMeaning::kEngineStep) != nullptr ||
       waits::waits_on_peers(s.wait.kind)) {
     s.activity = waits ? "blocked" : "working";
   } else {
@@ -294,7 +181,7 @@ void read_engine(const model::Bundle& bundle, const std::string& node, ServingPr
   // The executor's call that waits (get_response in multiproc_executor.py), when it is not
   // already the described frame.
   for (const auto& f : thread->python_frames) {
-    if (f.file.find("vllm/v1/executor/") == std::string::npos) continue;
+    if (!waits::means(f, FrameMeaning::kExecutor)) continue;
     if (!s.wait.python || s.wait.python->file != f.file || s.wait.python->line != f.line) {
       s.waits_in += " <- " + place(f);
     }
@@ -702,17 +589,17 @@ std::vector<ServingChain> serving_chains(const model::Bundle& bundle, const std:
       read_engine(bundle, o.node, s);
       engines.push_back(std::move(s));
     } else if (title_has(p, "DPCoordinator") || p.identity.role == "coordinator" ||
-               any_thread_has(p, coordinator_frames())) {
+               any_thread_has(p, FrameMeaning::kCoordinator)) {
       s.role = "coordinator";
       coordinators.push_back(std::move(s));
-    } else if (any_thread_has(p, health_check_only_frames())) {
+    } else if (any_thread_has(p, FrameMeaning::kHealthCheckOnly)) {
       continue;
     } else if (title_has(p, "APIServer") || p.identity.role == "api" || has_request_tasks(p) ||
-               any_thread_has(p, api_thread_frames()) ||
+               any_thread_has(p, FrameMeaning::kApiServerThread) ||
                (engine_parents.count({o.node, p.pid}) &&
                 ((p.dump && !p.dump->tasks.empty()) ||
-                 (any_thread_has(p, serve_command_frames()) &&
-                  !any_thread_has(p, serve_launcher_frames()))))) {
+                 (any_thread_has(p, FrameMeaning::kServeCommand) &&
+                  !any_thread_has(p, FrameMeaning::kServeLauncher))))) {
       s.role = "api";
       read_tasks(bundle, o.node, s);
       apis.push_back(std::move(s));

@@ -34,6 +34,7 @@
 #include "hangscope/model/package_version.h"
 #include "hangscope/model/store_keys.h"
 #include "hangscope/proc/process_fs.h"
+#include "hangscope/waits/frameworks.h"
 #include "hangscope/waits/wait_point.h"
 #include "record_identity.h"
 
@@ -453,13 +454,7 @@ void collect_store_queries(model::NodeSnapshot& node,
 bool waits_to_write(const model::ProcessRecord& r) {
   if (!r.dump) return false;
   for (const auto& thread : r.dump->threads) {
-    for (const auto& f : thread.frames) {
-      if (f.kind == model::Frame::Kind::kPython &&
-          f.file.find("shm_broadcast.py") != std::string::npos &&
-          (f.function == "acquire_write" || f.function == "enqueue")) {
-        return true;
-      }
-    }
+    if (waits::find_meaning(thread.frames, waits::FrameMeaning::kRingWrite) != nullptr) return true;
   }
   return false;
 }

@@ -4,6 +4,7 @@
 #include "hangscope/common/numbers.h"
 #include "hangscope/common/redaction.h"
 #include "hangscope/identity/rank_identity.h"
+#include "hangscope/waits/frameworks.h"
 
 namespace hangscope::capture {
 
@@ -47,12 +48,7 @@ void identify_from_init_frames(model::ProcessRecord& record) {
     std::string method, host, port;
     bool init = false;
     for (const auto& frame : thread.python_frames) {
-      if (frame.file.find("torch/distributed/") == std::string::npos) continue;
-      if (frame.function != "init_process_group" && frame.function != "_create_c10d_store" &&
-          frame.function != "_store_based_barrier" && frame.function != "_tcp_rendezvous_handler" &&
-          frame.function != "_env_rendezvous_handler") {
-        continue;
-      }
+      if (!waits::means(frame, waits::FrameMeaning::kInitArguments)) continue;
       init = true;
       for (const auto& [name, value] : frame.locals) {
         if (name == "rank" && !rank) rank = to_int(value);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "hangscope/model/frame_pattern.h"
+#include "hangscope/waits/frameworks.h"
 
 namespace hangscope::waits {
 namespace {
@@ -21,125 +22,8 @@ struct Match {
   std::string operation;
 };
 
-struct PythonRule {
-  // `path`: a fragment of co_filename, '/'-separated; `functions`: none = any.
-  PythonRule(std::string path, std::vector<std::string> functions, WaitKind wait_kind,
-             std::string_view op)
-      : pattern(model::FramePattern::python(std::move(path), std::move(functions))),
-        kind(wait_kind),
-        operation(op) {}
-  model::FramePattern pattern;
-  WaitKind kind;
-  std::string_view operation;  // "" = the function's own name
-};
-
-struct NativeRule {
-  // `fragment`: a fragment of the demangled symbol (before its arguments).
-  NativeRule(std::string fragment, WaitKind wait_kind, std::string_view op)
-      : pattern(model::FramePattern::native_symbol(std::move(fragment))),
-        kind(wait_kind),
-        operation(op) {}
-  model::FramePattern pattern;
-  WaitKind kind;
-  std::string_view operation;
-};
-
-const std::array kPythonRules = {
-    PythonRule{"torch/distributed/distributed_c10d.py",
-               {"barrier",
-                "monitored_barrier",
-                "all_reduce",
-                "all_reduce_coalesced",
-                "all_reduce_multigpu",
-                "reduce",
-                "reduce_multigpu",
-                "broadcast",
-                "broadcast_multigpu",
-                "all_gather",
-                "all_gather_into_tensor",
-                "_all_gather_base",
-                "all_gather_coalesced",
-                "all_gather_multigpu",
-                "all_gather_object",
-                "broadcast_object_list",
-                "gather",
-                "gather_object",
-                "scatter",
-                "scatter_object_list",
-                "reduce_scatter",
-                "reduce_scatter_tensor",
-                "_reduce_scatter_base",
-                "reduce_scatter_multigpu",
-                "all_to_all",
-                "all_to_all_single"},
-               WaitKind::kCollective,
-               ""},
-    PythonRule{"torch/distributed/distributed_c10d.py",
-               {"send", "recv", "isend", "irecv", "batch_isend_irecv", "send_object_list",
-                "recv_object_list"},
-               WaitKind::kChannel,
-               ""},
-    PythonRule{"torch/distributed/distributed_c10d.py",
-               {"_store_based_barrier"},
-               WaitKind::kStore,
-               "store-based barrier"},
-    PythonRule{"torch/distributed/distributed_c10d.py",
-               {"init_process_group", "new_group", "_new_group_with_tag"},
-               WaitKind::kRendezvous,
-               ""},
-    PythonRule{"torch/distributed/_symmetric_memory/",
-               {"rendezvous"},
-               WaitKind::kRendezvous,
-               "symmetric-memory rendezvous"},
-    PythonRule{"torch/distributed/rendezvous.py", {}, WaitKind::kRendezvous, "store rendezvous"},
-    PythonRule{
-        "torch/distributed/elastic/rendezvous/", {}, WaitKind::kRendezvous, "elastic rendezvous"},
-    PythonRule{"vllm/distributed/device_communicators/shm_broadcast.py",
-               {"acquire_read", "acquire_write", "dequeue", "enqueue"},
-               WaitKind::kRing,
-               ""},
-    PythonRule{"ray/experimental/channel/",
-               {"read", "write", "begin_read", "_read_list", "read_list", "ensure_registered"},
-               WaitKind::kChannel,
-               ""},
-    PythonRule{"ray/experimental/compiled_dag_ref.py", {"get"}, WaitKind::kChannel, "ray.get"},
-    PythonRule{"ray/_private/worker.py", {"get", "get_objects", "wait"}, WaitKind::kChannel, ""},
-    PythonRule{
-        "/threading.py", {"wait", "join", "_wait_for_tstate_lock", "acquire"}, WaitKind::kLock, ""},
-    PythonRule{"/queue.py", {"get", "put", "join"}, WaitKind::kLock, ""},
-    PythonRule{"concurrent/futures/", {"result", "wait", "as_completed"}, WaitKind::kLock, ""},
-    PythonRule{"/selectors.py", {"select"}, WaitKind::kSleep, "select"},
-    PythonRule{"/subprocess.py",
-               {"wait", "_wait", "_try_wait", "communicate"},
-               WaitKind::kLock,
-               "subprocess wait"},
-};
-
-const std::array kNativeRules = {
-    NativeRule{"c10d::TCPStore::doWait", WaitKind::kStore, "store.wait"},
-    NativeRule{"c10d::TCPStore::wait", WaitKind::kStore, "store.wait"},
-    NativeRule{"c10d::TCPStore::doGet", WaitKind::kStore, "store.get"},
-    NativeRule{"c10d::TCPStore::get", WaitKind::kStore, "store.get"},
-    NativeRule{"c10d::PrefixStore::wait", WaitKind::kStore, "store.wait"},
-    NativeRule{"c10d::FileStore::wait", WaitKind::kStore, "store.wait"},
-    NativeRule{"c10d::HashStore::wait", WaitKind::kStore, "store.wait"},
-    NativeRule{"c10d::symmetric_memory::", WaitKind::kRendezvous, "symmetric-memory rendezvous"},
-    NativeRule{"ProcessGroupNCCL::WorkNCCL::wait", WaitKind::kCollective, "nccl wait"},
-    NativeRule{"ProcessGroupNCCL::WorkNCCL::synchronize", WaitKind::kCollective, "nccl wait"},
-    NativeRule{"ncclGroupEnd", WaitKind::kCollective, "nccl"},
-    NativeRule{"gloo::barrier", WaitKind::kCollective, "gloo barrier"},
-    NativeRule{"gloo::allreduce", WaitKind::kCollective, "gloo allreduce"},
-    NativeRule{"gloo::transport::tcp::UnboundBuffer::wait", WaitKind::kCollective, "gloo wait"},
-    NativeRule{"c10d::ProcessGroupGloo", WaitKind::kCollective, "gloo wait"},
-    NativeRule{"c10d::Work::wait", WaitKind::kCollective, "work.wait"},
-    NativeRule{"c10d::ProcessGroup::Work::wait", WaitKind::kCollective, "work.wait"},
-    NativeRule{"MutableObjectManager::ReadAcquire", WaitKind::kChannel, "ray channel read"},
-    NativeRule{"MutableObjectManager::WriteAcquire", WaitKind::kChannel, "ray channel write"},
-    NativeRule{"CoreWorker::GetObjects", WaitKind::kChannel, "ray.get"},
-    NativeRule{"CoreWorker::Get", WaitKind::kChannel, "ray.get"},
-};
-
-// Generic blocking calls, compared by exact name after libc's decorations are removed.
+// The C library's and CPython's generic blocking calls (no framework's), compared by exact name
+// after libc's decorations are removed.
 struct GenericRule {
   std::string_view name;
   WaitKind kind;
@@ -193,10 +77,13 @@ std::string bare_name(std::string_view symbol) {
 }
 
 Match match_python(const Frame& frame) {
-  for (const auto& rule : kPythonRules) {
-    if (!rule.pattern.matches(frame)) continue;
-    const Tier tier = waits_on_peers(rule.kind) ? Tier::kSpecific : Tier::kGeneric;
-    return {tier, rule.kind, rule.operation.empty() ? frame.function : std::string(rule.operation)};
+  for (const auto* table : frameworks()) {
+    for (const auto& rule : table->python_waits) {
+      if (!rule.pattern.matches(frame)) continue;
+      const Tier tier = waits_on_peers(rule.kind) ? Tier::kSpecific : Tier::kGeneric;
+      return {tier, rule.kind,
+              rule.operation.empty() ? frame.function : std::string(rule.operation)};
+    }
   }
   return {};
 }
@@ -204,9 +91,11 @@ Match match_python(const Frame& frame) {
 Match match_native(const Frame& frame) {
   const std::string name = bare_name(frame.function);
   if (name.empty()) return {};
-  for (const auto& rule : kNativeRules) {
-    if (rule.pattern.matches_symbol(name)) {
-      return {Tier::kSpecific, rule.kind, std::string(rule.operation)};
+  for (const auto* table : frameworks()) {
+    for (const auto& rule : table->native_waits) {
+      if (rule.pattern.matches_symbol(name)) {
+        return {Tier::kSpecific, rule.kind, std::string(rule.operation)};
+      }
     }
   }
   for (const auto& rule : kGenericRules) {

@@ -1,0 +1,50 @@
+// SGLang: the serving front (tokenizer manager, HTTP and OpenAI handlers) and the launcher of
+// a node that only serves /health. Its schedulers are ranks (torch tables).
+#include "hangscope/waits/frameworks.h"
+
+namespace hangscope::waits {
+namespace {
+
+model::FramePattern py(std::string file, std::vector<std::string> functions = {}) {
+  return model::FramePattern::python(std::move(file), std::move(functions));
+}
+
+}  // namespace
+
+const FrameworkTable& sglang_table() {
+  static const FrameworkTable table{
+      "sglang",
+      {},
+      {},
+      {
+          {FrameMeaning::kRequest,
+           py("sglang/srt/managers/tokenizer_manager.py",
+              {"_wait_one_response", "generate_request", "_handle_batch_request"})},
+          // The handlers take the tokenizer manager's outputs from its async generator
+          // (`await generate_request(...).__anext__()`, `async for`); the chain goes on into it.
+          {FrameMeaning::kRequest,
+           py("sglang/srt/entrypoints/http_server.py",
+              {"generate_request", "openai_v1_completions", "openai_v1_chat_completions",
+               "v1_completions", "v1_chat_completions"})},
+          {FrameMeaning::kRequest,
+           py("sglang/srt/entrypoints/openai/serving_base.py", {"handle_request"})},
+          {FrameMeaning::kRequest, py("sglang/srt/entrypoints/openai/serving_chat.py",
+                                      {"_handle_non_streaming_request", "_generate_chat_stream"})},
+          {FrameMeaning::kRequest,
+           py("sglang/srt/entrypoints/openai/serving_completions.py",
+              {"_handle_non_streaming_request", "_generate_completion_stream"})},
+          {FrameMeaning::kEngineClient, py("sglang/srt/managers/tokenizer_manager.py",
+                                           {"_wait_one_response", "generate_request"})},
+          {FrameMeaning::kOutputHandler,
+           py("sglang/srt/managers/tokenizer_manager.py", {"handle_loop"})},
+          {FrameMeaning::kApiServerThread, py("sglang/srt/entrypoints/http_server.py")},
+          // The launcher on a node with --node-rank >= 1: it started the node's schedulers and
+          // only serves /health (its stack passes through http_server.py's launch_server).
+          {FrameMeaning::kHealthCheckOnly,
+           py("sglang/srt/utils", {"launch_dummy_health_check_server"})},
+      },
+  };
+  return table;
+}
+
+}  // namespace hangscope::waits
