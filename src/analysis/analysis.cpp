@@ -13,7 +13,7 @@ std::vector<OtherProcess> other_processes(const model::Bundle& bundle) {
   std::vector<OtherProcess> out;
   for (const auto& [name, node] : model::latest_samples(bundle)) {
     for (const auto& p : node->processes) {
-      if (p.identity.role == "rank") continue;
+      if (p.identity.role == model::ProcessRole::kRank) continue;
       OtherProcess other{name, &p, {}};
       if (p.dump) other.wait = waits::process_wait_point(*p.dump);
       out.push_back(std::move(other));

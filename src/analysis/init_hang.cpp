@@ -54,8 +54,8 @@ std::vector<const OtherProcess*> candidates(const Job& job,
   std::vector<const OtherProcess*> out;
   for (const auto& other : others) {
     const auto& id = other.process->identity;
-    if (id.role == "launcher" || id.role == "helper" || !other.process->dump ||
-        multiprocessing_helper(other)) {
+    if (id.role == model::ProcessRole::kLauncher || id.role == model::ProcessRole::kHelper ||
+        !other.process->dump || multiprocessing_helper(other)) {
       continue;
     }
     const bool same_job = !job.key.empty() && id.job == job.key;

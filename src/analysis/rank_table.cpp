@@ -571,7 +571,7 @@ std::vector<Job> build_jobs(const model::Bundle& bundle, std::vector<std::string
           }
           continue;
         }
-        if (p.identity.role != "rank") continue;
+        if (p.identity.role != model::ProcessRole::kRank) continue;
         auto [it, added] = entries.try_emplace({name, p.pid, p.start_time_ticks});
         if (added) mine.emplace_back(&it->first, &it->second);
         auto& entry = it->second;

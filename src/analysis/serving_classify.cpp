@@ -195,7 +195,8 @@ Classified classify(const model::Bundle& bundle, const std::vector<OtherProcess>
   std::set<std::pair<std::string, pid_t>> engine_parents;
   for (const auto& o : others) {
     const auto& p = *o.process;
-    if (title_has(p, "EngineCore") || p.identity.role == "engine" || busy_loop_thread(p)) {
+    if (title_has(p, "EngineCore") || p.identity.role == model::ProcessRole::kEngine ||
+        busy_loop_thread(p)) {
       engine_parents.insert({o.node, p.ppid});
     }
   }
@@ -206,23 +207,25 @@ Classified classify(const model::Bundle& bundle, const std::vector<OtherProcess>
     s.process = &p;
     s.title = p.identity.title;
     s.wait = o.wait;
-    if (title_has(p, "EngineCore") || p.identity.role == "engine" || busy_loop_thread(p)) {
-      s.role = "engine";
+    if (title_has(p, "EngineCore") || p.identity.role == model::ProcessRole::kEngine ||
+        busy_loop_thread(p)) {
+      s.role = model::ProcessRole::kEngine;
       read_engine(bundle, o.node, s);
       engines.push_back(std::move(s));
-    } else if (title_has(p, "DPCoordinator") || p.identity.role == "coordinator" ||
+    } else if (title_has(p, "DPCoordinator") ||
+               p.identity.role == model::ProcessRole::kCoordinator ||
                any_thread_has(p, FrameMeaning::kCoordinator)) {
-      s.role = "coordinator";
+      s.role = model::ProcessRole::kCoordinator;
       coordinators.push_back(std::move(s));
     } else if (any_thread_has(p, FrameMeaning::kHealthCheckOnly)) {
       continue;
-    } else if (title_has(p, "APIServer") || p.identity.role == "api" || has_request_tasks(p) ||
-               any_thread_has(p, FrameMeaning::kApiServerThread) ||
+    } else if (title_has(p, "APIServer") || p.identity.role == model::ProcessRole::kApi ||
+               has_request_tasks(p) || any_thread_has(p, FrameMeaning::kApiServerThread) ||
                (engine_parents.count({o.node, p.pid}) &&
                 ((p.dump && !p.dump->tasks.empty()) ||
                  (any_thread_has(p, FrameMeaning::kServeCommand) &&
                   !any_thread_has(p, FrameMeaning::kServeLauncher))))) {
-      s.role = "api";
+      s.role = model::ProcessRole::kApi;
       read_tasks(bundle, o.node, s);
       apis.push_back(std::move(s));
     }

@@ -20,9 +20,9 @@ namespace serving {
 namespace {
 
 std::string label(const ServingProcess& s) {
-  const std::string name = s.role == "api"      ? "API server"
-                           : s.role == "engine" ? "engine core"
-                                                : "DP coordinator";
+  const std::string name = s.role == model::ProcessRole::kApi      ? "API server"
+                           : s.role == model::ProcessRole::kEngine ? "engine core"
+                                                                   : "DP coordinator";
   return name + " (" + who(s.node, *s.process) + (s.title.empty() ? "" : ", " + s.title) + ")";
 }
 
@@ -158,7 +158,7 @@ std::optional<std::string> serving_role(const Analysis& analysis,
   for (const auto& chain : analysis.serving) {
     for (const auto* list : {&chain.api_servers, &chain.engines, &chain.coordinators}) {
       for (const auto& s : *list) {
-        if (s.process == &process) return s.role;
+        if (s.process == &process) return std::string(model::to_string(s.role));
       }
     }
   }

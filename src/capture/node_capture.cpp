@@ -251,7 +251,7 @@ void collect_facts(model::ProcessRecord& record, FactSources sources, NodeFacts&
 void mark_launchers(std::vector<model::ProcessRecord>& records) {
   std::set<pid_t> parents_of_ranks;
   for (const auto& r : records) {
-    if (r.identity.role == "rank") parents_of_ranks.insert(r.ppid);
+    if (r.identity.role == model::ProcessRole::kRank) parents_of_ranks.insert(r.ppid);
   }
   for (auto& r : records) {
     if (!parents_of_ranks.count(r.pid)) continue;
@@ -259,7 +259,7 @@ void mark_launchers(std::vector<model::ProcessRecord>& records) {
     const bool env_rank = r.identity.source == "env" || r.identity.source == "memory-env" ||
                           r.identity.source == "memory:init-arguments";
     if (holds_group || env_rank) continue;
-    r.identity.role = "launcher";
+    r.identity.role = model::ProcessRole::kLauncher;
     r.identity.rank.reset();
     r.identity.source.clear();
     r.identity.sources.clear();
@@ -272,12 +272,13 @@ void mark_helpers(std::vector<model::ProcessRecord>& records) {
   for (const auto& r : records) by_pid[r.pid] = &r;
   for (auto& r : records) {
     const auto parent = by_pid.find(r.ppid);
-    if (parent == by_pid.end() || parent->second->identity.role != "rank") continue;
+    if (parent == by_pid.end() || parent->second->identity.role != model::ProcessRole::kRank)
+      continue;
     const auto& p = parent->second->identity;
     const bool same_rank = r.identity.rank == p.rank && r.identity.job == p.job;
     if (same_rank && r.identity.title.empty()) {
       r.helper_of = r.ppid;
-      r.identity.role = "helper";
+      r.identity.role = model::ProcessRole::kHelper;
     }
   }
 }
@@ -300,7 +301,7 @@ void collect_flight_records(model::NodeSnapshot& node,
   std::vector<std::optional<uid_t>> owners(node.processes.size());
   for (std::size_t i = 0; i < node.processes.size(); ++i) {
     const auto& r = node.processes[i];
-    if (r.identity.role != "rank" || !r.identity.rank) continue;
+    if (r.identity.role != model::ProcessRole::kRank || !r.identity.rank) continue;
     if (const auto status = proc::ProcessFs(r.pid).task_status(r.pid)) {
       owners[i] = status->effective_uid;
     }
@@ -309,7 +310,7 @@ void collect_flight_records(model::NodeSnapshot& node,
   const std::int64_t since = now_ns() - 10'000'000;  // file times have a granularity
   for (std::size_t i = 0; options.trigger_flight_dumps && i < node.processes.size(); ++i) {
     auto& r = node.processes[i];
-    if (r.identity.role != "rank" || !r.identity.rank) continue;
+    if (r.identity.role != model::ProcessRole::kRank || !r.identity.rank) continue;
     const auto error =
         owners[i] ? collectives::request_flight_dump(root(r), env[i], *r.identity.rank, *owners[i])
                   : "the rank's user is unknown (its /proc status is gone)";
@@ -332,7 +333,7 @@ void collect_flight_records(model::NodeSnapshot& node,
   }
   for (std::size_t i = 0; i < node.processes.size(); ++i) {
     auto& r = node.processes[i];
-    if (r.identity.role != "rank" || !r.identity.rank || !owners[i]) continue;
+    if (r.identity.role != model::ProcessRole::kRank || !r.identity.rank || !owners[i]) continue;
     r.flight_record = collectives::read_flight_record(root(r), env[i], *r.identity.rank, *owners[i],
                                                       now_ns(), options.flight_dump_stale_after);
   }
@@ -346,7 +347,7 @@ void collect_nccl_ras(model::NodeSnapshot& node,
   for (std::size_t i = 0; i < node.processes.size(); ++i) {
     const auto& r = node.processes[i];
     const auto nccl = r.facts.find(model::fact_keys::kVersionNccl);
-    if (r.identity.role != "rank" || nccl == r.facts.end() ||
+    if (r.identity.role != model::ProcessRole::kRank || nccl == r.facts.end() ||
         model::compare_versions(nccl->second, "2.24") < 0) {
       continue;
     }
@@ -409,7 +410,7 @@ void collect_store_queries(model::NodeSnapshot& node,
   std::map<std::string, std::pair<std::string, std::string>> asked;
   for (std::size_t i = 0; i < node.processes.size(); ++i) {
     auto& r = node.processes[i];
-    if (r.identity.role != "rank" || !r.dump) continue;
+    if (r.identity.role != model::ProcessRole::kRank || !r.dump) continue;
     const auto awaited = awaited_store_keys(*r.dump);
     if (awaited.keys.empty() && awaited.counters.empty()) continue;
     auto& fact = r.facts[model::fact_keys::kStoreQuery];

@@ -61,7 +61,7 @@ void identify_from_init_frames(model::ProcessRecord& record) {
     if (!init || !rank || *rank < 0) continue;
     auto& id = record.identity;
     id.rank = rank;
-    id.role = "rank";
+    id.role = model::ProcessRole::kRank;
     id.source = "memory:init-arguments";
     id.sources["rank"] = id.source;
     if (world && *world > 0) {
@@ -87,7 +87,7 @@ void identify_from_memory(model::ProcessRecord& record) {
   }
   constexpr const char* kSource = "memory:process-group";
   auto& id = record.identity;
-  id.role = "rank";
+  id.role = model::ProcessRole::kRank;
   id.rank = state->rank;
   id.source = kSource;
   id.sources["rank"] = kSource;

@@ -53,15 +53,15 @@ std::optional<TitleInfo> parse_title(std::string_view title) {
     const std::string_view rest =
         underscore == std::string_view::npos ? "" : name.substr(underscore);
     if (base == "Worker") {
-      info.role = "rank";
+      info.role = model::ProcessRole::kRank;
       if (!parse_parallel_suffix(rest, info)) return std::nullopt;
     } else if (base == "EngineCore") {
-      info.role = "engine";
+      info.role = model::ProcessRole::kEngine;
       if (!parse_parallel_suffix(rest, info)) return std::nullopt;
     } else if (base == "APIServer") {
-      info.role = "api";
+      info.role = model::ProcessRole::kApi;
     } else if (base == "DPCoordinator") {
-      info.role = "coordinator";
+      info.role = model::ProcessRole::kCoordinator;
     } else {
       return std::nullopt;
     }
@@ -71,7 +71,8 @@ std::optional<TitleInfo> parse_title(std::string_view title) {
     info.framework = "ray";
     // Ray v1 workers: ray::RayWorkerWrapper; v2 actors: vllm_Worker_{id}_TP{t}_PP{p}.
     const std::string_view name = title.substr(5);
-    info.role = name.find("Worker") != std::string_view::npos ? "rank" : "driver";
+    info.role = name.find("Worker") != std::string_view::npos ? model::ProcessRole::kRank
+                                                              : model::ProcessRole::kDriver;
     if (const auto tp = name.find("_TP"); tp != std::string_view::npos) {
       parse_parallel_suffix(name.substr(tp), info);
     }
@@ -79,7 +80,7 @@ std::optional<TitleInfo> parse_title(std::string_view title) {
   }
   if (title.rfind("sglang::scheduler", 0) == 0) {
     info.framework = "sglang";
-    info.role = "rank";
+    info.role = model::ProcessRole::kRank;
     if (!parse_parallel_suffix(title.substr(17), info)) return std::nullopt;
     return info;
   }
@@ -122,12 +123,13 @@ RankIdentity identify(const std::map<std::string, std::string>& env, bool env_fr
     id.rank = rank;
     id.local_rank = env_int(env, "LOCAL_RANK");
     id.world_size = env_int(env, "WORLD_SIZE");
-    if (id.role == "unidentified") id.role = "rank";
+    if (id.role == model::ProcessRole::kUnidentified) id.role = model::ProcessRole::kRank;
     id.source = env_from_memory ? "memory-env" : "env";
     id.sources["rank"] = id.source;
     if (id.local_rank) id.sources["local_rank"] = id.source;
     if (id.world_size) id.sources["world_size"] = id.source;
-  } else if (const auto local = env_int(env, "LOCAL_RANK"); local && id.role == "rank") {
+  } else if (const auto local = env_int(env, "LOCAL_RANK");
+             local && id.role == model::ProcessRole::kRank) {
     id.local_rank = local;  // Ray v1 workers: LOCAL_RANK only
     id.sources["local_rank"] = env_from_memory ? "memory-env" : "env";
   }
@@ -190,7 +192,8 @@ void identify_from_log(const std::vector<std::string>& lines, RankIdentity& iden
     identity.world_size = world;
     identity.rank = rank;
     identity.local_rank = value_after(*it, "local_rank=");
-    if (identity.role == "unidentified") identity.role = "rank";
+    if (identity.role == model::ProcessRole::kUnidentified)
+      identity.role = model::ProcessRole::kRank;
     identity.source = "log";
     identity.sources["rank"] = identity.sources["world_size"] = "log";
     if (identity.local_rank) identity.sources["local_rank"] = "log";

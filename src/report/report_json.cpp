@@ -201,16 +201,16 @@ namespace {
 
 // One process at the front of a serving chain (docs/report.md, "serving").
 json serving_process_json(const analysis::ServingProcess& s) {
-  json out = {{"role", s.role},
+  json out = {{"role", model::to_string(s.role)},
               {"node", s.node},
               {"pid", s.process->pid},
               {"title", s.title.empty() ? json(nullptr) : json(s.title)},
               {"progressing", json_or_null(s.progressing)},
               {"progress", s.progress.empty() ? json(nullptr) : json(s.progress)}};
-  if (s.role == "engine") {
+  if (s.role == model::ProcessRole::kEngine) {
     out["activity"] = s.activity;
     out["waits_in"] = s.waits_in;
-  } else if (s.role == "api") {
+  } else if (s.role == model::ProcessRole::kApi) {
     const bool read = s.tasks > 0;
     out["tasks"] = s.tasks;
     out["pending_requests"] = read ? json(s.pending_requests) : json(nullptr);
@@ -277,7 +277,7 @@ json report_json(const model::Bundle& bundle, const analysis::Analysis& analysis
   json processes = json::array();
   for (const auto& o : analysis.others) {
     const auto& p = *o.process;
-    processes.push_back({{"role", p.identity.role},
+    processes.push_back({{"role", model::to_string(p.identity.role)},
                          {"serving_role", json_or_null(analysis::serving_role(analysis, p))},
                          {"node", o.node},
                          {"pid", p.pid},

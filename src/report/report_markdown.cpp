@@ -350,9 +350,10 @@ std::string others_section(const analysis::Analysis& a) {
   for (const auto& o : a.others) {
     const auto& p = *o.process;
     const auto serving = analysis::serving_role(a, p);
-    md << "| " << cell(p.identity.role) << (serving ? " (serving: " + cell(*serving) + ")" : "")
-       << " | " << cell(o.node) << " | " << p.pid << " | " << cell(p.comm) << " | "
-       << cell(p.identity.job) << " | " << (p.dump ? cell(o.wait.describe()) : "-") << " |\n";
+    md << "| " << cell(model::to_string(p.identity.role))
+       << (serving ? " (serving: " + cell(*serving) + ")" : "") << " | " << cell(o.node) << " | "
+       << p.pid << " | " << cell(p.comm) << " | " << cell(p.identity.job) << " | "
+       << (p.dump ? cell(o.wait.describe()) : "-") << " |\n";
   }
   md << "\n";
   return md.str();

@@ -121,9 +121,53 @@ void encode_thread(const model::ThreadDump& t, v1::ThreadSnapshot& out, StackTab
   }
 }
 
+v1::ProcessRole encode_role(model::ProcessRole role) {
+  switch (role) {
+    case model::ProcessRole::kUnidentified:
+      return v1::PROCESS_ROLE_UNIDENTIFIED;
+    case model::ProcessRole::kRank:
+      return v1::PROCESS_ROLE_RANK;
+    case model::ProcessRole::kEngine:
+      return v1::PROCESS_ROLE_ENGINE;
+    case model::ProcessRole::kApi:
+      return v1::PROCESS_ROLE_API;
+    case model::ProcessRole::kDriver:
+      return v1::PROCESS_ROLE_DRIVER;
+    case model::ProcessRole::kCoordinator:
+      return v1::PROCESS_ROLE_COORDINATOR;
+    case model::ProcessRole::kLauncher:
+      return v1::PROCESS_ROLE_LAUNCHER;
+    case model::ProcessRole::kHelper:
+      return v1::PROCESS_ROLE_HELPER;
+  }
+  return v1::PROCESS_ROLE_UNIDENTIFIED;
+}
+
+model::ProcessRole decode_role(v1::ProcessRole role) {
+  switch (role) {
+    case v1::PROCESS_ROLE_RANK:
+      return model::ProcessRole::kRank;
+    case v1::PROCESS_ROLE_ENGINE:
+      return model::ProcessRole::kEngine;
+    case v1::PROCESS_ROLE_API:
+      return model::ProcessRole::kApi;
+    case v1::PROCESS_ROLE_DRIVER:
+      return model::ProcessRole::kDriver;
+    case v1::PROCESS_ROLE_COORDINATOR:
+      return model::ProcessRole::kCoordinator;
+    case v1::PROCESS_ROLE_LAUNCHER:
+      return model::ProcessRole::kLauncher;
+    case v1::PROCESS_ROLE_HELPER:
+      return model::ProcessRole::kHelper;
+    default:  // unidentified, or a value of a newer minor
+      return model::ProcessRole::kUnidentified;
+  }
+}
+
 void encode_identity(const model::ProcessRecord& r, v1::RankIdentity& out) {
   const auto& id = r.identity;
-  out.set_role(id.role);
+  out.set_role(std::string(model::to_string(id.role)));
+  out.set_role_kind(encode_role(id.role));
   if (id.rank) out.set_rank(*id.rank);
   if (id.local_rank) out.set_local_rank(*id.local_rank);
   if (id.world_size) out.set_world_size(*id.world_size);
@@ -414,7 +458,9 @@ model::ThreadDump decode_thread(const v1::ThreadSnapshot& t, const StringLookup&
 }
 
 void decode_identity(const v1::RankIdentity& id, model::ProcessRecord& r) {
-  r.identity.role = id.role();
+  // Older files carry the role as text only: read once, here (the migration).
+  r.identity.role = id.role_kind() == v1::PROCESS_ROLE_UNSPECIFIED ? model::parse_role(id.role())
+                                                                   : decode_role(id.role_kind());
   if (id.has_rank()) r.identity.rank = id.rank();
   if (id.has_local_rank()) r.identity.local_rank = id.local_rank();
   if (id.has_world_size()) r.identity.world_size = id.world_size();

@@ -73,7 +73,7 @@ model::NodeSnapshot node_of(Parsed dump, std::optional<int> world_size, bool ful
   node.capture_unix_ns = dump.record.written_unix_ns;
   model::ProcessRecord p;
   p.comm = "(flight-recorder dump)";
-  p.identity.role = "rank";
+  p.identity.role = model::ProcessRole::kRank;
   p.identity.rank = dump.record.rank;
   p.identity.world_size = world_size;
   p.identity.source = model::kPostMortemSource;

@@ -50,7 +50,7 @@ TEST(IdentityCapture, SetproctitleRankIsIdentifiedFromItsEnvironmentInMemory) {
   EXPECT_EQ(env.source, "memory");
   EXPECT_EQ(env.variables.at("RANK"), "7");
   const auto id = identity::identify(env.variables, env.source == "memory", "VLLM::Worker_PP1_TP3");
-  EXPECT_EQ(id.role, "rank");
+  EXPECT_EQ(model::to_string(id.role), "rank");
   EXPECT_EQ(id.rank, 7);
   EXPECT_EQ(id.local_rank, 3);
   EXPECT_EQ(id.world_size, 8);
@@ -122,7 +122,7 @@ TEST(IdentityCapture, MasterPortSetThroughOsEnvironSeparatesTheJobs) {
   std::map<pid_t, std::string> jobs;
   for (const auto& p : node.processes) {
     EXPECT_EQ(p.environment_source, "memory");
-    EXPECT_EQ(p.identity.role, "rank");
+    EXPECT_EQ(model::to_string(p.identity.role), "rank");
     jobs[p.pid] = p.identity.job;
   }
   EXPECT_EQ(jobs[first.pid()], "127.0.0.1:29601");
@@ -157,7 +157,7 @@ TEST(IdentityCapture, RayWorkerLogIsFoundAndNamesTheRank) {
   std::system(("rm -rf " + session).c_str());
   ASSERT_EQ(node.processes.size(), 1u);
   const auto& record = node.processes[0];
-  EXPECT_EQ(record.identity.role, "rank");
+  EXPECT_EQ(model::to_string(record.identity.role), "rank");
   EXPECT_EQ(record.identity.rank, 6);
   EXPECT_EQ(record.identity.world_size, 8);
   EXPECT_EQ(record.identity.source, "log");

@@ -180,7 +180,7 @@ class JobBuilder {
     p.state = r.state;
     p.start_time_ticks = 500;
     p.utime_ticks = 100 + r.cpu_per_sample * static_cast<std::uint64_t>(sample);
-    p.identity.role = "rank";
+    p.identity.role = model::ProcessRole::kRank;
     p.identity.rank = r.rank;
     p.identity.world_size = world_size_;
     p.identity.job = job_;

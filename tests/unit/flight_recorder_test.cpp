@@ -104,7 +104,7 @@ TEST(FlightRecorder, TheRecordSurvivesASnapshotFile) {
   node.node_name = "node0";
   model::ProcessRecord p;
   p.pid = 42;
-  p.identity.role = "rank";
+  p.identity.role = model::ProcessRole::kRank;
   p.identity.rank = 2;
   p.flight_record = fixture_record("behind", "pickle", 2);
   p.flight_record->path = "/tmp/nccl_trace_rank_2";

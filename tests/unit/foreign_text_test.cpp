@@ -104,7 +104,7 @@ model::Bundle hostile_bundle() {
   auto other = bundle.snapshots.front().processes.front();
   other.pid = 77;
   other.identity = {};
-  other.identity.role = "unidentified";
+  other.identity.role = model::ProcessRole::kUnidentified;
   other.comm = kTable;
   other.dump->threads[0].frames.edit()[3].function = kForged;
   for (auto& s : bundle.snapshots) {

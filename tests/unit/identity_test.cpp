@@ -10,7 +10,7 @@ namespace {
 TEST(Titles, VllmWorkersCarryTheirParallelGrid) {
   const auto plain = parse_title("VLLM::Worker");
   ASSERT_TRUE(plain);
-  EXPECT_EQ(plain->role, "rank");
+  EXPECT_EQ(model::to_string(plain->role), "rank");
   EXPECT_FALSE(plain->tp);
   const auto tp = parse_title("VLLM::Worker_TP3");
   ASSERT_TRUE(tp);
@@ -25,13 +25,13 @@ TEST(Titles, VllmWorkersCarryTheirParallelGrid) {
 }
 
 TEST(Titles, RolesThatAreNotRanks) {
-  EXPECT_EQ(parse_title("VLLM::EngineCore_DP1")->role, "engine");
+  EXPECT_EQ(model::to_string(parse_title("VLLM::EngineCore_DP1")->role), "engine");
   EXPECT_EQ(parse_title("VLLM::EngineCore_DP1")->dp, 1);
-  EXPECT_EQ(parse_title("VLLM::APIServer_0")->role, "api");
-  EXPECT_EQ(parse_title("VLLM::DPCoordinator")->role, "coordinator");
-  EXPECT_EQ(parse_title("ray::RayWorkerWrapper.execute_method")->role, "rank");
+  EXPECT_EQ(model::to_string(parse_title("VLLM::APIServer_0")->role), "api");
+  EXPECT_EQ(model::to_string(parse_title("VLLM::DPCoordinator")->role), "coordinator");
+  EXPECT_EQ(model::to_string(parse_title("ray::RayWorkerWrapper.execute_method")->role), "rank");
   EXPECT_EQ(parse_title("ray::vllm_Worker_3_TP1_PP0")->tp, 1);
-  EXPECT_EQ(parse_title("ray::IDLE")->role, "driver");
+  EXPECT_EQ(model::to_string(parse_title("ray::IDLE")->role), "driver");
   EXPECT_EQ(parse_title("sglang::scheduler_PP1_TP1")->pp, 1);
 }
 
@@ -50,7 +50,7 @@ TEST(Identity, TorchrunEnvironmentNamesTheRankAndJob) {
                                                   {"MASTER_ADDR", "10.0.0.1"},
                                                   {"MASTER_PORT", "29500"}};
   const auto id = identify(env, false, "python3");
-  EXPECT_EQ(id.role, "rank");
+  EXPECT_EQ(model::to_string(id.role), "rank");
   EXPECT_EQ(id.rank, 5);
   EXPECT_EQ(id.local_rank, 1);
   EXPECT_EQ(id.world_size, 8);
@@ -66,12 +66,12 @@ TEST(Identity, TorchrunEnvironmentNamesTheRankAndJob) {
 
 TEST(Identity, TitleOnlyRanksAndUnidentifiedProcesses) {
   const auto titled = identify({}, false, "VLLM::Worker_PP1_TP3");
-  EXPECT_EQ(titled.role, "rank");
+  EXPECT_EQ(model::to_string(titled.role), "rank");
   EXPECT_EQ(titled.source, "title");
   EXPECT_FALSE(titled.rank);
   EXPECT_EQ(titled.tp, 3);
   const auto nothing = identify({{"HOME", "/root"}}, false, "python3");
-  EXPECT_EQ(nothing.role, "unidentified");
+  EXPECT_EQ(model::to_string(nothing.role), "unidentified");
   EXPECT_EQ(nothing.source, "");
   EXPECT_EQ(
       identify({{"VLLM_DP_MASTER_IP", "10.1.1.1"}, {"VLLM_DP_MASTER_PORT", "1234"}}, false, "").job,
@@ -181,7 +181,7 @@ TEST(Identity, ALogSeveralProcessesWriteIdentifiesNone) {
   for (const auto* id : {&launcher, &detokenizer, &scheduler}) {
     EXPECT_FALSE(id->rank);
     EXPECT_FALSE(id->tp);
-    EXPECT_EQ(id->role, "unidentified");
+    EXPECT_EQ(model::to_string(id->role), "unidentified");
   }
   EXPECT_EQ(rank2.rank, 2);
   EXPECT_EQ(rank2.world_size, 4);

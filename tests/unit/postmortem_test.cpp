@@ -305,7 +305,7 @@ TEST(PostMortemBundle, RankComesFromTheDumpsOwnKeyBeforeTheFileName) {
   const auto& p = bundle.snapshots[0].processes.at(0);
   EXPECT_EQ(p.identity.rank, 5);
   EXPECT_EQ(p.identity.world_size, 6);
-  EXPECT_EQ(p.identity.role, "rank");
+  EXPECT_EQ(model::to_string(p.identity.role), "rank");
 }
 
 TEST(PostMortemBundle, DumpWithoutRankIsAnErrorNamingTheFile) {

@@ -367,7 +367,7 @@ TEST(Rules, CompiledDagStallNamesTheDriverWhenItWasCaptured) {
   driver.pid = 900;
   driver.comm = "python3";
   driver.state = 'S';
-  driver.identity.role = "engine";
+  driver.identity.role = model::ProcessRole::kEngine;
   driver.identity.title = "VLLM::EngineCore";
   model::ProcessDump dump;
   dump.pid = 900;

@@ -191,7 +191,7 @@ model::ProcessRecord front_process(pid_t pid, pid_t ppid, std::string title, std
   p.utime_ticks = utime;
   p.identity.title = title;
   // The capture calls a parent of ranks with no rank of its own a launcher (title kept).
-  p.identity.role = "launcher";
+  p.identity.role = model::ProcessRole::kLauncher;
   model::ProcessDump dump;
   dump.pid = pid;
   dump.python = "3.12.1";
@@ -209,7 +209,7 @@ void add_front(model::Bundle& bundle, const Front& front) {
       auto api = front_process(
           kApiPid, 1, "", front.api_cmdline,
           front.api_frames.empty() ? event_loop_idle(front.api_main) : front.api_frames, 'S', 500);
-      api.identity.role = "unidentified";
+      api.identity.role = model::ProcessRole::kUnidentified;
       api.dump->tasks = front.tasks(sample);
       s.processes.push_back(std::move(api));
     }
@@ -694,7 +694,7 @@ model::Bundle crosswise_front(bool sockets) {
                                "/usr/bin/python3 -m vllm.entrypoints.openai."
                                "api_server --model m",
                                event_loop_idle(kApiServer), 'S', 500);
-      api.identity.role = "unidentified";
+      api.identity.role = model::ProcessRole::kUnidentified;
       api.dump->tasks = stuck_requests(2);
       auto engine = front_process(kEnginePid + i, kApiPid + i, "VLLM::EngineCore",
                                   "VLLM::EngineCore", engine_blocked(), 'S', 300);

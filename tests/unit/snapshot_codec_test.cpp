@@ -24,7 +24,7 @@ model::NodeSnapshot sample_node(int ranks) {
   for (int r = 0; r < ranks; ++r) {
     model::ProcessRecord p;
     p.pid = 100 + r;
-    p.identity.role = "rank";
+    p.identity.role = model::ProcessRole::kRank;
     p.identity.rank = r;
     p.identity.job = "10.0.0.1:29500";
     p.identity.source = "env";
@@ -67,6 +67,27 @@ TEST(SnapshotCodec, RoundTripsAndInternsRepeatedStrings) {
 // diagnose at 32,768 ranks), and changing one thread's frames leaves the others as they were.
 // Schema 2.2 carries asyncio tasks: every field comes back, and thousands of tasks suspended in
 // the same coroutines send that chain once.
+// The role travels typed (field 22 of RankIdentity) and as text; a file written before the
+// typed field has the text only, from which the reader derives the role once.
+TEST(SnapshotCodec, TheRoleTravelsTypedAndOlderFilesDeriveItFromTheText) {
+  auto node = sample_node(2);
+  node.processes[1].identity.role = model::ProcessRole::kEngine;
+  v1::NodeSnapshot wire;
+  snapshot::encode(node, wire);
+  ASSERT_EQ(wire.processes_size(), 2);
+  EXPECT_EQ(wire.processes(1).identity().role(), "engine");
+  EXPECT_EQ(wire.processes(1).identity().role_kind(), v1::PROCESS_ROLE_ENGINE);
+  EXPECT_EQ(snapshot::decode(wire).processes[1].identity.role, model::ProcessRole::kEngine);
+  // An older writer: the text only.
+  for (auto& p : *wire.mutable_processes()) p.mutable_identity()->clear_role_kind();
+  wire.mutable_processes(1)->mutable_identity()->set_role("launcher");
+  const auto old = snapshot::decode(wire);
+  EXPECT_EQ(old.processes[0].identity.role, model::ProcessRole::kRank);
+  EXPECT_EQ(old.processes[1].identity.role, model::ProcessRole::kLauncher);
+  wire.mutable_processes(1)->mutable_identity()->set_role("a role no version wrote");
+  EXPECT_EQ(snapshot::decode(wire).processes[1].identity.role, model::ProcessRole::kUnidentified);
+}
+
 TEST(SnapshotCodec, AsyncioTasksRoundTripWithSharedCoroutineChains) {
   auto node = sample_node(1);
   auto& dump = *node.processes[0].dump;

@@ -159,7 +159,7 @@ struct OtherProcess {
 // A process at the front of a serving deployment (vLLM V1, SGLang): an API server, an engine
 // core or a DP coordinator, with what it does (docs/analysis.md, "The serving chain").
 struct ServingProcess {
-  std::string role;  // "api" | "engine" | "coordinator"
+  model::ProcessRole role = model::ProcessRole::kUnidentified;  // kApi | kEngine | kCoordinator
   std::string node;
   const model::ProcessRecord* process = nullptr;  // its latest sample
   std::string title;                              // setproctitle's, "" when none

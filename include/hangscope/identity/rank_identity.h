@@ -19,7 +19,7 @@ using model::RankIdentity;
 // What a process title (setproctitle) says about the process.
 struct TitleInfo {
   std::string framework;  // "vllm", "ray", "sglang"
-  std::string role;       // "rank", "engine", "api", "coordinator", "driver"
+  model::ProcessRole role = model::ProcessRole::kUnidentified;
   std::optional<int> tp, pp, dp, ep;
 };
 

@@ -6,12 +6,32 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace hangscope::model {
 
+// What a process is, decided once when it is captured (identity, then the node's launchers and
+// helpers); code branches on it. Its name (`to_string`) is what reports show and what the wire's
+// `role` string carries, from which older snapshots' roles are read (`parse_role`).
+enum class ProcessRole {
+  kUnidentified,
+  kRank,         // a rank of a torch.distributed job
+  kEngine,       // a serving engine core (vLLM's EngineCore)
+  kApi,          // a serving front (an API server)
+  kDriver,       // a Ray driver
+  kCoordinator,  // vLLM's DP coordinator
+  kLauncher,     // a parent of ranks holding no group (torchrun's agent, a spawn parent)
+  kHelper,       // a child that inherited a rank's identity (a worker pool's process)
+};
+
+// "unidentified", "rank", "engine", "api", "driver", "coordinator", "launcher", "helper".
+std::string_view to_string(ProcessRole role);
+// The role a name says; kUnidentified for "" and names no version wrote.
+ProcessRole parse_role(std::string_view name);
+
 struct RankIdentity {
-  std::string role = "unidentified";  // rank | engine | api | driver | coordinator | unidentified
+  ProcessRole role = ProcessRole::kUnidentified;
   std::optional<int> rank, local_rank, world_size, tp, pp, dp;
   std::string source;                          // env | memory-env | title | log | "" (unidentified)
   std::map<std::string, std::string> sources;  // where each known field came from
