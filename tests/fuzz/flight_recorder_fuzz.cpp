@@ -1,10 +1,11 @@
 // Fuzz target: PyTorch flight-recorder dumps as the agent reads them from a rank's
 // TORCH_NCCL_DEBUG_INFO_TEMP_FILE (the C++ pickle, or JSON). Feeds a dump's bytes to
 // collectives::parse_flight_record, then puts the record through the compact JSON that travels
-// in snapshots and back (to_json, flight_record_from_json), and describes every entry.
+// in old snapshots and back (snapshot::flight_record_to_json, flight_record_from_json), and describes every entry.
 #include "fuzz_support.h"
 #include "hangscope/collectives/flight_recorder.h"
 #include "hangscope/common/error.h"
+#include "hangscope/snapshot/flight_json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace hangscope;
