@@ -12,6 +12,7 @@
 #include <set>
 
 #include "hangscope/analysis/analysis.h"
+#include "hangscope/analysis/verdict_ids.h"
 #include "hangscope/common/address.h"
 #include "hangscope/common/numbers.h"
 #include "hangscope/common/text.h"
@@ -873,7 +874,7 @@ std::string engine_wait_text(const ServingProcess& e) {
 
 Verdict base_verdict(const ServingChain& chain) {
   Verdict v;
-  v.id = kServingStalled;
+  v.id = verdict_ids::kServingStalled;
   v.job = chain.job;
   v.evidence.push_back("serving chain (" + chain.framework + "), front first:");
   for (const auto& l : chain.links) v.evidence.push_back("  " + l);

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "analysis_builders.h"
+#include "hangscope/analysis/verdict_ids.h"
 #include "hangscope/common/error.h"
 #include "hangscope/diagnosis/diagnose.h"
 #include "hangscope/model/fact_keys.h"
@@ -511,6 +512,11 @@ TEST(Rules, MalformedFilesNameTheLineAndTheReason) {
        " \"groups\": {\"a\": {\"states\": [\"waiting\"]}},\n"
        " \"show_facts\": [\"cache.flashinfer\", \"caches\"]}",
        "f.json:3: `caches` names no fact hangscope records"},
+      // `explains` names built-in verdicts (analysis/verdict_ids.h); a typo would explain nothing.
+      {"{\"id\": \"my-rule\", \"title\": \"t\", \"summary\": \"s\", \"diverged\": \"a\",\n"
+       " \"groups\": {\"a\": {\"states\": [\"waiting\"]}},\n"
+       " \"explains\": [\"rank-straggler\", \"rank-stragler\"]}",
+       "f.json:3: rule `my-rule` explains `rank-stragler`, which is no built-in verdict's id"},
       {"{\"id\": \"x\", \"title\": \"t\", \"summary\": \"s\", \"diverged\": \"a\",\n"
        " \"groups\": {\"a\": {\"states\": [\"waiting\"],\n \"post_mortem\": {}}}}",
        "f.json:3: `post_mortem` of group `a` has no condition"},
@@ -524,6 +530,22 @@ TEST(Rules, MalformedFilesNameTheLineAndTheReason) {
       ADD_FAILURE() << "accepted: " << text;
     } catch (const Error& e) {
       EXPECT_EQ(std::string(e.what()).rfind(expected, 0), 0u) << e.what();
+    }
+  }
+}
+
+// The list of verdict ids (analysis/verdict_ids.h) that `explains` is checked against: every
+// built-in rule explains ids of it, and it holds no rule's id.
+TEST(VerdictIds, BuiltinRulesExplainListedIdsOnly) {
+  EXPECT_TRUE(analysis::verdict_ids::is_builtin("collective-behind"));
+  EXPECT_FALSE(analysis::verdict_ids::is_builtin("autotune-cache-mismatch"));
+  EXPECT_FALSE(analysis::verdict_ids::is_builtin(""));
+  const auto set = load_rules("", "");
+  EXPECT_TRUE(set.errors.empty());
+  for (const auto& rule : set.rules) {
+    EXPECT_FALSE(analysis::verdict_ids::is_builtin(rule.id)) << rule.id;
+    for (const auto& id : rule.explains) {
+      EXPECT_TRUE(analysis::verdict_ids::is_builtin(id)) << rule.id << ": " << id;
     }
   }
 }
