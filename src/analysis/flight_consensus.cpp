@@ -383,7 +383,8 @@ bool flight_records_only(const Job& job) {
   for (const auto& r : job.ranks) {
     for (const auto* p : r.history) {
       const bool stacks = p->dump && !p->dump->threads.empty();
-      if (stacks || !p->flight_record || p->identity.source != model::kPostMortemSource)
+      if (stacks || !p->flight_record ||
+          p->identity.source != model::IdentitySource::kFlightRecorder)
         return false;
       any = true;
     }

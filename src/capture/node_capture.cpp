@@ -255,12 +255,14 @@ void mark_launchers(std::vector<model::ProcessRecord>& records) {
   for (auto& r : records) {
     if (!parents_of_ranks.count(r.pid)) continue;
     const bool holds_group = r.dump && r.dump->distributed && r.dump->distributed->rank;
-    const bool env_rank = r.identity.source == "env" || r.identity.source == "memory-env" ||
-                          r.identity.source == "memory:init-arguments";
+    const auto source = r.identity.source;
+    const bool env_rank = source == model::IdentitySource::kEnv ||
+                          source == model::IdentitySource::kMemoryEnv ||
+                          source == model::IdentitySource::kMemoryInitArguments;
     if (holds_group || env_rank) continue;
     r.identity.role = "launcher";
     r.identity.rank.reset();
-    r.identity.source.clear();
+    r.identity.source = model::IdentitySource::kNone;
     r.identity.sources.clear();
   }
 }
