@@ -498,7 +498,7 @@ std::pair<std::string, std::string> job_of_sockets(const std::vector<Job>& jobs,
 std::string job_of_ring(const std::vector<Job>& jobs, const std::string& node,
                         const model::ProcessRecord& p) {
   const auto ring = p.facts.find(model::fact_keys::kShmRing);
-  if (ring == p.facts.end() || ring->second.rfind("not recognised", 0) == 0) return "";
+  if (model::shm_ring_status(p.facts) != model::ShmRingStatus::kOk) return "";
   for (const auto& j : jobs) {
     for (const auto& r : j.ranks) {
       const auto* q = r.latest();

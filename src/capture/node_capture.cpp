@@ -510,6 +510,7 @@ void describe_ring(model::NodeSnapshot& node, std::vector<std::size_t> members,
   for (std::size_t m : members) {
     auto& facts = node.processes[m].facts;
     facts[model::fact_keys::kShmRing] = text;
+    facts[model::fact_keys::kShmRingStatus] = model::to_string(model::ShmRingStatus::kOk);
     facts[model::fact_keys::kShmRingLaggingRanks] = lagging.dump();
     if (node.processes[writer].identity.rank) {
       facts[model::fact_keys::kShmRingWriterRank] =
@@ -544,8 +545,10 @@ void collect_shm_rings(model::NodeSnapshot& node,
       describe_ring(node, segment.members, ring);
     } catch (const Error& e) {
       for (std::size_t m : segment.members) {
-        node.processes[m].facts[model::fact_keys::kShmRing] =
-            std::string("not recognised: ") + e.what();
+        auto& facts = node.processes[m].facts;
+        facts[model::fact_keys::kShmRing] = std::string("not recognised: ") + e.what();
+        facts[model::fact_keys::kShmRingStatus] =
+            model::to_string(model::ShmRingStatus::kUnrecognised);
       }
     }
   }

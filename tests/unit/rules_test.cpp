@@ -550,6 +550,26 @@ TEST(VerdictIds, BuiltinRulesExplainListedIdsOnly) {
   }
 }
 
+// Code reads whether a ring was read from its status fact, never from the wording of `shm_ring`;
+// a snapshot before 2.4, which has no status, is read by the text it wrote then.
+TEST(FactKeys, TheRingsStatusIsAFactOfItsOwn) {
+  using model::ShmRingStatus;
+  using namespace model::fact_keys;
+  std::map<std::string, std::string> facts;
+  EXPECT_FALSE(model::shm_ring_status(facts));
+  facts[kShmRing] = "not recognised as a ring, whatever the wording";
+  facts[kShmRingStatus] = "ok";
+  EXPECT_EQ(model::shm_ring_status(facts), ShmRingStatus::kOk);
+  facts[kShmRing] = "psm_1a2b (10 blocks of 10 MiB)";
+  facts[kShmRingStatus] = "unrecognised";
+  EXPECT_EQ(model::shm_ring_status(facts), ShmRingStatus::kUnrecognised);
+  facts.erase(kShmRingStatus);
+  EXPECT_EQ(model::shm_ring_status(facts), ShmRingStatus::kOk);
+  facts[kShmRing] = "not recognised: bad header";
+  EXPECT_EQ(model::shm_ring_status(facts), ShmRingStatus::kUnrecognised);
+  EXPECT_TRUE(is_known_fact_key(kShmRingStatus));
+}
+
 // The catalog of fact keys (model/fact_keys.h) that rules are checked against.
 TEST(FactKeys, KnownKeysListsAndPrefixes) {
   using namespace model::fact_keys;
