@@ -78,7 +78,8 @@ std::string connect_to(const Socket& socket, const std::string& host, int port,
 }
 
 // The server side of the connection from client_port: accepted (has an inode), waiting on the
-// accept queue (inode 0), or gone (the server accepted and closed it already).
+// accept queue (no inode yet, still established or being set up), or gone (the server accepted
+// and closed it already: no socket, or an orphan in FIN-WAIT, TIME-WAIT, … without an inode).
 enum class ServerSide { kAccepted, kQueued, kGone };
 
 ServerSide server_side(int server_port, int client_port) {
@@ -89,7 +90,7 @@ ServerSide server_side(int server_port, int client_port) {
     for (const auto& socket : facts::parse_proc_net_tcp(*read.text)) {
       if (socket.local_port != server_port || socket.remote_port != client_port) continue;
       if (socket.inode != 0) return ServerSide::kAccepted;
-      seen = true;
+      if (socket.state == "established" || socket.state == "syn-recv") seen = true;
     }
   }
   return seen ? ServerSide::kQueued : ServerSide::kGone;

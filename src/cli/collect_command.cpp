@@ -14,6 +14,7 @@
 #include "hangscope/common/error.h"
 #include "hangscope/common/text.h"
 #include "hangscope/snapshot/codec.h"
+#include "hangscope/sources/sources.h"
 
 namespace hangscope::cli {
 namespace {
@@ -65,26 +66,28 @@ void check_options(const CollectArguments& args) {
   }
 }
 
+// What `collect --once` says as it samples: the log, not the diagnose status line.
+class LogFeedback final : public sources::Feedback {
+ public:
+  void say(const std::string& line) const override { spdlog::info("{}", printable(line)); }
+  void error(const std::string& message) const override { print_error(message); }
+  void warning(const std::string& message) const override { print_warning(message); }
+  ProgressMeter::Task start(std::string, std::string, std::uint64_t) const override { return {}; }
+  ProgressMeter* meter() const override { return nullptr; }
+};
+
 int collect_once(const CollectArguments& args) {
-  const auto interval = duration_option("--interval", args.interval);
-  capture::NodeCaptureOptions options;
-  options.node_name = args.node_name;
-  options.pids.assign(args.pids.begin(), args.pids.end());
-  options.process.locals = args.locals || args.query_store;        // the keys are in the locals
-  options.process.modules = std::make_shared<elf::ModuleCache>();  // shared by the samples
-  options.log_globs = args.log_globs;
-  options.select = args.select;
-  capture::SeriesPlan plan;
-  plan.samples = args.samples;
-  plan.interval = interval;
-  plan.trigger_flight_dumps = args.trigger_fr_dump;
-  plan.query_store = args.query_store;
-  capture::SeriesHooks hooks;
-  hooks.wait_until = capture::sleep_until_unix;
-  hooks.taken = [](const model::NodeSnapshot& sample) {
-    spdlog::info("sample {}: {} processes", sample.sample_index, sample.processes.size());
-  };
-  const auto samples = *capture::capture_series(options, plan, hooks);
+  sources::LocalSampling sampling;
+  sampling.samples = args.samples;
+  sampling.interval = duration_option("--interval", args.interval);
+  sampling.locals = args.locals;
+  sampling.node_name = args.node_name;
+  sampling.pids.assign(args.pids.begin(), args.pids.end());
+  sampling.select = args.select;
+  sampling.log_globs = args.log_globs;
+  sampling.trigger_flight_dumps = args.trigger_fr_dump;
+  sampling.query_store = args.query_store;
+  const auto samples = sources::sample_local_node(sampling, LogFeedback());
   snapshot::write_file(args.output, samples);
   std::cerr << "hangscope: wrote " << samples.size() << " sample(s) of node "
             << samples.front().node_name << " (" << samples.front().processes.size()

@@ -1,19 +1,9 @@
-#include <glob.h>
-#include <sys/stat.h>
-
-#include <atomic>
 #include <ctime>
 #include <iostream>
 #include <memory>
-#include <mutex>
-#include <new>
 #include <thread>
 
 #include "hangscope/agent/agent.h"
-#include "hangscope/analysis/postmortem.h"
-#include "hangscope/capture/core_capture.h"
-#include "hangscope/capture/node_capture.h"
-#include "hangscope/capture/sample_series.h"
 #include "hangscope/cli/commands.h"
 #include "hangscope/cli/options.h"
 #include "hangscope/common/error.h"
@@ -22,8 +12,7 @@
 #include "hangscope/common/text.h"
 #include "hangscope/report/bundle_files.h"
 #include "hangscope/report/report.h"
-#include "hangscope/snapshot/codec.h"
-#include "hangscope/sources/flight_records.h"
+#include "hangscope/sources/sources.h"
 
 namespace hangscope::cli {
 namespace {
@@ -75,320 +64,6 @@ std::string utc_stamp() {
   char buffer[32];
   std::strftime(buffer, sizeof buffer, "%Y%m%dT%H%M%SZ", &tm);
   return buffer;
-}
-
-// The bundle of `answers`, saying which nodes were named apart from another of the same name.
-model::Bundle assemble(std::vector<model::NodeAnswer> answers, const Progress& progress) {
-  std::vector<std::string> renamed;
-  auto bundle = model::assemble_bundle(std::move(answers), &renamed);
-  for (const auto& note : renamed) progress.say(note);
-  return bundle;
-}
-
-model::Bundle from_files(const DiagnoseArguments& args, const Progress& progress) {
-  // Files are parsed in parallel, then taken in the order given.
-  struct Read {
-    std::vector<model::NodeSnapshot> nodes;
-    std::string error;
-  };
-  std::vector<Read> reads(args.files.size());
-  std::atomic<std::size_t> next{0};
-  auto all = args.files.size() > 1 ? progress.start("reading snapshot files", "", args.files.size())
-                                   : ProgressMeter::Task();
-  const auto work = [&] {
-    for (std::size_t i = next++; i < args.files.size(); i = next++) {
-      try {
-        auto task = progress.start("reading", args.files[i]);
-        reads[i].nodes =
-            snapshot::read_file(args.files[i], args.max_input_mib << 20, Links::kFollow, &task);
-      } catch (const std::exception& e) {  // nothing may escape a thread
-        reads[i].error = e.what();
-      }
-      all.add_done(1);
-    }
-  };
-  std::vector<std::thread> workers;
-  const std::size_t parallel =
-      std::min<std::size_t>(args.files.size(), std::max(1u, std::thread::hardware_concurrency()));
-  for (std::size_t w = 1; w < parallel; ++w) workers.emplace_back(work);
-  work();
-  for (auto& w : workers) w.join();
-  all.end();
-  // A node per file and node name in it; the same name in two files is two nodes, named apart.
-  std::vector<model::NodeAnswer> answers;
-  for (std::size_t i = 0; i < args.files.size(); ++i) {
-    const auto& file = args.files[i];
-    try {
-      if (!reads[i].error.empty()) throw Error(reads[i].error);
-      auto& nodes = reads[i].nodes;
-      if (args.files.size() <= 16) {
-        progress.say("read " + std::to_string(nodes.size()) + " snapshot(s) from " + file);
-      }
-      const std::size_t first = answers.size();
-      for (auto& node : nodes) {
-        auto it = std::find_if(answers.begin() + static_cast<std::ptrdiff_t>(first), answers.end(),
-                               [&](const auto& a) { return a.status.name == node.node_name; });
-        if (it == answers.end()) {
-          answers.push_back({{node.node_name, std::nullopt, "ok", "", 0}, file, {}});
-          it = answers.end() - 1;
-        }
-        it->samples.push_back(std::move(node));
-      }
-    } catch (const Error& e) {
-      // A bad file is reported (an error, even with --quiet); the other files still make the
-      // report, which names it.
-      answers.push_back({{file, std::nullopt, "error", e.what(), 0}, file, {}});
-      print_error(e.what());
-    }
-  }
-  return assemble(std::move(answers), progress);
-}
-
-model::Bundle from_agents(const Plan& plan, const DiagnoseArguments& args,
-                          const Progress& progress) {
-  const auto& addresses = plan.addresses;
-  const auto interval = plan.interval;
-  agent::CollectRequest request;
-  request.token = plan.token;
-  request.tls_ca = args.tls_ca;
-  request.tls_cert = args.tls_cert;
-  request.tls_key = args.tls_key;
-  request.samples = args.samples;
-  request.interval = interval;
-  request.locals = args.locals;
-  // Every node takes sample 0 at the same moment, a little ahead to absorb the fan-out.
-  request.start = std::chrono::system_clock::now() + std::chrono::milliseconds(500);
-  request.deadline = std::chrono::milliseconds(30000) + interval * args.samples;
-  progress.say("asking " + std::to_string(addresses.size()) + " agent(s) for " +
-               std::to_string(args.samples) + " sample(s)");
-  // A fixed pool of workers takes the agents one by one: at most kWorkers are asked at once,
-  // and a slow agent holds up only its own worker.
-  constexpr std::size_t kWorkers = 128;
-  std::vector<agent::AgentAnswer> answers(addresses.size());
-  std::atomic<std::size_t> next{0};
-  std::atomic<std::size_t> done{0};
-  auto waiting = progress.start("waiting for the agents' answers", "", addresses.size());
-  std::mutex say;
-  const auto work = [&] {
-    for (std::size_t i = next++; i < addresses.size(); i = next++) {
-      answers[i] = agent::collect_from(addresses[i], request);
-      const auto& answer = answers[i];
-      const auto finished = ++done;
-      waiting.add_done(1);
-      if (answer.status != "ok" || addresses.size() <= 16 || finished % 256 == 0 ||
-          finished == addresses.size()) {
-        std::lock_guard<std::mutex> lock(say);
-        progress.say(answer.address + ": " + answer.status +
-                     (answer.error.empty() ? "" : " (" + answer.error + ")") + " [" +
-                     std::to_string(finished) + "/" + std::to_string(addresses.size()) + "]");
-      }
-      for (const auto& note : answer.notes) {
-        std::lock_guard<std::mutex> lock(say);
-        print_warning(answer.address + ": " + note);
-      }
-    }
-  };
-  std::vector<std::thread> workers;
-  for (std::size_t w = 0; w < std::min(kWorkers, addresses.size()); ++w) workers.emplace_back(work);
-  for (auto& w : workers) w.join();
-  waiting.end();
-  // A node is the agent that answered: its snapshots take its name, and two agents giving one
-  // name (one --node-name on two nodes) are named apart by their addresses.
-  std::vector<model::NodeAnswer> nodes;
-  for (auto& answer : answers) {
-    const std::string name = answer.node_name.empty() ? answer.address : answer.node_name;
-    nodes.push_back({{name, answer.address, answer.status, answer.error, answer.clock_offset_ns},
-                     answer.address,
-                     std::move(answer.snapshots)});
-  }
-  return assemble(std::move(nodes), progress);
-}
-
-model::Bundle from_local_node(const DiagnoseArguments& args, std::chrono::milliseconds interval,
-                              const Progress& progress) {
-  model::Bundle bundle;
-  capture::NodeCaptureOptions options;
-  options.process.locals = args.locals;
-  options.process.modules = std::make_shared<elf::ModuleCache>();  // shared by the samples
-  options.pids.assign(args.pids.begin(), args.pids.end());
-  options.select = args.select;
-  capture::SeriesPlan plan;
-  plan.samples = args.samples;
-  plan.interval = interval;
-  plan.trigger_flight_dumps = args.trigger_fr_dump;
-  plan.query_store = args.query_store;
-  auto sampling = progress.start("capturing samples", "", static_cast<std::uint64_t>(args.samples));
-  capture::SeriesHooks hooks;
-  hooks.wait_until = capture::sleep_until_unix;
-  hooks.taken = [&](const model::NodeSnapshot& sample) {
-    sampling.set_done(static_cast<std::uint64_t>(sample.sample_index + 1));
-    progress.say("local sample " + std::to_string(sample.sample_index + 1) + "/" +
-                 std::to_string(args.samples));
-  };
-  // As an agent's answer would be: every string from the targets valid UTF-8.
-  const auto samples = capture::capture_series(options, plan, hooks);  // never cancelled
-  for (const auto& sample : *samples) {
-    bundle.snapshots.push_back(snapshot::as_transmitted(sample));
-  }
-  bundle.nodes.push_back({bundle.snapshots.front().node_name, std::nullopt, "ok", "", 0});
-  return bundle;
-}
-
-// The files one --flight-records argument names: every regular file of a directory, else the
-// matches of a glob (a plain path matches itself); a pattern that matches nothing is an input
-// that failed.
-std::vector<sources::DumpFile> dump_files_of(const std::string& pattern) {
-  std::vector<std::string> paths;
-  struct stat st {};
-  if (::stat(pattern.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-    for (const auto& name : list_directory(pattern).value_or(std::vector<std::string>{})) {
-      const std::string path = pattern + (pattern.back() == '/' ? "" : "/") + name;
-      if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) paths.push_back(path);
-    }
-  } else {
-    glob_t found{};
-    if (::glob(pattern.c_str(), 0, nullptr, &found) == 0) {
-      for (std::size_t i = 0; i < found.gl_pathc; ++i) paths.emplace_back(found.gl_pathv[i]);
-    }
-    ::globfree(&found);
-  }
-  if (paths.empty())
-    return {{pattern, "", 0, "no file matches (neither a directory nor a glob with matches)"}};
-  std::vector<sources::DumpFile> out;
-  for (const auto& path : paths) out.push_back({path, "", 0, ""});
-  return out;
-}
-
-// The last `max_bytes` of a log file, or why not (a FIFO or device is refused, never opened).
-sources::DumpFile read_log_tail(const std::string& path, std::size_t max_bytes) {
-  sources::DumpFile out{path, "", 0, ""};
-  auto read = read_file_tail(path, "log", max_bytes);
-  if (!read.text) {
-    out.error = read.reason;
-    return out;
-  }
-  out.bytes = std::move(*read.text);
-  return out;
-}
-
-// The dead job's logs (--log GLOB), matched to the dumps' ranks for the signature rules. One log
-// at a time (the last 4 MiB of it, which reading costs up to ~20 times until its lines are
-// picked), so a glob of thousands of files never holds more than one; the lines kept across
-// logs are bounded too: past 256 MiB, further logs are refused by name. A log that cannot be
-// held is refused alone.
-void attach_job_logs(const DiagnoseArguments& args, model::Bundle& bundle,
-                     const Progress& progress) {
-  constexpr std::size_t kLogTail = std::size_t{4} << 20;
-  constexpr std::size_t kLogsKept = std::size_t{256} << 20;
-  std::size_t kept = 0;
-  for (const auto& pattern : args.log_globs) {
-    for (const auto& found : dump_files_of(pattern)) {
-      if (kept >= kLogsKept) {
-        print_error("log " + printable(found.path) +
-                    ": refused: the logs read before it keep 256 MiB of lines already");
-        continue;
-      }
-      try {
-        auto task = progress.start("reading log", found.path);
-        const auto log = found.error.empty() ? read_log_tail(found.path, kLogTail) : found;
-        for (const auto& note : sources::attach_logs(bundle, {log}, &kept)) {
-          progress.say("log " + note);
-        }
-      } catch (const std::bad_alloc&) {
-        print_error("log " + printable(found.path) + ": refused: out of memory while reading it");
-      }
-    }
-  }
-}
-
-// Reads a dump file (its bytes and write time), or names why not.
-void read_dump(sources::DumpFile& file, std::size_t max_bytes) {
-  try {
-    file.bytes = read_input_file(file.path, "flight-recorder dump", max_bytes);
-    struct stat st {};
-    if (::stat(file.path.c_str(), &st) == 0) {
-      file.written_unix_ns =
-          static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-    }
-  } catch (const Error& e) {
-    file.error = e.what();
-  }
-}
-
-// The post-mortem source: the ranks' flight-recorder dumps, every entry kept.
-model::Bundle from_flight_records(const DiagnoseArguments& args, const Progress& progress) {
-  std::vector<sources::DumpFile> files;
-  for (const auto& pattern : args.flight_records) {
-    for (auto& f : dump_files_of(pattern)) files.push_back(std::move(f));
-  }
-  const std::size_t found = files.size();
-  // Each dump is read by the worker that parses it, and freed once parsed (not all at once).
-  const std::size_t max_bytes = args.max_input_mib << 20;
-  auto reading = progress.start("reading flight-recorder dumps", "", found);
-  auto bundle = sources::postmortem_bundle(std::move(files), [&](sources::DumpFile& f) {
-    read_dump(f, max_bytes);
-    reading.add_done(1);  // thread-safe: the meter's lock
-  });
-  reading.end();
-  attach_job_logs(args, bundle, progress);
-  std::size_t read = 0;
-  for (const auto& node : bundle.nodes) {
-    if (node.status == "ok") {
-      ++read;
-    } else {  // an error even with --quiet; the other dumps still make the report
-      // read_input_file's reasons name the file already.
-      const bool named = node.error.find(node.name) != std::string::npos;
-      print_error(named ? node.error : node.name + ": " + node.error);
-    }
-  }
-  progress.say("read " + std::to_string(read) + " flight-recorder dump(s) of " +
-               std::to_string(found) + " file(s)");
-  return bundle;
-}
-
-// The post-mortem source from core files: each core a node of one process (named by its path),
-// read like a live rank; a file that is no readable core is a node in error, named.
-model::Bundle from_cores(const DiagnoseArguments& args, const Progress& progress) {
-  model::Bundle bundle;
-  capture::CoreOptions options;
-  options.executable = args.core_exe;
-  options.sysroot = args.sysroot;
-  options.locals = args.locals;
-  options.tasks = true;                                    // as agents capture them
-  options.modules = std::make_shared<elf::ModuleCache>();  // one libpython parse for all cores
-  std::size_t read = 0;
-  for (const auto& pattern : args.cores) {
-    for (const auto& file : dump_files_of(pattern)) {
-      if (!file.error.empty()) {
-        print_error(file.path + ": " + file.error);
-        bundle.nodes.push_back({file.path, std::nullopt, "error", file.error, 0});
-        continue;
-      }
-      model::NodeSnapshot node;
-      node.node_name = file.path;
-      struct stat st {};
-      if (::stat(file.path.c_str(), &st) == 0) {
-        node.capture_unix_ns =
-            static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-      }
-      auto task = progress.start("reading core file", file.path);
-      model::ProcessRecord record = capture::core_record(file.path, options);
-      task.end();
-      if (!record.error.empty()) {
-        print_error(record.error);
-        bundle.nodes.push_back({file.path, std::nullopt, "error", record.error, 0});
-        continue;
-      }
-      node.hostname = record.environment.count("HOSTNAME") ? record.environment["HOSTNAME"] : "";
-      node.processes.push_back(std::move(record));
-      bundle.snapshots.push_back(snapshot::as_transmitted(std::move(node)));
-      bundle.nodes.push_back({file.path, std::nullopt, "ok", "", 0});
-      ++read;
-    }
-  }
-  attach_job_logs(args, bundle, progress);
-  progress.say("read " + std::to_string(read) + " core file(s)");
-  return bundle;
 }
 
 // The usage errors of the core-file source: nothing that captures or samples applies.
@@ -491,16 +166,51 @@ Plan make_plan(const DiagnoseArguments& args) {
   return p;
 }
 
+// The bundle from the source the plan chose (sources/sources.h says how each makes one).
+model::Bundle gather(const Plan& p, const DiagnoseArguments& args, const Progress& progress) {
+  const std::size_t max_input_bytes = args.max_input_mib << 20;
+  switch (p.source) {
+    case Plan::Source::kCores:
+      return sources::from_cores(
+          {args.cores, args.core_exe, args.sysroot, args.locals, args.log_globs}, progress);
+    case Plan::Source::kFlightRecords:
+      return sources::from_flight_records(args.flight_records, args.log_globs, max_input_bytes,
+                                          progress);
+    case Plan::Source::kFiles:
+      return sources::from_snapshot_files(args.files, max_input_bytes, progress);
+    case Plan::Source::kAgents: {
+      agent::CollectRequest request;
+      request.token = p.token;
+      request.tls_ca = args.tls_ca;
+      request.tls_cert = args.tls_cert;
+      request.tls_key = args.tls_key;
+      request.samples = args.samples;
+      request.interval = p.interval;
+      request.locals = args.locals;
+      // Every node takes sample 0 at the same moment, a little ahead to absorb the fan-out.
+      request.start = std::chrono::system_clock::now() + std::chrono::milliseconds(500);
+      request.deadline = std::chrono::milliseconds(30000) + p.interval * args.samples;
+      return sources::from_agents(p.addresses, request, progress);
+    }
+    case Plan::Source::kLocal:
+      break;
+  }
+  sources::LocalSampling sampling;
+  sampling.samples = args.samples;
+  sampling.interval = p.interval;
+  sampling.locals = args.locals;
+  sampling.pids.assign(args.pids.begin(), args.pids.end());
+  sampling.select = args.select;
+  sampling.trigger_flight_dumps = args.trigger_fr_dump;
+  sampling.query_store = args.query_store;
+  return sources::from_local_node(sampling, progress);
+}
+
 int run_diagnose(const DiagnoseArguments& args) {
   const Progress progress(args.quiet || args.json || args.ticket);
   const Plan p = make_plan(args);
   PhaseTimer timer;
-  model::Bundle bundle =
-      p.source == Plan::Source::kCores           ? from_cores(args, progress)
-      : p.source == Plan::Source::kFlightRecords ? from_flight_records(args, progress)
-      : p.source == Plan::Source::kFiles         ? from_files(args, progress)
-      : p.source == Plan::Source::kAgents        ? from_agents(p, args, progress)
-                                                 : from_local_node(args, p.interval, progress);
+  model::Bundle bundle = gather(p, args, progress);
   timer.lap("gathering");
   // The snapshots are written while the analysis runs (both only read the bundle).
   std::string bundle_failure;

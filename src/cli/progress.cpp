@@ -1,5 +1,6 @@
 #include "hangscope/cli/progress.h"
 
+#include "hangscope/cli/commands.h"
 #include "hangscope/common/text.h"
 
 namespace hangscope::cli {
@@ -12,6 +13,18 @@ Progress::Progress(bool quiet)
 
 void Progress::say(const std::string& line) const {
   if (!quiet_) meter_->print("hangscope: " + printable(line) + "\n");
+}
+
+void Progress::error(const std::string& message) const {
+  print_error(message);
+}
+
+void Progress::warning(const std::string& message) const {
+  print_warning(message);
+}
+
+ProgressMeter::Task Progress::start(std::string what, std::string name, std::uint64_t total) const {
+  return meter_->start(std::move(what), std::move(name), total);
 }
 
 ProgressMeter::Task Progress::start(std::string what, std::string name, std::uint64_t total,

@@ -19,6 +19,8 @@
 #include "hangscope/common/files.h"
 
 namespace hangscope::collectives {
+
+using model::FlightRecord;
 namespace {
 
 using nlohmann::json;

@@ -14,6 +14,8 @@
 #include "hangscope/proc/process_fs.h"
 
 namespace hangscope::identity {
+
+using model::LogExcerpt;
 namespace {
 
 bool contains_any(std::string_view line, std::initializer_list<std::string_view> needles) {

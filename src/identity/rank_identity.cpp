@@ -5,6 +5,8 @@
 #include "hangscope/common/numbers.h"
 
 namespace hangscope::identity {
+
+using model::RankIdentity;
 namespace {
 
 std::optional<int> env_int(const std::map<std::string, std::string>& env, const char* name) {

@@ -21,9 +21,15 @@
 #include "hangscope/common/subprocess.h"
 #include "hangscope/common/text.h"
 #include "hangscope/report/report.h"
+#include "hangscope/snapshot/bundle_layout.h"
 #include "hangscope/snapshot/codec.h"
 
 namespace hangscope::report {
+
+using snapshot::is_new_file_of_snapshot;
+using snapshot::is_snapshot_file_name;
+using snapshot::kBundleFiles;
+using snapshot::kSnapshotsDir;
 
 // Bundles of more nodes keep their snapshots in binary protobuf instead of JSON.
 constexpr std::size_t kJsonSnapshotNodes = 64;
@@ -83,13 +89,6 @@ bool render_svg(const std::string& dot_file, const std::string& svg_file, std::s
 }
 
 // ".NODE.json.new-PID-N": the new file of an interrupted write of a snapshot file.
-bool is_new_file_of_snapshot(std::string_view name) {
-  const auto at = name.rfind(".new-");
-  return name.size() > 1 && name.front() == '.' && at != std::string_view::npos &&
-         is_snapshot_file_name(name.substr(1, at - 1)) &&
-         is_replacement_of(name, name.substr(1, at - 1));
-}
-
 bool is_bundle_file_name(std::string_view name) {
   for (const auto file : kBundleFiles) {
     if (name == file || is_replacement_of(name, file)) return true;
@@ -111,20 +110,6 @@ bool is_regular_at(int dir_fd, const std::string& name) {
 }
 
 }  // namespace
-
-bool is_snapshot_file_name(std::string_view name) {
-  std::string_view node;
-  if (name.ends_with(".json")) {
-    node = name.substr(0, name.size() - 5);
-  } else if (name.ends_with(".pb")) {
-    node = name.substr(0, name.size() - 3);
-  } else {
-    return false;
-  }
-  return !node.empty() && std::all_of(node.begin(), node.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
-  });
-}
 
 std::string remove_earlier_bundle(const std::string& dir) {
   const std::string what = "-o " + printable(dir);
@@ -253,63 +238,6 @@ std::vector<std::string> write_reports(const std::string& dir, const model::Bund
   if (!failure.empty()) throw Error(failure);
   if (!json_failure.empty()) throw Error(json_failure);
   return notes;
-}
-
-model::Bundle read_bundle(const std::string& dir, std::size_t max_bytes, ProgressMeter* meter) {
-  model::Bundle bundle;
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0) throw_errno("bundle " + printable(dir), errno);
-  if (!S_ISDIR(st.st_mode)) throw Error("bundle " + printable(dir) + ": is not a directory");
-  const std::string snapshots = in_bundle(dir, kSnapshotsDir);
-  // snapshots/ and nodes.json are looked at, never followed: a link there would read (and
-  // report) a file outside the bundle.
-  if (::lstat(snapshots.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
-    throw Error("bundle " + printable(dir) + ": snapshots " + describe_file_type(st.st_mode));
-  }
-  const auto names = list_directory(snapshots);
-  if (!names) {
-    throw_errno("bundle " + printable(dir) + ": no snapshots/ (not written by diagnose?)", errno);
-  }
-  std::vector<std::string> files;
-  for (const auto& name : *names) {
-    if (!is_new_file_of_snapshot(name)) files.push_back(snapshots + "/" + name);
-  }
-  std::map<std::string, model::NodeStatus> statuses;
-  const std::string nodes_file = in_bundle(dir, "nodes.json");
-  if (::lstat(nodes_file.c_str(), &st) == 0) {
-    const std::string text = read_input_file(nodes_file, "bundle file", max_bytes,
-                                             InputKind::kRegularFile, Links::kRefuse);
-    try {
-      for (const auto& n : nlohmann::json::parse(text)) {
-        model::NodeStatus status;
-        status.name = n.at("name").get<std::string>();
-        if (!n.at("address").is_null()) status.address = n.at("address").get<std::string>();
-        status.status = n.at("status").get<std::string>();
-        status.error = n.value("error", "");
-        status.clock_offset_ns = n.value("clock_offset_ns", std::int64_t{0});
-        statuses[status.name] = status;
-        bundle.nodes.push_back(status);
-      }
-    } catch (const nlohmann::json::exception& e) {
-      throw Error("bundle file " + printable(nodes_file) + ": not a node list (" +
-                  printable(e.what()) + ")");
-    }
-  }
-  for (const auto& file : files) {
-    try {
-      auto task = meter != nullptr ? meter->start("reading", file) : ProgressMeter::Task();
-      for (auto& node : snapshot::read_file(file, max_bytes, Links::kRefuse, &task)) {
-        if (!statuses.count(node.node_name)) {
-          statuses[node.node_name] = {node.node_name, std::nullopt, "ok", "", 0};
-          bundle.nodes.push_back(statuses[node.node_name]);
-        }
-        bundle.snapshots.push_back(std::move(node));
-      }
-    } catch (const Error& e) {
-      bundle.nodes.push_back({file, std::nullopt, "error", e.what(), 0});
-    }
-  }
-  return bundle;
 }
 
 }  // namespace hangscope::report

@@ -118,7 +118,7 @@ TEST(Amplification, ABombAtARanksDumpPathIsThatRanksError) {
   const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                        std::chrono::system_clock::now().time_since_epoch())
                        .count();
-  std::optional<FlightRecord> record;
+  std::optional<model::FlightRecord> record;
   ASSERT_NO_THROW(record =
                       read_flight_record(root, {}, 3, ::getuid(), now, std::chrono::seconds(600)));
   ASSERT_TRUE(record);

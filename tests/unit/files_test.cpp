@@ -15,6 +15,7 @@
 #include "hangscope/common/error.h"
 #include "hangscope/elf/mapped_file.h"
 #include "hangscope/report/bundle_files.h"
+#include "hangscope/snapshot/bundle_layout.h"
 #include "target_process.h"
 
 namespace hangscope {
@@ -141,7 +142,7 @@ TEST_F(Files, AReplacingFileReplacesALinkAndNeverWritesThroughIt) {
 // directory holding anything else loses nothing and the first foreign entry is named.
 TEST_F(Files, AnEarlierBundleIsRemovedByNameAndAnythingElseStopsIt) {
   ASSERT_EQ(::mkdir(path("snapshots").c_str(), 0755), 0);
-  for (const auto name : report::kBundleFiles) write(std::string(name), "x");
+  for (const auto name : snapshot::kBundleFiles) write(std::string(name), "x");
   write("snapshots/node0.json", "{}");
   write("snapshots/node-1.pb", "");
   write(".report.md.new-77-0", "half");  // an interrupted write
@@ -167,11 +168,11 @@ TEST_F(Files, AnEarlierBundleIsRemovedByNameAndAnythingElseStopsIt) {
 }
 
 TEST(BundleNames, SnapshotFilesAreNodeNamesWithTheirExtension) {
-  EXPECT_TRUE(report::is_snapshot_file_name("node0.json"));
-  EXPECT_TRUE(report::is_snapshot_file_name("10.0.0.1_7447.pb"));
-  EXPECT_FALSE(report::is_snapshot_file_name(".json"));
-  EXPECT_FALSE(report::is_snapshot_file_name("node0.txt"));
-  EXPECT_FALSE(report::is_snapshot_file_name("a b.json"));
+  EXPECT_TRUE(snapshot::is_snapshot_file_name("node0.json"));
+  EXPECT_TRUE(snapshot::is_snapshot_file_name("10.0.0.1_7447.pb"));
+  EXPECT_FALSE(snapshot::is_snapshot_file_name(".json"));
+  EXPECT_FALSE(snapshot::is_snapshot_file_name("node0.txt"));
+  EXPECT_FALSE(snapshot::is_snapshot_file_name("a b.json"));
 }
 
 }  // namespace

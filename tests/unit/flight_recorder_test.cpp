@@ -35,7 +35,8 @@ std::string fixture_bytes(const std::string& name) {
   return testing::fixture_text("flight_recorder/" + name);
 }
 
-FlightRecord fixture_record(const std::string& the_case, const std::string& format, int rank) {
+model::FlightRecord fixture_record(const std::string& the_case, const std::string& format,
+                                   int rank) {
   auto r = parse_flight_record(
       fixture_bytes(the_case + "/" + format + "/nccl_trace_rank_" + std::to_string(rank)));
   r.rank = rank;

@@ -125,7 +125,7 @@ namespace hangscope::identity {
 namespace {
 
 TEST(Identity, VllmWorkerLogLineNamesTheRankWhenTheEnvironmentDoesNot) {
-  RankIdentity id = identify({}, false, "VLLM::Worker_TP4");
+  model::RankIdentity id = identify({}, false, "VLLM::Worker_TP4");
   identify_from_log({"(Worker_TP4 pid=77) INFO 11-29 world_size=16 rank=4 local_rank=4 "
                      "distributed_init_method=tcp://10.0.0.1:29500 backend=nccl"},
                     id);
@@ -134,17 +134,18 @@ TEST(Identity, VllmWorkerLogLineNamesTheRankWhenTheEnvironmentDoesNot) {
   EXPECT_EQ(id.local_rank, 4);
   EXPECT_EQ(id.source, model::IdentitySource::kLog);
   EXPECT_EQ(id.tp, 4);
-  RankIdentity from_env = identify({{"RANK", "2"}}, false, "");
+  model::RankIdentity from_env = identify({{"RANK", "2"}}, false, "");
   identify_from_log({"world_size=16 rank=9 local_rank=1"}, from_env);
   EXPECT_EQ(from_env.rank, 2);  // the environment wins
-  RankIdentity none;
+  model::RankIdentity none;
   identify_from_log({"nothing here", "local_rank=3 only"}, none);
   EXPECT_FALSE(none.rank);
 }
 
 TEST(Identity, ParallelCoordinatesFromVllmsAssignmentLine) {
   // A Ray worker: rank from the environment, pp/tp only in vLLM's log line.
-  RankIdentity id = identify({{"RANK", "3"}}, false, "ray::RayWorkerWrapper.execute_model_ray");
+  model::RankIdentity id =
+      identify({{"RANK", "3"}}, false, "ray::RayWorkerWrapper.execute_model_ray");
   identify_from_log({"(RayWorkerWrapper pid=812) INFO 11-29 21:03:12 [parallel_state.py:1165] "
                      "rank 3 in world size 4 is assigned as DP rank 0, PP rank 1, TP rank 1, "
                      "EP rank N/A"},
@@ -154,7 +155,7 @@ TEST(Identity, ParallelCoordinatesFromVllmsAssignmentLine) {
   EXPECT_EQ(id.dp, 0);
   EXPECT_EQ(id.sources.at("pp"), "log");
   // Another rank's line (a shared log) says nothing about this one.
-  RankIdentity other = identify({{"RANK", "2"}}, false, "");
+  model::RankIdentity other = identify({{"RANK", "2"}}, false, "");
   identify_from_log({"rank 3 in world size 4 is assigned as DP rank 0, PP rank 1, TP rank 1, "
                      "EP rank N/A"},
                     other);
@@ -166,16 +167,16 @@ TEST(Identity, ParallelCoordinatesFromVllmsAssignmentLine) {
 // lines among them. The file does not say which process wrote a line: it identifies none of
 // them (the detokenizer was "rank 1" from the last line). A rank's own log still does.
 TEST(Identity, ALogSeveralProcessesWriteIdentifiesNone) {
-  const std::vector<LogExcerpt> shared = {
+  const std::vector<model::LogExcerpt> shared = {
       {"/srv/server.log",
        {"[2026-12-02 07:37:48 TP0] world_size=4 rank=0 local_rank=0 "
         "distributed_init_method=tcp://10.0.0.1:5000 backend=nccl",
         "[2026-12-02 07:37:49 TP1] world_size=4 rank=1 local_rank=1 "
         "distributed_init_method=tcp://10.0.0.1:5000 backend=nccl",
         "rank 1 in world size 4 is assigned as DP rank 0, PP rank 0, TP rank 1, EP rank N/A"}}};
-  const std::vector<LogExcerpt> own = {
+  const std::vector<model::LogExcerpt> own = {
       {"/srv/rank2.log", {"world_size=4 rank=2 local_rank=0 distributed_init_method=env://"}}};
-  RankIdentity launcher, detokenizer, scheduler, rank2;
+  model::RankIdentity launcher, detokenizer, scheduler, rank2;
   identify_from_own_logs(
       {{&shared, &launcher}, {&shared, &detokenizer}, {&shared, &scheduler}, {&own, &rank2}});
   for (const auto* id : {&launcher, &detokenizer, &scheduler}) {
@@ -187,12 +188,12 @@ TEST(Identity, ALogSeveralProcessesWriteIdentifiesNone) {
   EXPECT_EQ(rank2.world_size, 4);
   EXPECT_EQ(rank2.source, model::IdentitySource::kLog);
   // One process alone with the file: its lines are its own.
-  RankIdentity alone;
+  model::RankIdentity alone;
   identify_from_own_logs({{&shared, &alone}});
   EXPECT_EQ(alone.rank, 1);
   // A rank known from elsewhere (its environment, its memory) still takes its coordinates from
   // the shared log's assignment line that names it, and not another rank's.
-  RankIdentity worker1, worker3;
+  model::RankIdentity worker1, worker3;
   worker1.rank = 1;
   worker3.rank = 3;
   identify_from_own_logs({{&shared, &worker1}, {&shared, &worker3}, {&shared, &launcher}});

@@ -166,21 +166,22 @@ TEST(NcclRas, TheJsonReportNamesTheRankBehindAndTheDeadOne) {
   EXPECT_EQ(s.findings[1],
             "communicator 0xc3a9e21d4f60b85: rank 6 (process 38819 on 10.0.0.2 (GPU 2)) is "
             "considered dead");
-  EXPECT_EQ(s.status(), RasStatus::kProblems);
+  EXPECT_EQ(s.status(), model::RasStatus::kProblems);
   EXPECT_EQ(s.describe().rfind("problems: ", 0), 0u);  // what people read in the fact
 }
 
 TEST(NcclRas, StatusValuesAreStableNames) {
   EXPECT_EQ(summarize_ras({"2", "text", ras_fixture("status_text_ok.txt"), ""}).status(),
-            RasStatus::kOk);
+            model::RasStatus::kOk);
   EXPECT_EQ(summarize_ras({"2", "json", "{\"communicators\": [", ""}).status(),
-            RasStatus::kProblems);  // a report that cannot be read is a finding
-  for (const auto status : {RasStatus::kOk, RasStatus::kProblems, RasStatus::kUnavailable}) {
+            model::RasStatus::kProblems);  // a report that cannot be read is a finding
+  for (const auto status :
+       {model::RasStatus::kOk, model::RasStatus::kProblems, model::RasStatus::kUnavailable}) {
     EXPECT_EQ(model::ras_status_from_string(to_string(status)), status);
   }
-  EXPECT_EQ(to_string(RasStatus::kOk), "ok");
-  EXPECT_EQ(to_string(RasStatus::kProblems), "problems");
-  EXPECT_EQ(to_string(RasStatus::kUnavailable), "unavailable");
+  EXPECT_EQ(to_string(model::RasStatus::kOk), "ok");
+  EXPECT_EQ(to_string(model::RasStatus::kProblems), "problems");
+  EXPECT_EQ(to_string(model::RasStatus::kUnavailable), "unavailable");
   EXPECT_FALSE(model::ras_status_from_string("problems: rank 3").has_value());
   EXPECT_FALSE(model::ras_status_from_string("").has_value());
   EXPECT_EQ(std::string(model::fact_keys::kNcclRasStatus), "nccl_ras.status");

@@ -13,6 +13,7 @@
 #include "hangscope/common/error.h"
 #include "hangscope/diagnosis/diagnose.h"
 #include "hangscope/report/bundle_files.h"
+#include "hangscope/sources/sources.h"
 #include "target_process.h"
 
 namespace hangscope::report {
@@ -252,7 +253,7 @@ TEST(ReportBundle, WrittenAndReadBackToTheSameVerdict) {
   bundle.nodes[1].clock_offset_ns = 1234567;
   write_bundle_data(dir, bundle);
   std::ofstream(dir + "/snapshots/zz-garbage.json") << "{ not a snapshot";
-  const auto back = read_bundle(dir);
+  const auto back = sources::from_bundle_dir(dir, kDefaultMaxInputBytes);
   EXPECT_EQ(back.snapshots.size(), bundle.snapshots.size());
   ASSERT_EQ(back.nodes.size(), 5u);
   EXPECT_EQ(back.nodes[1].clock_offset_ns, 1234567);
@@ -261,7 +262,7 @@ TEST(ReportBundle, WrittenAndReadBackToTheSameVerdict) {
   const auto a = diagnosis::diagnose(back);
   ASSERT_EQ(a.verdicts.size(), 1u);  // the unreadable file is an input error, not a node down
   EXPECT_EQ(a.verdicts[0].diverged_ranks, std::vector<int>{5});
-  EXPECT_THROW(read_bundle(dir + "/nope"), hangscope::Error);
+  EXPECT_THROW(sources::from_bundle_dir(dir + "/nope", kDefaultMaxInputBytes), hangscope::Error);
   std::system(("rm -rf " + dir).c_str());
 }
 

@@ -11,6 +11,7 @@
 #include "hangscope/report/bundle_files.h"
 #include "hangscope/snapshot/codec.h"
 #include "hangscope/snapshot/flight_json.h"
+#include "hangscope/sources/sources.h"
 #include "hangscope/v1/snapshot.pb.h"
 
 namespace hangscope {
@@ -267,7 +268,7 @@ TEST(SnapshotSchema, AFileOfSchema2_0IsReadAndDiagnosed) {
 // A bundle `diagnose -o` wrote with schema 2.0 (snapshots as protobuf JSON, the flight record as
 // text in `flight_record`): `report` reads it and reaches the same verdict.
 TEST(SnapshotSchema, ABundleOfSchema2_0IsReadAndDiagnosed) {
-  const auto bundle = report::read_bundle(testing::fixture_path("bundles/schema-2.0-behind"));
+  const auto bundle = sources::from_bundle_dir(testing::fixture_path("bundles/schema-2.0-behind"));
   ASSERT_EQ(bundle.snapshots.size(), 6u);
   ASSERT_EQ(bundle.nodes.size(), 2u);
   for (const auto& node : bundle.snapshots) {

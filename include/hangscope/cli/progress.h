@@ -7,22 +7,28 @@
 #include <string>
 
 #include "hangscope/common/progress_meter.h"
+#include "hangscope/sources/sources.h"
 
 namespace hangscope::cli {
 
-class Progress {
+class Progress final : public sources::Feedback {
  public:
   explicit Progress(bool quiet);
 
   // "hangscope: LINE" on stderr; `line` names nodes, files and agents' answers: shown through
   // printable().
-  void say(const std::string& line) const;
+  void say(const std::string& line) const override;
+  // print_error and print_warning (app.cpp): shown even when quiet.
+  void error(const std::string& message) const override;
+  void warning(const std::string& message) const override;
 
   // A phase, shown once it lasts over a second (see ProgressMeter::start).
-  ProgressMeter::Task start(std::string what, std::string name = "", std::uint64_t total = 0,
-                            ProgressMeter::Unit unit = ProgressMeter::Unit::kItems) const;
+  ProgressMeter::Task start(std::string what, std::string name = "",
+                            std::uint64_t total = 0) const override;
+  ProgressMeter::Task start(std::string what, std::string name, std::uint64_t total,
+                            ProgressMeter::Unit unit) const;
 
-  ProgressMeter& meter() const { return *meter_; }
+  ProgressMeter* meter() const override { return meter_.get(); }
 
  private:
   bool quiet_;

@@ -17,11 +17,10 @@
 
 namespace hangscope::collectives {
 
-using model::FlightRecord;
-
 // Reads a dump's bytes (pickle when it starts with PROTO, else JSON); throws hangscope::Error
 // naming what is wrong. Keeps the last `max_entries_per_group` entries of each group.
-FlightRecord parse_flight_record(const std::string& bytes, std::size_t max_entries_per_group = 32);
+model::FlightRecord parse_flight_record(const std::string& bytes,
+                                        std::size_t max_entries_per_group = 32);
 
 // The dump path prefixes a rank's environment names, in order: TORCH_FR_DUMP_TEMP_FILE,
 // TORCH_NCCL_DEBUG_INFO_TEMP_FILE, then $HOME/.cache/torch/comm_lib_trace_rank_ and
@@ -34,11 +33,11 @@ std::vector<std::string> dump_prefixes(const std::map<std::string, std::string>&
 // the rank's environment and /tmp, so a dump is read only when it is a regular file (no link,
 // FIFO or device) owned by `rank_uid` (the rank's effective uid) or root; when no dump passes,
 // the first refused one comes back with the reason as its `error`.
-std::optional<FlightRecord> read_flight_record(const std::string& root,
-                                               const std::map<std::string, std::string>& env,
-                                               int rank, uid_t rank_uid,
-                                               std::int64_t capture_unix_ns,
-                                               std::chrono::seconds stale_after);
+std::optional<model::FlightRecord> read_flight_record(const std::string& root,
+                                                      const std::map<std::string, std::string>& env,
+                                                      int rank, uid_t rank_uid,
+                                                      std::int64_t capture_unix_ns,
+                                                      std::chrono::seconds stale_after);
 
 // Asks the rank for a dump: writes to its fifo TORCH_NCCL_DEBUG_INFO_PIPE_FILE<rank>.pipe without
 // blocking (no reader is an error). The fifo is opened first (O_PATH, no link followed) and

@@ -15,8 +15,6 @@
 
 namespace hangscope::collectives {
 
-using model::RasStatus;
-
 struct RasEndpoint {
   std::string host = "127.0.0.1";
   int port = 28028;
@@ -44,7 +42,9 @@ struct RasSummary {
   int ranks = 0;
   std::vector<std::string> findings;  // empty: RAS saw nothing wrong (which is no proof)
   std::string describe() const;       // "ok: 1 communicator, 7 ranks" or "problems: …"
-  RasStatus status() const { return findings.empty() ? RasStatus::kOk : RasStatus::kProblems; }
+  model::RasStatus status() const {
+    return findings.empty() ? model::RasStatus::kOk : model::RasStatus::kProblems;
+  }
 };
 RasSummary summarize_ras(const RasReply& reply);
 

@@ -13,9 +13,6 @@
 
 namespace hangscope::identity {
 
-using model::LogExcerpt;
-using model::RankIdentity;
-
 // What a process title (setproctitle) says about the process.
 struct TitleInfo {
   std::string framework;  // "vllm", "ray", "sglang"
@@ -30,17 +27,17 @@ std::optional<TitleInfo> parse_title(std::string_view title);
 
 // `env` is the process environment (`env_from_memory`: read from libc's environ), `title` the
 // first word of its command line as setproctitle left it.
-RankIdentity identify(const std::map<std::string, std::string>& env, bool env_from_memory,
-                      std::string_view title);
+model::RankIdentity identify(const std::map<std::string, std::string>& env, bool env_from_memory,
+                             std::string_view title);
 
 // vLLM's worker line "world_size=16 rank=4 local_rank=4 …" in a process's own log lines:
 // fills rank, world size and local rank (source "log") when the environment did not.
-void identify_from_log(const std::vector<std::string>& lines, RankIdentity& identity);
+void identify_from_log(const std::vector<std::string>& lines, model::RankIdentity& identity);
 
 // One process's logs and the identity they may complete.
 struct ProcessLogs {
-  const std::vector<LogExcerpt>* logs;
-  RankIdentity* identity;
+  const std::vector<model::LogExcerpt>* logs;
+  model::RankIdentity* identity;
 };
 
 // identify_from_log on each process's own logs. A log file that several of the processes write

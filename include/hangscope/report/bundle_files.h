@@ -1,6 +1,7 @@
 // The bundle directory diagnose writes and `hangscope report` reads back: snapshots/ (every
 // sample of every node), nodes.json (how each node answered), report.md, report.json,
-// tree.dot (+ tree.svg when Graphviz's dot is installed) and stacks.folded.
+// tree.dot (+ tree.svg when Graphviz's dot is installed) and stacks.folded; the layout's names
+// are snapshot/bundle_layout.h's, reading a bundle back is sources/sources.h's.
 //
 // Bundles are shared on tickets and re-run: every file is written by replacing what is at its
 // name (ReplacingFile: a symbolic link there is replaced, never written through), and read
@@ -16,17 +17,9 @@
 #include "hangscope/common/files.h"
 #include "hangscope/common/progress_meter.h"
 #include "hangscope/model/bundle.h"
+#include "hangscope/snapshot/bundle_layout.h"
 
 namespace hangscope::report {
-
-// The files a bundle consists of, by name, beside kSnapshotsDir: all that write_bundle_data and
-// write_reports write, and all that `diagnose -o DIR --force` may remove.
-inline constexpr std::array<std::string_view, 6> kBundleFiles = {
-    "nodes.json", "report.md", "report.json", "tree.dot", "tree.svg", "stacks.folded"};
-inline constexpr std::string_view kSnapshotsDir = "snapshots";
-
-// A snapshot file's name in snapshots/: NODE.json or NODE.pb, NODE of [A-Za-z0-9._-].
-bool is_snapshot_file_name(std::string_view name);
 
 // `diagnose -o DIR --force`: removes an earlier bundle's files from DIR, by name (kBundleFiles
 // as regular files, snapshots/ holding only snapshot files, and the new files of an interrupted
@@ -47,12 +40,5 @@ void write_bundle_data(const std::string& dir, const model::Bundle& bundle,
 // Writes the renderings of an analysis; returns notes (e.g. tree.svg skipped: no `dot`).
 std::vector<std::string> write_reports(const std::string& dir, const model::Bundle& bundle,
                                        const analysis::Analysis& analysis);
-
-// Reads a bundle written by write_bundle_data (files of at most max_bytes each; a symbolic link,
-// FIFO or device among them is refused). A bad snapshot file becomes a node with status "error"
-// naming the file and the reason; a missing directory, or one that is no bundle, throws
-// hangscope::Error. With `meter`, each snapshot file read is a phase of it.
-model::Bundle read_bundle(const std::string& dir, std::size_t max_bytes = kDefaultMaxInputBytes,
-                          ProgressMeter* meter = nullptr);
 
 }  // namespace hangscope::report
