@@ -15,6 +15,7 @@
 
 #include "hangscope/agent/accept_probe.h"
 #include "hangscope/capture/sample_series.h"
+#include "hangscope/common/address.h"
 #include "hangscope/common/clock.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
@@ -422,15 +423,10 @@ class SelfCheck {
 
 }  // namespace
 
-bool is_loopback(const std::string& address) {
-  const std::string host = host_of(address);
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
-}
-
 CredentialCheck validate(const AgentOptions& options) {
   const CredentialCheck check = check_server_credentials(
       {options.tls_cert, options.tls_key, options.tls_ca, options.token, options.token_file});
-  if (is_loopback(options.listen) || options.insecure) return check;
+  if (is_loopback_endpoint(options.listen) || options.insecure) return check;
   if (!check.authenticated()) {
     throw Error("refusing to listen on " + options.listen +
                 " without authentication: give --token-file (or HANGSCOPE_TOKEN), or "
@@ -504,7 +500,7 @@ int serve(const AgentOptions& options, const std::function<void(int port)>& read
     spdlog::info("replaying {} recorded node(s) on ports {}-{}", options.replay_files.size(),
                  base_port, base_port + options.replay_files.size() - 1);
   }
-  if (!is_loopback(options.listen) && !credentials_check.authenticated()) {
+  if (!is_loopback_endpoint(options.listen) && !credentials_check.authenticated()) {
     spdlog::warn(
         "listening on {} without authentication (--insecure): anyone who can reach "
         "this port can read this node's stacks",

@@ -10,6 +10,7 @@
 #include "flight_groups.h"
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/analysis/rank_set.h"
+#include "hangscope/analysis/verdict_ids.h"
 
 namespace hangscope::analysis {
 namespace {
@@ -62,7 +63,7 @@ std::optional<Verdict> behind_verdict(const Job& job, const std::vector<RankInGr
   if (behind.empty() || waiting.empty()) return std::nullopt;
   const auto& g = *ranks.front().group;
   Verdict v;
-  v.id = "collective-behind";
+  v.id = verdict_ids::kCollectiveBehind;
   v.title = "Some ranks have not issued the collective their peers wait in";
   v.job = job.key;
   v.confidence = 0.9;
@@ -107,7 +108,7 @@ std::optional<Verdict> mismatch_verdict(const Job& job, const std::vector<RankIn
         by_signature.begin(), by_signature.end(),
         [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
     Verdict v;
-    v.id = "collective-mismatch";
+    v.id = verdict_ids::kCollectiveMismatch;
     v.title = "Ranks disagree on a collective (operation, sizes or dtypes)";
     v.job = job.key;
     v.confidence = 0.9;

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "hangscope/analysis/analysis.h"
+#include "hangscope/common/address.h"
 #include "hangscope/model/connections.h"
 #include "hangscope/model/fact_keys.h"
 #include "hangscope/waits/frameworks.h"
@@ -16,8 +17,7 @@ namespace {
 
 // An endpoint made unique across nodes: loopback endpoints are only meaningful on their node.
 std::string endpoint_key(const std::string& node, const std::string& endpoint) {
-  const bool loopback = endpoint.rfind("127.", 0) == 0 || endpoint.rfind("[::1]", 0) == 0;
-  return loopback ? node + "|" + endpoint : endpoint;
+  return is_loopback_endpoint(endpoint) ? node + "|" + endpoint : endpoint;
 }
 
 bool on_port(const std::string& endpoint, const std::string& port) {

@@ -7,6 +7,7 @@
 
 #include "flight_groups.h"
 #include "hangscope/analysis/postmortem.h"
+#include "hangscope/analysis/verdict_ids.h"
 #include "p2p_matching.h"
 
 namespace hangscope::analysis {
@@ -103,7 +104,7 @@ std::optional<Verdict> behind(const Job& job, const GroupView& view, std::int64_
     }
   }
   if (late.empty() || front == nullptr) return std::nullopt;
-  auto v = flight_verdict(job, "collective-behind",
+  auto v = flight_verdict(job, verdict_ids::kCollectiveBehind,
                           "Some ranks have not issued the collective the rest of their group "
                           "reached",
                           0.9);
@@ -134,7 +135,7 @@ std::optional<Verdict> ahead(const Job& job, const GroupView& view, std::int64_t
     }
   }
   if (early.empty()) return std::nullopt;
-  auto v = flight_verdict(job, "collective-ahead",
+  auto v = flight_verdict(job, verdict_ids::kCollectiveAhead,
                           "A rank issued a collective the rest of its group never issued", 0.85);
   v.diverged_ranks = RankSet(early);
   v.summary = rank_word(early.size()) + compress_ranks(early) + " issued collective " +
@@ -209,7 +210,7 @@ std::set<std::int64_t> sequence_numbers(const GroupView& view) {
 Verdict mismatch_verdict(const Job& job, const GroupView& view, std::int64_t seq,
                          const Split& split, const std::string& what) {
   auto v =
-      flight_verdict(job, "collective-mismatch",
+      flight_verdict(job, verdict_ids::kCollectiveMismatch,
                      "Ranks disagree on a collective (operation, sizes, dtypes or state)", 0.9);
   v.waiting_ranks = RankSet(split.front().first);
   for (std::size_t i = 1; i < split.size(); ++i) v.diverged_ranks.insert(RankSet(split[i].first));
@@ -279,7 +280,7 @@ std::optional<Verdict> transport(const Job& job, const GroupView& view) {
     if (rg.enqueued != seq || e == nullptr || e->state == "completed") return std::nullopt;
     states.insert(e->state);
   }
-  auto v = flight_verdict(job, "collective-transport",
+  auto v = flight_verdict(job, verdict_ids::kCollectiveTransport,
                           "Every rank is in the same collective and none completed it: the "
                           "transport, not a rank",
                           0.6);
@@ -320,7 +321,7 @@ std::optional<Verdict> missing(const Job& job, const JobDumps& dumps,
   }
   for (const auto& [rank, why] : dumps.unusable) absent.insert(rank);
   if (absent.empty()) return std::nullopt;
-  auto v = flight_verdict(job, "flight-record-missing",
+  auto v = flight_verdict(job, verdict_ids::kFlightRecordMissing,
                           "Ranks of the job left no usable flight-recorder dump", 0.0);
   v.confidence = waiting.empty() ? 0.5 : 0.8;
   const std::vector<int> list(absent.begin(), absent.end());
@@ -382,7 +383,8 @@ bool flight_records_only(const Job& job) {
   for (const auto& r : job.ranks) {
     for (const auto* p : r.history) {
       const bool stacks = p->dump && !p->dump->threads.empty();
-      if (stacks || !p->flight_record || p->identity.source != model::kPostMortemSource)
+      if (stacks || !p->flight_record ||
+          p->identity.source != model::IdentitySource::kFlightRecorder)
         return false;
       any = true;
     }
@@ -405,7 +407,7 @@ std::vector<Verdict> postmortem_flight_verdicts(Job& job) {
   if (auto v = missing(job, dumps, views)) out.push_back(std::move(*v));
   // A stalled exchange points at the transport only when no rank explains it.
   if (out.size() > 1) {
-    std::erase_if(out, [](const Verdict& v) { return v.id == "p2p-transport"; });
+    std::erase_if(out, [](const Verdict& v) { return v.id == verdict_ids::kP2pTransport; });
   }
   for (const auto& v : out) link_waits(job, v);
   return out;

@@ -8,6 +8,7 @@
 
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/analysis/rank_set.h"
+#include "hangscope/analysis/verdict_ids.h"
 #include "hangscope/common/numbers.h"
 #include "hangscope/waits/frameworks.h"
 
@@ -118,7 +119,7 @@ std::optional<Verdict> init_verdict(const Job& job, const std::vector<OtherProce
     }
   }
   Verdict v;
-  v.id = "rank-not-arrived";
+  v.id = verdict_ids::kRankNotArrived;
   v.title = "Ranks wait in " + call + " for ranks that never arrived";
   v.job = job.key;
   v.confidence = 0.9;

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "flight_groups.h"
+#include "hangscope/analysis/verdict_ids.h"
 #include "hangscope/common/numbers.h"
 
 namespace hangscope::analysis {
@@ -189,7 +190,7 @@ std::vector<Verdict> unmatched_verdicts(const Job& job, const std::vector<Wait>&
   std::vector<Verdict> out;
   for (const auto& [culprit, waiting] : behind) {
     if (culprit < 0) {
-      auto v = flight_verdict(job, "p2p-unmatched",
+      auto v = flight_verdict(job, verdict_ids::kP2pUnmatched,
                               "Ranks wait for each other in point-to-point operations", 0.8);
       v.diverged_ranks = RankSet(std::vector<int>(waiting.begin(), waiting.end()));
       v.summary = "Ranks " + compress_ranks(v.diverged_ranks) +
@@ -202,7 +203,7 @@ std::vector<Verdict> unmatched_verdicts(const Job& job, const std::vector<Wait>&
       out.push_back(std::move(v));
       continue;
     }
-    auto v = flight_verdict(job, "p2p-unmatched",
+    auto v = flight_verdict(job, verdict_ids::kP2pUnmatched,
                             "A rank never issued the send or recv its peer waits in", 0.85);
     v.diverged_ranks = RankSet(std::vector<int>{culprit});
     v.waiting_ranks = RankSet(std::vector<int>(waiting.begin(), waiting.end()));
@@ -236,7 +237,7 @@ std::vector<Verdict> unmatched_verdicts(const Job& job, const std::vector<Wait>&
 }
 
 Verdict mismatch_verdict(const Job& job, const PairMismatch& m) {
-  auto v = flight_verdict(job, "p2p-mismatch",
+  auto v = flight_verdict(job, verdict_ids::kP2pMismatch,
                           "A send and its matching recv disagree (sizes or dtypes)", 0.85);
   v.diverged_ranks = RankSet(std::vector<int>{m.sender, m.receiver});
   const std::string s = std::to_string(m.sender), r = std::to_string(m.receiver);
@@ -255,7 +256,7 @@ Verdict mismatch_verdict(const Job& job, const PairMismatch& m) {
 // any exchange: no rank differs, the transport (or a device) is the suspect.
 Verdict transport_verdict(const Job& job, const std::vector<Stalled>& stalled) {
   auto v =
-      flight_verdict(job, "p2p-transport",
+      flight_verdict(job, verdict_ids::kP2pTransport,
                      "Sends and recvs met and never completed: the transport, not a rank", 0.6);
   std::set<int> ranks;
   for (const auto& s : stalled) {

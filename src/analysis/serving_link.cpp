@@ -8,6 +8,7 @@
 #include <regex>
 #include <set>
 
+#include "hangscope/common/address.h"
 #include "hangscope/common/numbers.h"
 #include "hangscope/common/text.h"
 #include "hangscope/model/fact_keys.h"
@@ -69,10 +70,6 @@ std::string port_of(const std::string& endpoint) {
   return endpoint.substr(endpoint.rfind(':') + 1);
 }
 
-bool is_loopback(const std::string& endpoint) {
-  return endpoint.rfind("127.", 0) == 0 || endpoint.rfind("[::1]:", 0) == 0;
-}
-
 // How process `p` on `node` talks to the indexed process: a unix socket whose peer is one of
 // the index's ("over ipc:///tmp/…", the bound name of either end), or a TCP connection whose
 // two ends they hold ("over tcp ADDRESS:PORT", the listening end's address; loopback only on
@@ -93,7 +90,8 @@ std::string connection(const std::string& node, const model::ProcessRecord& p,
       return name.front() == '@' ? "over unix socket " + name : "over ipc://" + name;
     }
     if (s.state != "established" || !other.tcp_by_ends.count({s.remote, s.local})) continue;
-    if (node != other.node && (is_loopback(s.local) || is_loopback(s.remote))) continue;
+    if (node != other.node && (is_loopback_endpoint(s.local) || is_loopback_endpoint(s.remote)))
+      continue;
     const bool own_listens = own.listening_ports.count(port_of(s.local)) > 0;
     return "over tcp " + (own_listens ? s.local : s.remote);
   }
@@ -130,7 +128,7 @@ std::pair<std::string, std::string> job_of_sockets(const std::vector<Job>& jobs,
 std::string job_of_ring(const std::vector<Job>& jobs, const std::string& node,
                         const model::ProcessRecord& p) {
   const auto ring = p.facts.find(model::fact_keys::kShmRing);
-  if (ring == p.facts.end() || ring->second.rfind("not recognised", 0) == 0) return "";
+  if (model::shm_ring_status(p.facts) != model::ShmRingStatus::kOk) return "";
   for (const auto& j : jobs) {
     for (const auto& r : j.ranks) {
       const auto* q = r.latest();

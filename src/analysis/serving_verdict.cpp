@@ -8,6 +8,7 @@
 #include <regex>
 #include <set>
 
+#include "hangscope/analysis/verdict_ids.h"
 #include "hangscope/common/numbers.h"
 #include "hangscope/common/text.h"
 #include "hangscope/model/fact_keys.h"
@@ -247,7 +248,7 @@ std::string engine_wait_text(const ServingProcess& e) {
 
 Verdict base_verdict(const ServingChain& chain) {
   Verdict v;
-  v.id = kServingStalled;
+  v.id = verdict_ids::kServingStalled;
   v.job = chain.job;
   v.evidence.push_back("serving chain (" + chain.framework + "), front first:");
   for (const auto& l : chain.links) v.evidence.push_back("  " + l);

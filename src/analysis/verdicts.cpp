@@ -9,6 +9,7 @@
 
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/analysis/rank_set.h"
+#include "hangscope/analysis/verdict_ids.h"
 #include "hangscope/common/text.h"
 #include "hangscope/model/fact_keys.h"
 
@@ -130,27 +131,27 @@ struct RootKind {
 RootKind classify_root(const Job& job, const RankEntry& root, const RankSet& waiting) {
   switch (root.state) {
     case RankState::kDead:
-      return {"rank-dead", "A rank process died while the others wait for it", 0.9,
+      return {verdict_ids::kRankDead, "A rank process died while the others wait for it", 0.9,
               "is dead (exited or a zombie)", "are dead (exited or zombies)"};
     case RankState::kMissing:
-      return {"rank-dead", "A rank is missing while the others wait for it", 0.85,
+      return {verdict_ids::kRankDead, "A rank is missing while the others wait for it", 0.85,
               "is missing: no node that answered runs it",
               "are missing: no node that answered runs them"};
     case RankState::kStopped:
-      return {"rank-stopped", "A rank is stopped while the others wait for it", 0.9,
+      return {verdict_ids::kRankStopped, "A rank is stopped while the others wait for it", 0.9,
               "is stopped (state T: SIGSTOP, a debugger or job control)",
               "are stopped (state T: SIGSTOP, a debugger or job control)"};
     case RankState::kUninterruptible: {
       const std::string in =
           root.wait.primitive.empty() ? std::string("the kernel") : root.wait.primitive;
-      return {"rank-uninterruptible", "A rank is in uninterruptible sleep", 0.85,
+      return {verdict_ids::kRankUninterruptible, "A rank is in uninterruptible sleep", 0.85,
               "is in uninterruptible sleep (state D) in " + in,
               "are in uninterruptible sleep (state D) in " + in};
     }
     case RankState::kRunning: {
       const std::string in = " in " + root.wait.describe() + " (" + root.progress.detail + ")";
-      return {"rank-straggler", "A rank is still working while the others wait for it", 0.85,
-              "works" + in, "work" + in};
+      return {verdict_ids::kRankStraggler, "A rank is still working while the others wait for it",
+              0.85, "works" + in, "work" + in};
     }
     case RankState::kUnknown:
       return {"", "", 0, "", ""};
@@ -166,12 +167,12 @@ RootKind classify_root(const Job& job, const RankEntry& root, const RankSet& wai
         return r->wait.operation_key() != root.wait.operation_key() || r->group != root.group;
       });
   if (other_collective) {
-    return {"collective-mismatch", "Ranks wait in different collectives", 0.85,
+    return {verdict_ids::kCollectiveMismatch, "Ranks wait in different collectives", 0.85,
             "waits in a different collective, " + root.wait.describe(),
             "wait in a different collective, " + root.wait.describe()};
   }
-  return {"rank-diverged", "A rank waits somewhere else while the others wait for it", 0.8,
-          "waits in " + root.wait.describe(), "wait in " + root.wait.describe()};
+  return {verdict_ids::kRankDiverged, "A rank waits somewhere else while the others wait for it",
+          0.8, "waits in " + root.wait.describe(), "wait in " + root.wait.describe()};
 }
 
 // `roots`: ranks present, or ranges of ranks without an entry (missing).
@@ -286,7 +287,7 @@ void describe_sides(const Job& job, const Sides& sides, Verdict& v) {
 Verdict extra_collective_verdict(const Job& job, const std::set<int>& extra,
                                  const std::set<int>& past, const Sides& sides) {
   Verdict v;
-  v.id = "collective-mismatch";
+  v.id = verdict_ids::kCollectiveMismatch;
   v.title = "A rank issued a collective the rest of its group never does";
   v.job = job.key;
   v.confidence = 0.85;
@@ -363,7 +364,7 @@ std::optional<Verdict> skipped_collective_verdict(const Job& job, const Sides& s
   }
   const std::set<int> waiting = others_than(sides, skipped);
   Verdict v;
-  v.id = "collective-mismatch";
+  v.id = verdict_ids::kCollectiveMismatch;
   v.title = "A rank skipped a collective its group waits in";
   v.job = job.key;
   v.confidence = 0.8;
@@ -418,7 +419,7 @@ std::optional<Verdict> cycle_verdict(const Job& job) {
                    [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
   if (auto skipped = skipped_collective_verdict(job, ordered)) return skipped;
   Verdict v;
-  v.id = "collective-mismatch";
+  v.id = verdict_ids::kCollectiveMismatch;
   v.title = "Ranks wait in different collectives";
   v.job = job.key;
   std::string described;
@@ -561,7 +562,7 @@ std::optional<Verdict> transport_verdict(const Job& job) {
       continue;
     }
     Verdict v;
-    v.id = "collective-transport";
+    v.id = verdict_ids::kCollectiveTransport;
     v.title =
         "Every rank is in the same collective and none completes it: the transport, not a rank";
     v.job = job.key;
@@ -677,7 +678,9 @@ std::vector<Verdict> node_verdicts(const std::vector<Job>& jobs,
     Verdict v;
     const bool refused = node.status == "refused";
     const bool busy = node.status == "busy";
-    v.id = refused ? "node-refused" : busy ? "node-busy" : "node-unreachable";
+    v.id = refused ? verdict_ids::kNodeRefused
+           : busy  ? verdict_ids::kNodeBusy
+                   : verdict_ids::kNodeUnreachable;
     v.title = refused ? "A node's agent refused the request"
               : busy  ? "A node's agent was busy with other captures"
                       : "A node did not answer";

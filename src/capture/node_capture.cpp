@@ -256,12 +256,14 @@ void mark_launchers(std::vector<model::ProcessRecord>& records) {
   for (auto& r : records) {
     if (!parents_of_ranks.count(r.pid)) continue;
     const bool holds_group = r.dump && r.dump->distributed && r.dump->distributed->rank;
-    const bool env_rank = r.identity.source == "env" || r.identity.source == "memory-env" ||
-                          r.identity.source == "memory:init-arguments";
+    const auto source = r.identity.source;
+    const bool env_rank = source == model::IdentitySource::kEnv ||
+                          source == model::IdentitySource::kMemoryEnv ||
+                          source == model::IdentitySource::kMemoryInitArguments;
     if (holds_group || env_rank) continue;
     r.identity.role = model::ProcessRole::kLauncher;
     r.identity.rank.reset();
-    r.identity.source.clear();
+    r.identity.source = model::IdentitySource::kNone;
     r.identity.sources.clear();
   }
 }
@@ -504,6 +506,7 @@ void describe_ring(model::NodeSnapshot& node, std::vector<std::size_t> members,
   for (std::size_t m : members) {
     auto& facts = node.processes[m].facts;
     facts[model::fact_keys::kShmRing] = text;
+    facts[model::fact_keys::kShmRingStatus] = model::to_string(model::ShmRingStatus::kOk);
     facts[model::fact_keys::kShmRingLaggingRanks] = lagging.dump();
     if (node.processes[writer].identity.rank) {
       facts[model::fact_keys::kShmRingWriterRank] =
@@ -538,8 +541,10 @@ void collect_shm_rings(model::NodeSnapshot& node,
       describe_ring(node, segment.members, ring);
     } catch (const Error& e) {
       for (std::size_t m : segment.members) {
-        node.processes[m].facts[model::fact_keys::kShmRing] =
-            std::string("not recognised: ") + e.what();
+        auto& facts = node.processes[m].facts;
+        facts[model::fact_keys::kShmRing] = std::string("not recognised: ") + e.what();
+        facts[model::fact_keys::kShmRingStatus] =
+            model::to_string(model::ShmRingStatus::kUnrecognised);
       }
     }
   }

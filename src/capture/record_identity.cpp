@@ -62,11 +62,12 @@ void identify_from_init_frames(model::ProcessRecord& record) {
     auto& id = record.identity;
     id.rank = rank;
     id.role = model::ProcessRole::kRank;
-    id.source = "memory:init-arguments";
-    id.sources["rank"] = id.source;
+    id.source = model::IdentitySource::kMemoryInitArguments;
+    const std::string source(model::to_string(id.source));
+    id.sources["rank"] = source;
     if (world && *world > 0) {
       id.world_size = world;
-      id.sources["world_size"] = id.source;
+      id.sources["world_size"] = source;
     }
     if (id.job.empty()) id.job = job_from_init_method(method);
     if (id.job.empty() && !host.empty() && to_int(port)) id.job = host + ":" + port;
@@ -80,16 +81,17 @@ void identify_from_memory(model::ProcessRecord& record) {
   if (!record.dump) return;
   const auto& state = record.dump->distributed;
   if (!state || !state->rank) {
-    if (record.identity.source != "env" && record.identity.source != "memory-env") {
+    if (record.identity.source != model::IdentitySource::kEnv &&
+        record.identity.source != model::IdentitySource::kMemoryEnv) {
       identify_from_init_frames(record);
     }
     return;
   }
-  constexpr const char* kSource = "memory:process-group";
+  const std::string kSource(model::to_string(model::IdentitySource::kMemoryProcessGroup));
   auto& id = record.identity;
   id.role = model::ProcessRole::kRank;
   id.rank = state->rank;
-  id.source = kSource;
+  id.source = model::IdentitySource::kMemoryProcessGroup;
   id.sources["rank"] = kSource;
   if (state->world_size) {
     id.world_size = state->world_size;

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "hangscope/analysis/postmortem.h"
+#include "hangscope/analysis/verdict_ids.h"
 #include "hangscope/common/phase_timer.h"
 #include "hangscope/rules/engine.h"
 
@@ -90,7 +91,7 @@ analysis::Analysis diagnose(const model::Bundle& bundle, const rules::RuleSet& r
   //    A known bug that explains the rank where a serving chain ends explains the chain's
   //    verdict too: it is that rank's symptom at the front.
   for (auto& v : verdicts) {
-    if (v.id != analysis::kServingStalled || !v.explained_by.empty()) continue;
+    if (v.id != analysis::verdict_ids::kServingStalled || !v.explained_by.empty()) continue;
     for (const auto& g : verdicts) {
       if (!g.explained_by.empty() && g.job == v.job &&
           g.diverged_ranks.intersects(v.diverged_ranks)) {

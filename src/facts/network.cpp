@@ -7,6 +7,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "hangscope/common/address.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
 #include "hangscope/common/text.h"
@@ -92,10 +93,6 @@ bool is_unspecified(const std::string& ip) {
   return ip == "0.0.0.0" || ip == "::";
 }
 
-bool is_loopback(const std::string& ip) {
-  return ip.rfind("127.", 0) == 0 || ip == "::1";
-}
-
 std::uint32_t ipv4_value(const std::string& ip) {
   in_addr a{};
   return ::inet_pton(AF_INET, ip.c_str(), &a) == 1 ? ntohl(a.s_addr) : 0;
@@ -164,7 +161,7 @@ std::string check_ifname(const std::string& setting, const NetworkFacts& n) {
   }
   std::vector<std::string> outside;
   for (const auto& ip : used_addresses(n.sockets)) {
-    const bool store_or_local = is_loopback(ip);
+    const bool store_or_local = is_loopback_ip(ip);
     if (!store_or_local && std::find(allowed.begin(), allowed.end(), ip) == allowed.end()) {
       outside.push_back(ip);
     }
@@ -281,7 +278,7 @@ std::map<std::string, std::string> interfaces_of_addresses(const std::vector<std
   }
   std::map<std::string, std::string> out;
   for (const auto& ip : ipv4) {
-    if (is_loopback(ip)) {
+    if (is_loopback_ip(ip)) {
       out[ip] = "lo";
       continue;
     }

@@ -115,7 +115,7 @@ RankIdentity identify(const std::map<std::string, std::string>& env, bool env_fr
     id.tp = title_info->tp;
     id.pp = title_info->pp;
     id.dp = title_info->dp;
-    id.source = "title";
+    id.source = model::IdentitySource::kTitle;
     for (const auto& [field, value] : {std::pair{"tp", id.tp}, {"pp", id.pp}, {"dp", id.dp}}) {
       if (value) id.sources[field] = "title";
     }
@@ -126,10 +126,11 @@ RankIdentity identify(const std::map<std::string, std::string>& env, bool env_fr
     id.local_rank = env_int(env, "LOCAL_RANK");
     id.world_size = env_int(env, "WORLD_SIZE");
     if (id.role == model::ProcessRole::kUnidentified) id.role = model::ProcessRole::kRank;
-    id.source = env_from_memory ? "memory-env" : "env";
-    id.sources["rank"] = id.source;
-    if (id.local_rank) id.sources["local_rank"] = id.source;
-    if (id.world_size) id.sources["world_size"] = id.source;
+    id.source = env_from_memory ? model::IdentitySource::kMemoryEnv : model::IdentitySource::kEnv;
+    const std::string source(model::to_string(id.source));
+    id.sources["rank"] = source;
+    if (id.local_rank) id.sources["local_rank"] = source;
+    if (id.world_size) id.sources["world_size"] = source;
   } else if (const auto local = env_int(env, "LOCAL_RANK");
              local && id.role == model::ProcessRole::kRank) {
     id.local_rank = local;  // Ray v1 workers: LOCAL_RANK only
@@ -196,7 +197,7 @@ void identify_from_log(const std::vector<std::string>& lines, RankIdentity& iden
     identity.local_rank = value_after(*it, "local_rank=");
     if (identity.role == model::ProcessRole::kUnidentified)
       identity.role = model::ProcessRole::kRank;
-    identity.source = "log";
+    identity.source = model::IdentitySource::kLog;
     identity.sources["rank"] = identity.sources["world_size"] = "log";
     if (identity.local_rank) identity.sources["local_rank"] = "log";
     return;

@@ -38,6 +38,7 @@ constexpr std::string_view kPlainKeys[] = {kVersionPython,
                                            kShmRing,
                                            kShmRingLaggingRanks,
                                            kShmRingWriterRank,
+                                           kShmRingStatus,
                                            kNcclRas,
                                            kNcclRasStatus,
                                            kNcclRasReport};
@@ -102,6 +103,23 @@ std::string_view to_string(RasStatus status) {
       return "unavailable";
   }
   return "unavailable";
+}
+
+std::string_view to_string(ShmRingStatus status) {
+  return status == ShmRingStatus::kOk ? "ok" : "unrecognised";
+}
+
+std::optional<ShmRingStatus> shm_ring_status(const std::map<std::string, std::string>& facts) {
+  const auto ring = facts.find(fact_keys::kShmRing);
+  if (ring == facts.end()) return std::nullopt;
+  const auto status = facts.find(fact_keys::kShmRingStatus);
+  if (status != facts.end()) {
+    return status->second == to_string(ShmRingStatus::kOk) ? ShmRingStatus::kOk
+                                                           : ShmRingStatus::kUnrecognised;
+  }
+  // Migration: before 2.4 the only record of an unread ring was this prefix of its text.
+  return ring->second.rfind("not recognised", 0) == 0 ? ShmRingStatus::kUnrecognised
+                                                      : ShmRingStatus::kOk;
 }
 
 std::optional<RasStatus> ras_status_from_string(std::string_view value) {

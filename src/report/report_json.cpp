@@ -129,7 +129,7 @@ json rank_json(const RankEntry& r, const RankSet& present) {
     out["tp"] = json_or_null(id.tp);
     out["pp"] = json_or_null(id.pp);
     out["dp"] = json_or_null(id.dp);
-    out["identity_source"] = id.source;
+    out["identity_source"] = std::string(model::to_string(id.source));
     out["identity_sources"] = id.sources;
     out["title"] = id.title;
     out["log_lines"] = log_lines(p);

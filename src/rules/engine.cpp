@@ -72,7 +72,7 @@ std::vector<std::string> matching_log_lines(const model::ProcessRecord* p,
 
 // A rank known post-mortem only: its flight-recorder dump and the dead job's logs, no stack.
 bool post_mortem_only(const model::ProcessRecord* p) {
-  return p != nullptr && p->identity.source == model::kPostMortemSource &&
+  return p != nullptr && p->identity.source == model::IdentitySource::kFlightRecorder &&
          (!p->dump || p->dump->threads.empty());
 }
 

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "hangscope/analysis/verdict_ids.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/text.h"
 #include "hangscope/model/fact_keys.h"
@@ -119,6 +120,13 @@ class RuleReader {
     rule.remedies = strings(doc, "remedies");
     rule.references = strings(doc, "references");
     rule.explains = strings(doc, "explains");
+    for (const auto& id : rule.explains) {
+      if (!analysis::verdict_ids::is_builtin(id)) {
+        fail("explains",
+             "rule `" + printable(rule.id) + "` explains `" + printable(id) +
+                 "`, which is no built-in verdict's id (the verdict ids: docs/rules.md)");
+      }
+    }
     rule.show_facts = strings(doc, "show_facts");
     for (const auto& shown : rule.show_facts) {
       if (!model::fact_keys::is_known_fact_prefix(shown)) {

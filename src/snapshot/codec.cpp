@@ -164,6 +164,34 @@ model::ProcessRole decode_role(v1::ProcessRole role) {
   }
 }
 
+// model::IdentitySource and its wire enum, in both directions (kOther has none: UNSPECIFIED,
+// so that a reader falls back to the text).
+constexpr std::pair<model::IdentitySource, v1::IdentitySource> kIdentitySources[] = {
+    {model::IdentitySource::kNone, v1::IDENTITY_SOURCE_NONE},
+    {model::IdentitySource::kEnv, v1::IDENTITY_SOURCE_ENV},
+    {model::IdentitySource::kMemoryEnv, v1::IDENTITY_SOURCE_MEMORY_ENV},
+    {model::IdentitySource::kTitle, v1::IDENTITY_SOURCE_TITLE},
+    {model::IdentitySource::kLog, v1::IDENTITY_SOURCE_LOG},
+    {model::IdentitySource::kMemoryProcessGroup, v1::IDENTITY_SOURCE_MEMORY_PROCESS_GROUP},
+    {model::IdentitySource::kMemoryInitArguments, v1::IDENTITY_SOURCE_MEMORY_INIT_ARGUMENTS},
+    {model::IdentitySource::kFlightRecorder, v1::IDENTITY_SOURCE_FLIGHT_RECORDER},
+};
+
+v1::IdentitySource wire_identity_source(model::IdentitySource source) {
+  for (const auto& [model_value, wire] : kIdentitySources) {
+    if (model_value == source) return wire;
+  }
+  return v1::IDENTITY_SOURCE_UNSPECIFIED;
+}
+
+// The enum when written (2.4), else the text older writers sent.
+model::IdentitySource identity_source_of(const v1::RankIdentity& id) {
+  for (const auto& [model_value, wire] : kIdentitySources) {
+    if (wire == id.source_kind()) return model_value;
+  }
+  return model::parse_identity_source(id.source());
+}
+
 void encode_identity(const model::ProcessRecord& r, v1::RankIdentity& out) {
   const auto& id = r.identity;
   out.set_role(std::string(model::to_string(id.role)));
@@ -174,7 +202,8 @@ void encode_identity(const model::ProcessRecord& r, v1::RankIdentity& out) {
   if (id.tp) out.set_tp(*id.tp);
   if (id.pp) out.set_pp(*id.pp);
   if (id.dp) out.set_dp(*id.dp);
-  out.set_source(valid_utf8(id.source));
+  out.set_source(std::string(model::to_string(id.source)));
+  out.set_source_kind(wire_identity_source(id.source));
   out.set_job(valid_utf8(id.job));
   out.set_title(valid_utf8(id.title));  // from the target's command line
   out.set_helper_of(r.helper_of);
@@ -467,7 +496,7 @@ void decode_identity(const v1::RankIdentity& id, model::ProcessRecord& r) {
   if (id.has_tp()) r.identity.tp = id.tp();
   if (id.has_pp()) r.identity.pp = id.pp();
   if (id.has_dp()) r.identity.dp = id.dp();
-  r.identity.source = id.source();
+  r.identity.source = identity_source_of(id);
   r.identity.job = id.job();
   r.identity.title = id.title();
   r.helper_of = id.helper_of();

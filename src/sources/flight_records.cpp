@@ -76,8 +76,8 @@ model::NodeSnapshot node_of(Parsed dump, std::optional<int> world_size, bool ful
   p.identity.role = model::ProcessRole::kRank;
   p.identity.rank = dump.record.rank;
   p.identity.world_size = world_size;
-  p.identity.source = model::kPostMortemSource;
-  p.identity.sources["rank"] = model::kPostMortemSource;
+  p.identity.source = model::IdentitySource::kFlightRecorder;
+  p.identity.sources["rank"] = model::to_string(model::IdentitySource::kFlightRecorder);
   p.flight_record = std::move(dump.record);
   node.processes.push_back(std::move(p));
   return node;

@@ -56,7 +56,7 @@ TEST(IdentityCapture, SetproctitleRankIsIdentifiedFromItsEnvironmentInMemory) {
   EXPECT_EQ(id.world_size, 8);
   EXPECT_EQ(id.tp, 3);
   EXPECT_EQ(id.pp, 1);
-  EXPECT_EQ(id.source, "memory-env");
+  EXPECT_EQ(id.source, model::IdentitySource::kMemoryEnv);
   EXPECT_EQ(id.job, "10.9.0.1:29501");
 }
 
@@ -160,7 +160,7 @@ TEST(IdentityCapture, RayWorkerLogIsFoundAndNamesTheRank) {
   EXPECT_EQ(model::to_string(record.identity.role), "rank");
   EXPECT_EQ(record.identity.rank, 6);
   EXPECT_EQ(record.identity.world_size, 8);
-  EXPECT_EQ(record.identity.source, "log");
+  EXPECT_EQ(record.identity.source, model::IdentitySource::kLog);
   ASSERT_FALSE(record.logs.empty());
   EXPECT_NE(record.logs[0].path.find(session), std::string::npos);
 }

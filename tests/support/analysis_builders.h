@@ -184,7 +184,7 @@ class JobBuilder {
     p.identity.rank = r.rank;
     p.identity.world_size = world_size_;
     p.identity.job = job_;
-    p.identity.source = "env";
+    p.identity.source = model::IdentitySource::kEnv;
     if (auto it = facts_.find(r.rank); it != facts_.end()) p.facts = it->second;
     if (auto it = flights_.find(r.rank); it != flights_.end()) p.flight_record = it->second;
     if (auto it = env_.find(r.rank); it != env_.end()) {

@@ -24,6 +24,7 @@
 
 #include "hangscope/agent/accept_probe.h"
 #include "hangscope/agent/credentials.h"
+#include "hangscope/common/address.h"
 #include "hangscope/common/error.h"
 #include "loopback_peer.h"
 #include "target_process.h"
@@ -49,14 +50,30 @@ bool has(const std::string& text, const std::string& part) {
 }
 
 TEST(AgentAddresses, LoopbackListenersAreTheOnesThatNeedNoCredentials) {
+  for (const std::string address : {"127.0.0.1:7447", "127.3.2.1:0", "localhost:7447", "[::1]:7447",
+                                    "[::1]", "[::ffff:127.0.0.1]:7447", "::1"}) {
+    EXPECT_TRUE(is_loopback_endpoint(address)) << address;
+  }
+  // Names are not resolved: only "localhost" is loopback, however a name begins.
   for (const std::string address :
-       {"127.0.0.1:7447", "127.3.2.1:0", "localhost:7447", "[::1]:7447", "[::1]"}) {
-    EXPECT_TRUE(is_loopback(address)) << address;
+       {"0.0.0.0:7447", "[::]:7447", "198.51.100.1:7447", "10.127.0.1:7447", "node1:7447",
+        "128.0.0.1:7447", "127.example.com:7447", "127.0.0.1.nip.io:7447", "127.0.0.1x:7447",
+        "localhost.example.com:7447", "[::ffff:10.0.0.1]:7447", "127:7447", ""}) {
+    EXPECT_FALSE(is_loopback_endpoint(address)) << address;
   }
-  for (const std::string address : {"0.0.0.0:7447", "[::]:7447", "198.51.100.1:7447",
-                                    "10.127.0.1:7447", "node1:7447", "128.0.0.1:7447"}) {
-    EXPECT_FALSE(is_loopback(address)) << address;
-  }
+  EXPECT_TRUE(is_loopback_ip("127.255.0.9"));
+  EXPECT_FALSE(is_loopback_ip("localhost"));
+  EXPECT_EQ(split_endpoint("[fe80::1]:99").host, "fe80::1");
+  EXPECT_EQ(split_endpoint("[fe80::1]:99").port, "99");
+  EXPECT_EQ(split_endpoint("10.0.0.1:5").host, "10.0.0.1");
+  EXPECT_EQ(split_endpoint("fe80::1").port, "");
+}
+
+TEST(AgentAddresses, AHostNameThatBeginsWith127NeedsCredentials) {
+  AgentOptions options;
+  options.listen = "127.example.com:7447";
+  const auto said = refusal([&] { validate(options); });
+  EXPECT_TRUE(has(said, "without authentication")) << said;
 }
 
 TEST(AgentAddresses, AddressesAsUsersWriteThemGetTheDefaultPort) {

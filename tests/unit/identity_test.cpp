@@ -54,10 +54,10 @@ TEST(Identity, TorchrunEnvironmentNamesTheRankAndJob) {
   EXPECT_EQ(id.rank, 5);
   EXPECT_EQ(id.local_rank, 1);
   EXPECT_EQ(id.world_size, 8);
-  EXPECT_EQ(id.source, "env");
+  EXPECT_EQ(id.source, model::IdentitySource::kEnv);
   EXPECT_EQ(id.job, "10.0.0.1:29500");
   const auto both = identify(env, true, "VLLM::Worker_TP1");
-  EXPECT_EQ(both.source, "memory-env");
+  EXPECT_EQ(both.source, model::IdentitySource::kMemoryEnv);
   EXPECT_EQ(both.tp, 1);
   EXPECT_EQ(both.sources.at("rank"), "memory-env");
   EXPECT_EQ(both.sources.at("world_size"), "memory-env");
@@ -67,12 +67,12 @@ TEST(Identity, TorchrunEnvironmentNamesTheRankAndJob) {
 TEST(Identity, TitleOnlyRanksAndUnidentifiedProcesses) {
   const auto titled = identify({}, false, "VLLM::Worker_PP1_TP3");
   EXPECT_EQ(model::to_string(titled.role), "rank");
-  EXPECT_EQ(titled.source, "title");
+  EXPECT_EQ(titled.source, model::IdentitySource::kTitle);
   EXPECT_FALSE(titled.rank);
   EXPECT_EQ(titled.tp, 3);
   const auto nothing = identify({{"HOME", "/root"}}, false, "python3");
   EXPECT_EQ(model::to_string(nothing.role), "unidentified");
-  EXPECT_EQ(nothing.source, "");
+  EXPECT_EQ(nothing.source, model::IdentitySource::kNone);
   EXPECT_EQ(
       identify({{"VLLM_DP_MASTER_IP", "10.1.1.1"}, {"VLLM_DP_MASTER_PORT", "1234"}}, false, "").job,
       "vllm-dp:10.1.1.1:1234");
@@ -132,7 +132,7 @@ TEST(Identity, VllmWorkerLogLineNamesTheRankWhenTheEnvironmentDoesNot) {
   EXPECT_EQ(id.rank, 4);
   EXPECT_EQ(id.world_size, 16);
   EXPECT_EQ(id.local_rank, 4);
-  EXPECT_EQ(id.source, "log");
+  EXPECT_EQ(id.source, model::IdentitySource::kLog);
   EXPECT_EQ(id.tp, 4);
   model::RankIdentity from_env = identify({{"RANK", "2"}}, false, "");
   identify_from_log({"world_size=16 rank=9 local_rank=1"}, from_env);
@@ -186,7 +186,7 @@ TEST(Identity, ALogSeveralProcessesWriteIdentifiesNone) {
   }
   EXPECT_EQ(rank2.rank, 2);
   EXPECT_EQ(rank2.world_size, 4);
-  EXPECT_EQ(rank2.source, "log");
+  EXPECT_EQ(rank2.source, model::IdentitySource::kLog);
   // One process alone with the file: its lines are its own.
   model::RankIdentity alone;
   identify_from_own_logs({{&shared, &alone}});

@@ -489,7 +489,7 @@ TEST(PostMortemRules, TheLogAloneNeverPlacesARankThatIsNotPostMortem) {
   auto bundle = sources::postmortem_bundle(dump_files(kFixtures + "healthy/json"));
   sources::attach_logs(bundle, dump_files(kLogs + "autotune"));
   for (auto& node : bundle.snapshots) {
-    for (auto& p : node.processes) p.identity.source = "environment";
+    for (auto& p : node.processes) p.identity.source = model::IdentitySource::kEnv;
   }
   const auto a = diagnosis::diagnose(bundle, rules::load_rules("", ""));
   for (const auto& v : a.verdicts) EXPECT_NE(v.kind, VerdictKind::kSignature) << v.id;

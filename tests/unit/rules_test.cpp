@@ -8,6 +8,7 @@
 #include <map>
 
 #include "analysis_builders.h"
+#include "hangscope/analysis/verdict_ids.h"
 #include "hangscope/common/error.h"
 #include "hangscope/diagnosis/diagnose.h"
 #include "hangscope/model/fact_keys.h"
@@ -511,6 +512,11 @@ TEST(Rules, MalformedFilesNameTheLineAndTheReason) {
        " \"groups\": {\"a\": {\"states\": [\"waiting\"]}},\n"
        " \"show_facts\": [\"cache.flashinfer\", \"caches\"]}",
        "f.json:3: `caches` names no fact hangscope records"},
+      // `explains` names built-in verdicts (analysis/verdict_ids.h); a typo would explain nothing.
+      {"{\"id\": \"my-rule\", \"title\": \"t\", \"summary\": \"s\", \"diverged\": \"a\",\n"
+       " \"groups\": {\"a\": {\"states\": [\"waiting\"]}},\n"
+       " \"explains\": [\"rank-straggler\", \"rank-stragler\"]}",
+       "f.json:3: rule `my-rule` explains `rank-stragler`, which is no built-in verdict's id"},
       {"{\"id\": \"x\", \"title\": \"t\", \"summary\": \"s\", \"diverged\": \"a\",\n"
        " \"groups\": {\"a\": {\"states\": [\"waiting\"],\n \"post_mortem\": {}}}}",
        "f.json:3: `post_mortem` of group `a` has no condition"},
@@ -526,6 +532,42 @@ TEST(Rules, MalformedFilesNameTheLineAndTheReason) {
       EXPECT_EQ(std::string(e.what()).rfind(expected, 0), 0u) << e.what();
     }
   }
+}
+
+// The list of verdict ids (analysis/verdict_ids.h) that `explains` is checked against: every
+// built-in rule explains ids of it, and it holds no rule's id.
+TEST(VerdictIds, BuiltinRulesExplainListedIdsOnly) {
+  EXPECT_TRUE(analysis::verdict_ids::is_builtin("collective-behind"));
+  EXPECT_FALSE(analysis::verdict_ids::is_builtin("autotune-cache-mismatch"));
+  EXPECT_FALSE(analysis::verdict_ids::is_builtin(""));
+  const auto set = load_rules("", "");
+  EXPECT_TRUE(set.errors.empty());
+  for (const auto& rule : set.rules) {
+    EXPECT_FALSE(analysis::verdict_ids::is_builtin(rule.id)) << rule.id;
+    for (const auto& id : rule.explains) {
+      EXPECT_TRUE(analysis::verdict_ids::is_builtin(id)) << rule.id << ": " << id;
+    }
+  }
+}
+
+// Code reads whether a ring was read from its status fact, never from the wording of `shm_ring`;
+// a snapshot before 2.4, which has no status, is read by the text it wrote then.
+TEST(FactKeys, TheRingsStatusIsAFactOfItsOwn) {
+  using model::ShmRingStatus;
+  using namespace model::fact_keys;
+  std::map<std::string, std::string> facts;
+  EXPECT_FALSE(model::shm_ring_status(facts));
+  facts[kShmRing] = "not recognised as a ring, whatever the wording";
+  facts[kShmRingStatus] = "ok";
+  EXPECT_EQ(model::shm_ring_status(facts), ShmRingStatus::kOk);
+  facts[kShmRing] = "psm_1a2b (10 blocks of 10 MiB)";
+  facts[kShmRingStatus] = "unrecognised";
+  EXPECT_EQ(model::shm_ring_status(facts), ShmRingStatus::kUnrecognised);
+  facts.erase(kShmRingStatus);
+  EXPECT_EQ(model::shm_ring_status(facts), ShmRingStatus::kOk);
+  facts[kShmRing] = "not recognised: bad header";
+  EXPECT_EQ(model::shm_ring_status(facts), ShmRingStatus::kUnrecognised);
+  EXPECT_TRUE(is_known_fact_key(kShmRingStatus));
 }
 
 // The catalog of fact keys (model/fact_keys.h) that rules are checked against.

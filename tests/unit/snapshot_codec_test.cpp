@@ -28,7 +28,7 @@ model::NodeSnapshot sample_node(int ranks) {
     p.identity.role = model::ProcessRole::kRank;
     p.identity.rank = r;
     p.identity.job = "10.0.0.1:29500";
-    p.identity.source = "env";
+    p.identity.source = model::IdentitySource::kEnv;
     model::ProcessDump dump;
     model::ThreadDump thread;
     thread.tid = p.pid;
@@ -68,8 +68,8 @@ TEST(SnapshotCodec, RoundTripsAndInternsRepeatedStrings) {
 // diagnose at 32,768 ranks), and changing one thread's frames leaves the others as they were.
 // Schema 2.2 carries asyncio tasks: every field comes back, and thousands of tasks suspended in
 // the same coroutines send that chain once.
-// The role travels typed (field 22 of RankIdentity) and as text; a file written before the
-// typed field has the text only, from which the reader derives the role once.
+// The role travels typed (field 14 of RankIdentity, schema 2.4) and as text; a file written before
+// the typed field has the text only, from which the reader derives the role once.
 TEST(SnapshotCodec, TheRoleTravelsTypedAndOlderFilesDeriveItFromTheText) {
   auto node = sample_node(2);
   node.processes[1].identity.role = model::ProcessRole::kEngine;
@@ -87,6 +87,30 @@ TEST(SnapshotCodec, TheRoleTravelsTypedAndOlderFilesDeriveItFromTheText) {
   EXPECT_EQ(old.processes[1].identity.role, model::ProcessRole::kLauncher);
   wire.mutable_processes(1)->mutable_identity()->set_role("a role no version wrote");
   EXPECT_EQ(snapshot::decode(wire).processes[1].identity.role, model::ProcessRole::kUnidentified);
+}
+
+// Schema 2.4 writes the identity source as an enum beside its text; a file with the text alone
+// (2.3 and older) is read by the text, and an enum this reader knows wins over the text.
+TEST(SnapshotCodec, TheIdentitySourceTravelsAsAnEnumAndItsText) {
+  auto node = sample_node(3);
+  node.processes[1].identity.source = model::IdentitySource::kMemoryInitArguments;
+  node.processes[2].identity.source = model::IdentitySource::kFlightRecorder;
+  v1::NodeSnapshot wire;
+  snapshot::encode(node, wire);
+  EXPECT_EQ(wire.processes(1).identity().source(), "memory:init-arguments");
+  EXPECT_EQ(wire.processes(1).identity().source_kind(), v1::IDENTITY_SOURCE_MEMORY_INIT_ARGUMENTS);
+  auto back = snapshot::decode(wire);
+  EXPECT_EQ(back.processes[0].identity.source, model::IdentitySource::kEnv);
+  EXPECT_EQ(back.processes[2].identity.source, model::IdentitySource::kFlightRecorder);
+
+  for (auto& p : *wire.mutable_processes()) p.mutable_identity()->clear_source_kind();
+  wire.mutable_processes(0)->mutable_identity()->set_source("memory:process-group");
+  back = snapshot::decode(wire);
+  EXPECT_EQ(back.processes[0].identity.source, model::IdentitySource::kMemoryProcessGroup);
+  EXPECT_EQ(back.processes[1].identity.source, model::IdentitySource::kMemoryInitArguments);
+  wire.mutable_processes(0)->mutable_identity()->set_source("a-newer-source");
+  EXPECT_EQ(snapshot::decode(wire).processes[0].identity.source, model::IdentitySource::kOther);
+  EXPECT_EQ(model::to_string(model::IdentitySource::kNone), "");
 }
 
 TEST(SnapshotCodec, AsyncioTasksRoundTripWithSharedCoroutineChains) {
@@ -124,7 +148,7 @@ TEST(SnapshotCodec, AsyncioTasksRoundTripWithSharedCoroutineChains) {
 
   v1::NodeSnapshot wire;
   snapshot::encode(node, wire);
-  EXPECT_EQ(wire.schema_minor(), 3u);
+  EXPECT_EQ(wire.schema_minor(), 4u);
   // 3,000 tasks in one chain: about 45 bytes a task (addresses, name, awaits), the chain once.
   EXPECT_LT(wire.ByteSizeLong(), 3000u * 50u);
   EXPECT_EQ(wire.stacks_size(), 2);  // the thread's stack and the tasks' chain
@@ -287,7 +311,7 @@ TEST(SnapshotSchema, TheFlightRecordTravelsAsAMessage) {
   v1::NodeSnapshot wire;
   snapshot::encode(old.at(0), wire);
   EXPECT_EQ(wire.schema_major(), 2u);
-  EXPECT_EQ(wire.schema_minor(), 3u);
+  EXPECT_EQ(wire.schema_minor(), 4u);
   ASSERT_GT(wire.processes_size(), 0);
   for (const auto& p : wire.processes()) {
     EXPECT_TRUE(p.has_flight());

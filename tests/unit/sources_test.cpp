@@ -73,7 +73,7 @@ TEST(Sources, FlightRecordsAreANodePerDumpAndTheRankOfEach) {
   std::vector<int> ranks;
   for (const auto& s : bundle.snapshots) {
     ASSERT_EQ(s.processes.size(), 1u);
-    EXPECT_EQ(s.processes[0].identity.source, model::kPostMortemSource);
+    EXPECT_EQ(s.processes[0].identity.source, model::IdentitySource::kFlightRecorder);
     ASSERT_TRUE(s.processes[0].identity.rank);
     ranks.push_back(*s.processes[0].identity.rank);
   }

@@ -51,9 +51,6 @@ struct AgentOptions {
   std::chrono::milliseconds self_check_interval{15000};
 };
 
-// True when host:port names a loopback address (127.0.0.0/8, ::1, localhost).
-bool is_loopback(const std::string& address);
-
 // Checks the options and credential files (a non-loopback listener needs a token of at least
 // kMinTokenBytes in a file only its owner reads, or client certificates over TLS, or
 // --insecure); throws hangscope::Error with the reason. Returns what the credentials give.

@@ -264,8 +264,6 @@ std::optional<std::string> serving_role(const Analysis& analysis,
 // What the serving chains say when no verdict was reached (appended to the conclusion):
 // requests in flight, the engine cores' activity and progress; "" without a chain.
 std::string serving_note(const std::vector<ServingChain>& chains);
-// The id of the front-end verdict.
-inline constexpr char kServingStalled[] = "serving-stalled";
 // The front-end verdict (`serving-stalled`): requests pending at the API server (or a step in
 // flight in the engine core) while the engine core is blocked on workers whose graph ends at
 // a stuck rank, named first; or pending requests while the engine core idles. `found`: the

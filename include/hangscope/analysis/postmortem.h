@@ -14,8 +14,8 @@
 namespace hangscope::analysis {
 
 // Whether every rank of `job` is known from a flight-recorder dump only (identity source
-// model::kPostMortemSource, no stacks): the
-// post-mortem correlation applies instead of the live one and the stack-based verdicts.
+// model::IdentitySource::kFlightRecorder, no stacks): the post-mortem correlation applies instead
+// of the live one and the stack-based verdicts.
 bool flight_records_only(const Job& job);
 
 // Per process group, the group's consensus (median of the collectives issued; majority of the

@@ -4,6 +4,7 @@
 // lists them for rule authors.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -65,6 +66,8 @@ inline constexpr char kStoreMissingKeys[] = "store.missing_keys";
 inline constexpr char kShmRing[] = "shm_ring";
 inline constexpr char kShmRingLaggingRanks[] = "shm_ring.lagging_ranks";
 inline constexpr char kShmRingWriterRank[] = "shm_ring.writer_rank";
+// For code: "ok" (kShmRing describes the ring) | "unrecognised" (kShmRing says why not).
+inline constexpr char kShmRingStatus[] = "shm_ring.status";
 inline constexpr char kNcclRas[] = "nccl_ras";               // for people: the summary
 inline constexpr char kNcclRasStatus[] = "nccl_ras.status";  // ok | problems | unavailable
 inline constexpr char kNcclRasReport[] = "nccl_ras.report";
@@ -90,5 +93,16 @@ enum class RasStatus {
 std::string_view to_string(RasStatus status);  // "ok" | "problems" | "unavailable"
 // The status a fact value names; nullopt for any other value.
 std::optional<RasStatus> ras_status_from_string(std::string_view value);
+
+// Whether the broadcast ring a process maps was read: the fact fact_keys::kShmRingStatus.
+enum class ShmRingStatus {
+  kOk,            // fact_keys::kShmRing describes the ring
+  kUnrecognised,  // it is no ring this version reads; kShmRing says why
+};
+std::string_view to_string(ShmRingStatus status);  // "ok" | "unrecognised"
+// The status of the ring in `facts`: the status fact; without it (snapshots before 2.4, which
+// wrote the reason in kShmRing alone), read from kShmRing as those versions wrote it; nullopt
+// when no ring fact is there.
+std::optional<ShmRingStatus> shm_ring_status(const std::map<std::string, std::string>& facts);
 
 }  // namespace hangscope::model

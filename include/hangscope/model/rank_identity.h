@@ -29,12 +29,29 @@ enum class ProcessRole {
 std::string_view to_string(ProcessRole role);
 // The role a name says; kUnidentified for "" and names no version wrote.
 ProcessRole parse_role(std::string_view name);
+// Where a process's identity (its rank, above all) came from. Code branches on this; its name
+// (to_string) is what report.json's `identity_source`, the per-field `sources` and the wire's
+// RankIdentity.source (kept for old readers and old files) say.
+enum class IdentitySource {
+  kNone,                 // "": unidentified
+  kEnv,                  // "env": /proc/PID/environ
+  kMemoryEnv,            // "memory-env": libc's environ in memory (what the process sees now)
+  kTitle,                // "title": the process title (vLLM, Ray, SGLang)
+  kLog,                  // "log": its own log lines ("world_size= rank=")
+  kMemoryProcessGroup,   // "memory:process-group": torch.distributed's default group in memory
+  kMemoryInitArguments,  // "memory:init-arguments": init_process_group's arguments on its stack
+  kFlightRecorder,       // "flight-recorder": known from its dump alone (post-mortem)
+  kOther,                // a name this version does not know (a newer writer's): "other"
+};
+std::string_view to_string(IdentitySource source);
+// The source a name stands for: kNone for "", kOther for a name no source has.
+IdentitySource parse_identity_source(std::string_view name);
 
 struct RankIdentity {
   ProcessRole role = ProcessRole::kUnidentified;
   std::optional<int> rank, local_rank, world_size, tp, pp, dp;
-  std::string source;                          // env | memory-env | title | log | "" (unidentified)
-  std::map<std::string, std::string> sources;  // where each known field came from
+  IdentitySource source = IdentitySource::kNone;
+  std::map<std::string, std::string> sources;  // where each known field came from (to_string)
   std::string job;                             // job key, "" when unknown
   std::string title;                           // the process title it was read from, if any
 };
@@ -43,9 +60,6 @@ struct LogExcerpt {
   std::string path;
   std::vector<std::string> lines;  // oldest first, masked
 };
-
-// The identity source of a rank known from its dump alone (RankIdentity::source).
-inline constexpr const char* kPostMortemSource = "flight-recorder";
 
 // A dump written this long before the median write time of the set is stale (a leftover of an
 // earlier run): named, not correlated.

@@ -16,8 +16,9 @@ class NodeSnapshot;
 namespace hangscope::snapshot {
 
 inline constexpr unsigned kSchemaMajor = 2;  // 2: shared stacks, facts and log lines
-inline constexpr unsigned kSchemaMinor = 3;  // 1: the flight record as a message; 2: tasks;
-                                             // 3: sockets
+inline constexpr unsigned kSchemaMinor = 4;  // 1: the flight record as a message; 2: tasks;
+                                             // 3: sockets; 4: typed identity source (and the
+                                             // other enums beside their text)
 
 void encode(const model::NodeSnapshot& node, v1::NodeSnapshot& out);
 
