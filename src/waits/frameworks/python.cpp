@@ -1,15 +1,10 @@
 // The Python standard library (threading, queue, concurrent.futures, selectors, subprocess,
 // multiprocessing) and the ASGI server the API servers run in (uvicorn).
 #include "hangscope/waits/frameworks.h"
+#include "table_entries.h"
 
 namespace hangscope::waits {
-namespace {
-
-model::FramePattern py(std::string file, std::vector<std::string> functions = {}) {
-  return model::FramePattern::python(std::move(file), std::move(functions));
-}
-
-}  // namespace
+using table_entries::py;
 
 const FrameworkTable& python_table() {
   static const FrameworkTable table{

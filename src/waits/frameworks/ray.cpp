@@ -1,17 +1,10 @@
 // Ray: compiled-graph channels, ray.get, and the core worker's waits in C++.
 #include "hangscope/waits/frameworks.h"
+#include "table_entries.h"
 
 namespace hangscope::waits {
-namespace {
-
-model::FramePattern py(std::string file, std::vector<std::string> functions = {}) {
-  return model::FramePattern::python(std::move(file), std::move(functions));
-}
-model::FramePattern sym(std::string fragment) {
-  return model::FramePattern::native_symbol(std::move(fragment));
-}
-
-}  // namespace
+using table_entries::py;
+using table_entries::sym;
 
 const FrameworkTable& ray_table() {
   static const FrameworkTable table{

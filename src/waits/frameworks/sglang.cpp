@@ -1,15 +1,10 @@
 // SGLang: the serving front (tokenizer manager, HTTP and OpenAI handlers) and the launcher of
 // a node that only serves /health. Its schedulers are ranks (torch tables).
 #include "hangscope/waits/frameworks.h"
+#include "table_entries.h"
 
 namespace hangscope::waits {
-namespace {
-
-model::FramePattern py(std::string file, std::vector<std::string> functions = {}) {
-  return model::FramePattern::python(std::move(file), std::move(functions));
-}
-
-}  // namespace
+using table_entries::py;
 
 const FrameworkTable& sglang_table() {
   static const FrameworkTable table{

@@ -1,18 +1,11 @@
 // torch.distributed: its collectives, point-to-point calls, stores, rendezvous and init, in
 // Python (distributed_c10d.py) and in C++ (c10d, NCCL, gloo).
 #include "hangscope/waits/frameworks.h"
+#include "table_entries.h"
 
 namespace hangscope::waits {
-namespace {
-
-model::FramePattern py(std::string file, std::vector<std::string> functions = {}) {
-  return model::FramePattern::python(std::move(file), std::move(functions));
-}
-model::FramePattern sym(std::string fragment) {
-  return model::FramePattern::native_symbol(std::move(fragment));
-}
-
-}  // namespace
+using table_entries::py;
+using table_entries::sym;
 
 const FrameworkTable& torch_table() {
   static const FrameworkTable table{

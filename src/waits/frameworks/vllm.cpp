@@ -1,15 +1,10 @@
 // vLLM (V1 and the V0 engine client): the shared-memory broadcast ring, and the serving
 // front: API server, engine core busy loop, executor, DP coordinator.
 #include "hangscope/waits/frameworks.h"
+#include "table_entries.h"
 
 namespace hangscope::waits {
-namespace {
-
-model::FramePattern py(std::string file, std::vector<std::string> functions = {}) {
-  return model::FramePattern::python(std::move(file), std::move(functions));
-}
-
-}  // namespace
+using table_entries::py;
 
 const FrameworkTable& vllm_table() {
   static const FrameworkTable table{
