@@ -197,9 +197,9 @@ void awaited_workers(const ServingProcess& engine, const Job& job, ServingChain&
   chain.awaited_reason = "every worker of the job (the engine core's locals do not say which)";
 }
 
-// Where the workers' wait-for graph ends, from the ranks in `from`.
-RankSet follow_to_roots(const Job& job, const RankSet& from) {
-  RankSet roots, seen;
+void walk_wait_for(const Job& job, const RankSet& from,
+                   const std::function<bool(int, const RankEntry*)>& visit) {
+  RankSet seen;
   std::vector<int> frontier = from.list();
   while (!frontier.empty()) {
     const int r = frontier.back();
@@ -207,13 +207,22 @@ RankSet follow_to_roots(const Job& job, const RankSet& from) {
     if (seen.contains(r)) continue;
     seen.insert(r);
     const auto* e = job.find(r);
+    if (!visit(r, e)) continue;
+    for (const auto* next : job.entries_in(e->waits_for)) frontier.push_back(*next->rank);
+  }
+}
+
+// Where the workers' wait-for graph ends, from the ranks in `from`.
+RankSet follow_to_roots(const Job& job, const RankSet& from) {
+  RankSet roots;
+  walk_wait_for(job, from, [&](int r, const RankEntry* e) {
     if (e == nullptr || e->state != RankState::kWaiting || e->waits_for.empty()) {
       roots.insert(r);
-      continue;
+      return false;
     }
-    for (const auto* next : job.entries_in(e->waits_for)) frontier.push_back(*next->rank);
     roots.insert(e->waits_for - job.present);  // missing ranks end the chain
-  }
+    return true;
+  });
   return roots;
 }
 

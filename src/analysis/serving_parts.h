@@ -5,6 +5,7 @@
 // them in that order.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -35,6 +36,11 @@ const Job* find_job(const std::vector<Job>& jobs, const std::string& key);
 // The workers the engine core waits for directly, and where the wait-for graph from them ends.
 void awaited_workers(const ServingProcess& engine, const Job& job, ServingChain& chain);
 RankSet follow_to_roots(const Job& job, const RankSet& from);
+
+// Visits every rank reachable from `from` along the wait-for edges, each once; `visit` (the rank
+// and its entry, nullptr when not captured) says whether to follow that rank's edges.
+void walk_wait_for(const Job& job, const RankSet& from,
+                   const std::function<bool(int, const RankEntry*)>& visit);
 
 // verdict: the chain's lines for people, front first.
 void describe(const std::vector<Job>& jobs, ServingChain& chain);

@@ -103,18 +103,11 @@ std::string capitalized(std::string text) {
 // grouped by what it waits for and where.
 void worker_links(const Job& job, ServingChain& chain) {
   std::map<std::pair<std::string, RankSet>, std::set<int>> edges;
-  RankSet seen;
-  std::vector<int> frontier = chain.awaited.list();
-  while (!frontier.empty()) {
-    const int r = frontier.back();
-    frontier.pop_back();
-    if (seen.contains(r)) continue;
-    seen.insert(r);
-    const auto* e = job.find(r);
-    if (e == nullptr || chain.roots.contains(r)) continue;
+  walk_wait_for(job, chain.awaited, [&](int r, const RankEntry* e) {
+    if (e == nullptr || chain.roots.contains(r)) return false;
     edges[{e->wait.describe(), e->waits_for}].insert(r);
-    for (const auto* next : job.entries_in(e->waits_for)) frontier.push_back(*next->rank);
-  }
+    return true;
+  });
   for (const auto& [edge, ranks] : edges) {
     chain.links.push_back(rank_noun(chain) + " " + ranks_text(RankSet(ranks)) + " (job " + job.key +
                           ") " + (ranks.size() == 1 ? "waits" : "wait") + " for " +

@@ -9,6 +9,16 @@ namespace hangscope::identity {
 using model::RankIdentity;
 namespace {
 
+// The name a field's source is shown by (RankIdentity::sources).
+std::string source_name(model::IdentitySource source) {
+  return std::string(model::to_string(source));
+}
+
+std::string env_source_name(bool env_from_memory) {
+  return source_name(env_from_memory ? model::IdentitySource::kMemoryEnv
+                                     : model::IdentitySource::kEnv);
+}
+
 std::optional<int> env_int(const std::map<std::string, std::string>& env, const char* name) {
   const auto it = env.find(name);
   return it == env.end() ? std::nullopt : to_int(it->second);
@@ -117,7 +127,7 @@ RankIdentity identify(const std::map<std::string, std::string>& env, bool env_fr
     id.dp = title_info->dp;
     id.source = model::IdentitySource::kTitle;
     for (const auto& [field, value] : {std::pair{"tp", id.tp}, {"pp", id.pp}, {"dp", id.dp}}) {
-      if (value) id.sources[field] = "title";
+      if (value) id.sources[field] = source_name(model::IdentitySource::kTitle);
     }
   }
   // torchrun / env:// launches name the global rank; the title adds the parallel grid.
@@ -134,11 +144,11 @@ RankIdentity identify(const std::map<std::string, std::string>& env, bool env_fr
   } else if (const auto local = env_int(env, "LOCAL_RANK");
              local && id.role == model::ProcessRole::kRank) {
     id.local_rank = local;  // Ray v1 workers: LOCAL_RANK only
-    id.sources["local_rank"] = env_from_memory ? "memory-env" : "env";
+    id.sources["local_rank"] = env_source_name(env_from_memory);
   }
   if (!id.dp) {
     id.dp = env_int(env, "VLLM_DP_RANK");
-    if (id.dp) id.sources["dp"] = env_from_memory ? "memory-env" : "env";
+    if (id.dp) id.sources["dp"] = env_source_name(env_from_memory);
   }
   return id;
 }
@@ -161,7 +171,7 @@ void coordinates_from_log(const std::vector<std::string>& lines, RankIdentity& i
     const auto set = [&](std::optional<int>& field, const char* name, const std::string& value) {
       if (field) return;
       field = to_int(value);
-      if (field) identity.sources[name] = "log";
+      if (field) identity.sources[name] = source_name(model::IdentitySource::kLog);
     };
     set(identity.dp, "dp", m[3]);
     set(identity.pp, "pp", m[4]);
@@ -198,8 +208,9 @@ void identify_from_log(const std::vector<std::string>& lines, RankIdentity& iden
     if (identity.role == model::ProcessRole::kUnidentified)
       identity.role = model::ProcessRole::kRank;
     identity.source = model::IdentitySource::kLog;
-    identity.sources["rank"] = identity.sources["world_size"] = "log";
-    if (identity.local_rank) identity.sources["local_rank"] = "log";
+    const std::string log = source_name(model::IdentitySource::kLog);
+    identity.sources["rank"] = identity.sources["world_size"] = log;
+    if (identity.local_rank) identity.sources["local_rank"] = log;
     return;
   }
 }

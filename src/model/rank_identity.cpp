@@ -29,34 +29,41 @@ constexpr std::array<std::pair<IdentitySource, std::string_view>, 9> kSourceName
     {IdentitySource::kOther, "other"},
 }};
 
+// The name of `value` in `table`, or `fallback`; the value a name stands for, or `fallback`.
+template <typename Value, std::size_t N>
+std::string_view name_in(const std::array<std::pair<Value, std::string_view>, N>& table,
+                         Value value, std::string_view fallback) {
+  for (const auto& [v, name] : table) {
+    if (v == value) return name;
+  }
+  return fallback;
+}
+
+template <typename Value, std::size_t N>
+Value value_in(const std::array<std::pair<Value, std::string_view>, N>& table,
+               std::string_view name, Value fallback) {
+  for (const auto& [v, text] : table) {
+    if (text == name) return v;
+  }
+  return fallback;
+}
+
 }  // namespace
 
 std::string_view to_string(ProcessRole role) {
-  for (const auto& [r, name] : kRoleNames) {
-    if (r == role) return name;
-  }
-  return "unidentified";
+  return name_in(kRoleNames, role, "unidentified");
 }
 
 ProcessRole parse_role(std::string_view name) {
-  for (const auto& [r, n] : kRoleNames) {
-    if (n == name) return r;
-  }
-  return ProcessRole::kUnidentified;
+  return value_in(kRoleNames, name, ProcessRole::kUnidentified);
 }
 
 std::string_view to_string(IdentitySource source) {
-  for (const auto& [value, name] : kSourceNames) {
-    if (value == source) return name;
-  }
-  return "other";
+  return name_in(kSourceNames, source, "other");
 }
 
 IdentitySource parse_identity_source(std::string_view name) {
-  for (const auto& [value, text] : kSourceNames) {
-    if (text == name) return value;
-  }
-  return IdentitySource::kOther;
+  return value_in(kSourceNames, name, IdentitySource::kOther);
 }
 
 }  // namespace hangscope::model

@@ -121,47 +121,33 @@ void encode_thread(const model::ThreadDump& t, v1::ThreadSnapshot& out, StackTab
   }
 }
 
+// model::ProcessRole and its wire enum, in both directions.
+constexpr std::pair<model::ProcessRole, v1::ProcessRole> kRoles[] = {
+    {model::ProcessRole::kUnidentified, v1::PROCESS_ROLE_UNIDENTIFIED},
+    {model::ProcessRole::kRank, v1::PROCESS_ROLE_RANK},
+    {model::ProcessRole::kEngine, v1::PROCESS_ROLE_ENGINE},
+    {model::ProcessRole::kApi, v1::PROCESS_ROLE_API},
+    {model::ProcessRole::kDriver, v1::PROCESS_ROLE_DRIVER},
+    {model::ProcessRole::kCoordinator, v1::PROCESS_ROLE_COORDINATOR},
+    {model::ProcessRole::kLauncher, v1::PROCESS_ROLE_LAUNCHER},
+    {model::ProcessRole::kHelper, v1::PROCESS_ROLE_HELPER},
+};
+
 v1::ProcessRole encode_role(model::ProcessRole role) {
-  switch (role) {
-    case model::ProcessRole::kUnidentified:
-      return v1::PROCESS_ROLE_UNIDENTIFIED;
-    case model::ProcessRole::kRank:
-      return v1::PROCESS_ROLE_RANK;
-    case model::ProcessRole::kEngine:
-      return v1::PROCESS_ROLE_ENGINE;
-    case model::ProcessRole::kApi:
-      return v1::PROCESS_ROLE_API;
-    case model::ProcessRole::kDriver:
-      return v1::PROCESS_ROLE_DRIVER;
-    case model::ProcessRole::kCoordinator:
-      return v1::PROCESS_ROLE_COORDINATOR;
-    case model::ProcessRole::kLauncher:
-      return v1::PROCESS_ROLE_LAUNCHER;
-    case model::ProcessRole::kHelper:
-      return v1::PROCESS_ROLE_HELPER;
+  for (const auto& [model_value, wire] : kRoles) {
+    if (model_value == role) return wire;
   }
   return v1::PROCESS_ROLE_UNIDENTIFIED;
 }
 
-model::ProcessRole decode_role(v1::ProcessRole role) {
-  switch (role) {
-    case v1::PROCESS_ROLE_RANK:
-      return model::ProcessRole::kRank;
-    case v1::PROCESS_ROLE_ENGINE:
-      return model::ProcessRole::kEngine;
-    case v1::PROCESS_ROLE_API:
-      return model::ProcessRole::kApi;
-    case v1::PROCESS_ROLE_DRIVER:
-      return model::ProcessRole::kDriver;
-    case v1::PROCESS_ROLE_COORDINATOR:
-      return model::ProcessRole::kCoordinator;
-    case v1::PROCESS_ROLE_LAUNCHER:
-      return model::ProcessRole::kLauncher;
-    case v1::PROCESS_ROLE_HELPER:
-      return model::ProcessRole::kHelper;
-    default:  // unidentified, or a value of a newer minor
-      return model::ProcessRole::kUnidentified;
+// The enum when written (2.4), else the text older writers sent; a value of a newer minor is
+// unidentified.
+model::ProcessRole role_of(const v1::RankIdentity& id) {
+  if (id.role_kind() == v1::PROCESS_ROLE_UNSPECIFIED) return model::parse_role(id.role());
+  for (const auto& [model_value, wire] : kRoles) {
+    if (wire == id.role_kind()) return model_value;
   }
+  return model::ProcessRole::kUnidentified;
 }
 
 // model::IdentitySource and its wire enum, in both directions (kOther has none: UNSPECIFIED,
@@ -488,8 +474,7 @@ model::ThreadDump decode_thread(const v1::ThreadSnapshot& t, const StringLookup&
 
 void decode_identity(const v1::RankIdentity& id, model::ProcessRecord& r) {
   // Older files carry the role as text only: read once, here (the migration).
-  r.identity.role = id.role_kind() == v1::PROCESS_ROLE_UNSPECIFIED ? model::parse_role(id.role())
-                                                                   : decode_role(id.role_kind());
+  r.identity.role = role_of(id);
   if (id.has_rank()) r.identity.rank = id.rank();
   if (id.has_local_rank()) r.identity.local_rank = id.local_rank();
   if (id.has_world_size()) r.identity.world_size = id.world_size();
