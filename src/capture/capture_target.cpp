@@ -217,6 +217,7 @@ model::ProcessDump assemble_dump(CaptureTarget& target, const ReadOptions& optio
   if (python && !read.threads.empty()) {
     attach_python_threads(target, copies.threads, *python, read, options, dump);
   }
+  if (python) python->add_groups_found(dump.distributed);
   phases.lap("threads described and merged");
   target.add_process_facts(options, dump);
   phases.lap("the target's own facts");

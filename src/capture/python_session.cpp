@@ -71,6 +71,12 @@ bool same_outer_frames(const std::vector<python::PyThread>& a,
 std::vector<python::PyThread> PythonSession::read_threads(bool locals, int attempts) {
   python::StackReaderOptions options;
   options.locals = locals;
+  if (locals) {
+    if (!groups_found_) {
+      groups_found_ = std::make_unique<python::GroupDiscovery>(image_, group_labels_);
+    }
+    options.observer = groups_found_.get();
+  }
   const auto read = [&] {
     memory::PageCache pages(memory_);  // one instant's pages per read
     python::ObjectReader objects(pages, maps_, layout_);
@@ -100,6 +106,12 @@ std::optional<model::DistributedState> PythonSession::read_process_groups() {
   tasks_module_ =
       python::AsyncTaskReader(objects, interpreter_.runtime_address).find_tasks_module();
   return state;
+}
+
+void PythonSession::add_groups_found(std::optional<model::DistributedState>& state) const {
+  if (!groups_found_ || groups_found_->empty()) return;
+  if (!state) state.emplace();
+  groups_found_->add_to(*state);
 }
 
 std::optional<python::AsyncTasks> PythonSession::read_tasks(

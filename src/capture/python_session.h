@@ -12,6 +12,7 @@
 #include "hangscope/memory/memory_reader.h"
 #include "hangscope/model/process_dump.h"
 #include "hangscope/python/async_tasks.h"
+#include "hangscope/python/group_discovery.h"
 #include "hangscope/python/interpreter.h"
 #include "hangscope/python/layout.h"
 #include "hangscope/python/objects.h"
@@ -37,6 +38,11 @@ class PythonSession {
   // threads: their frames' locals then show the groups they name ("<process group 3>").
   std::optional<model::DistributedState> read_process_groups();
 
+  // The groups the locals of the threads read so far named outside torch's registry (and the
+  // stores of registry groups they named), added to `state` (created when torch's registry
+  // gave none).
+  void add_groups_found(std::optional<model::DistributedState>& state) const;
+
   // asyncio's tasks and which of `threads` runs each loop (nullopt: asyncio never imported).
   std::optional<python::AsyncTasks> read_tasks(const std::vector<python::PyThread>& threads,
                                                bool locals);
@@ -56,6 +62,8 @@ class PythonSession {
   memory::MemoryReader& memory_;
   const proc::MemoryMap& maps_;
   std::map<std::uint64_t, std::string> group_labels_;
+  // Groups met in frames' locals (read with locals only), labelled in group_labels_.
+  std::unique_ptr<python::GroupDiscovery> groups_found_;
   // asyncio.tasks, looked up with the process groups' modules (their pages still cached):
   // nullopt inside when asyncio was not imported then; unset until then.
   std::optional<std::optional<std::uint64_t>> tasks_module_;

@@ -193,4 +193,26 @@ std::optional<Symbol> ElfFile::find_symbol(std::string_view name) const {
   return std::nullopt;
 }
 
+std::vector<std::optional<Symbol>> ElfFile::find_symbols(
+    std::span<const std::string_view> names) const {
+  std::vector<std::optional<Symbol>> found(names.size());
+  std::size_t left = names.size();
+  for (const char* table_name : {".dynsym", ".symtab"}) {
+    const auto table = symbol_table_data(table_name);
+    const std::size_t count = table.entries.size() / sizeof(Elf64_Sym);
+    for (std::size_t i = 0; i < count && left > 0; ++i) {
+      const auto sym = *read_at<Elf64_Sym>(table.entries, i * sizeof(Elf64_Sym));
+      if (sym.st_value == 0) continue;
+      const std::string_view name = string_at(table.strings, sym.st_name);
+      for (std::size_t k = 0; k < names.size(); ++k) {
+        if (found[k] || names[k] != name) continue;
+        found[k] = Symbol{name, sym.st_value, sym.st_size,
+                          static_cast<std::uint8_t>(ELF64_ST_TYPE(sym.st_info))};
+        --left;
+      }
+    }
+  }
+  return found;
+}
+
 }  // namespace hangscope::elf

@@ -52,6 +52,11 @@ const ProcessGroupState* DistributedState::find(std::string_view name) const {
   return nullptr;
 }
 
+bool DistributedState::initialized() const {
+  return std::any_of(groups.begin(), groups.end(),
+                     [](const ProcessGroupState& g) { return g.registered; });
+}
+
 const ProcessGroupState* DistributedState::default_group() const {
   for (const auto& g : groups) {
     if (g.is_default) return &g;

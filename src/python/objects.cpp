@@ -245,18 +245,16 @@ std::optional<std::uint64_t> ObjectReader::dict_get(std::uint64_t dict, std::str
   return std::nullopt;
 }
 
-std::optional<std::uint64_t> ObjectReader::attribute(std::uint64_t object, std::string_view name) {
+std::vector<std::pair<std::uint64_t, std::uint64_t>> ObjectReader::attributes(
+    std::uint64_t object, std::size_t max_items) {
   const auto type = read_field(object, layout_.object_type);
-  if (!type || !plausible(*type)) return std::nullopt;
+  if (!type || !plausible(*type)) return {};
   const std::uint64_t flags = read_field(*type, layout_.type_flags).value_or(0);
   constexpr std::uint64_t kManagedDict = 1u << 4, kInlineValues = 1u << 2;
-  const auto from_values = [&](std::uint64_t values) -> std::optional<std::uint64_t> {
+  const auto from_values = [&](std::uint64_t values) {
     const auto keys = read_field(*type, layout_.heap_type_cached_keys);
-    if (!keys || !plausible(*keys)) return std::nullopt;
-    for (const auto& [k, v] : keys_entries(*keys, values, 256)) {
-      if (string(k, name.size() + 1) == name) return v;
-    }
-    return std::nullopt;
+    if (!keys || !plausible(*keys)) return std::vector<std::pair<std::uint64_t, std::uint64_t>>{};
+    return keys_entries(*keys, values, max_items);
   };
   std::optional<std::uint64_t> dict;
   switch (layout_.managed_dict) {
@@ -266,37 +264,45 @@ std::optional<std::uint64_t> ObjectReader::attribute(std::uint64_t object, std::
       break;
     }
     case Layout::ManagedDict::kValuesAtMinus4:
-      if (!(flags & kManagedDict)) return std::nullopt;
+      if (!(flags & kManagedDict)) return {};
       dict = pointer_at(object - 24);
       if (!dict || *dict == 0) {
         const auto values = pointer_at(object - 32);
-        return values && *values ? from_values(*values) : std::nullopt;
+        if (!values || *values == 0) return {};
+        return from_values(*values);
       }
       break;
     case Layout::ManagedDict::kTaggedAtMinus3: {
-      if (!(flags & kManagedDict)) return std::nullopt;
+      if (!(flags & kManagedDict)) return {};
       const auto tagged = pointer_at(object - 24);
-      if (!tagged || *tagged == 0) return std::nullopt;
+      if (!tagged || *tagged == 0) return {};
       if (*tagged & 1) return from_values(*tagged + 1);  // stored as values - 1
       dict = tagged;
       break;
     }
     case Layout::ManagedDict::kInlineValues: {
-      if (!(flags & kManagedDict)) return std::nullopt;
+      if (!(flags & kManagedDict)) return {};
       dict = pointer_at(object - 24);
       if ((!dict || *dict == 0) && (flags & kInlineValues)) {
         const auto basic_size = read_field(*type, layout_.type_basicsize);
-        if (!basic_size || *basic_size <= 0) return std::nullopt;
+        if (!basic_size || *basic_size <= 0) return {};
         const std::uint64_t values = object + static_cast<std::uint64_t>(*basic_size);
         const auto valid = read_field(values, *layout_.dict_values_valid);
-        if (!valid || !*valid) return std::nullopt;
+        if (!valid || !*valid) return {};
         return from_values(values);
       }
       break;
     }
   }
-  if (!dict || *dict == 0) return std::nullopt;
-  return dict_get(*dict, name);
+  if (!dict || *dict == 0) return {};
+  return dict_items(*dict, max_items);
+}
+
+std::optional<std::uint64_t> ObjectReader::attribute(std::uint64_t object, std::string_view name) {
+  for (const auto& [key, value] : attributes(object, 256)) {
+    if (string(key, name.size() + 1) == name) return value;
+  }
+  return std::nullopt;
 }
 
 std::optional<std::uint64_t> ObjectReader::class_attribute(std::uint64_t type,

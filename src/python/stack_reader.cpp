@@ -224,6 +224,8 @@ void StackReader::read_locals(const CodeInfo& code, std::uint64_t frame_address,
       value = objects_.read_field(*value, layout_.cell_ref);
       if (!value || *value == 0) continue;
     }
+    if (options_.observer != nullptr)
+      options_.observer->local(code.local_names[i], *value, objects_);
     frame.locals.emplace_back(code.local_names[i], objects_.repr(*value));
   }
 }

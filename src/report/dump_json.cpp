@@ -113,14 +113,25 @@ nlohmann::json task_to_json(const model::AsyncTask& task) {
 nlohmann::json distributed_to_json(const model::DistributedState& state) {
   nlohmann::json groups = nlohmann::json::array();
   for (const auto& g : state.groups) {
-    groups.push_back({{"name", g.name},
-                      {"backend", g.backend},
-                      {"ranks", group_ranks_text(g)},
-                      {"size", g.size},
-                      {"group_rank", json_or_null(g.group_rank)},
-                      {"sequence", json_or_null(g.sequence)},
-                      {"default", g.is_default},
-                      {"labels", g.labels}});
+    nlohmann::json group = {{"name", g.name},
+                            {"backend", g.backend},
+                            {"ranks", group_ranks_text(g)},
+                            {"size", g.size},
+                            {"group_rank", json_or_null(g.group_rank)},
+                            {"sequence", json_or_null(g.sequence)},
+                            {"default", g.is_default},
+                            {"labels", g.labels}};
+    // Schema 2.6's fields, written when they say something (older outputs stay the same).
+    if (!g.registered) {
+      group["registered"] = false;
+      group["type"] = g.type;
+      group["held_by"] = g.held_by;
+    }
+    if (!g.store.empty()) {
+      group["store"] = g.store;
+      group["store_prefixes"] = g.store_prefixes;
+    }
+    groups.push_back(std::move(group));
   }
   return {{"rank", json_or_null(state.rank)},
           {"world_size", json_or_null(state.world_size)},

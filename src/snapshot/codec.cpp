@@ -262,6 +262,11 @@ void encode_distributed(const model::DistributedState& d, v1::DistributedState& 
     if (g.sequence) group->set_sequence(*g.sequence);
     group->set_is_default(g.is_default);
     for (const auto& l : g.labels) group->add_labels(valid_utf8(l));
+    group->set_unregistered(!g.registered);
+    group->set_type(valid_utf8(g.type));
+    group->set_held_by(valid_utf8(g.held_by));
+    group->set_store(valid_utf8(g.store));
+    for (const auto& p : g.store_prefixes) group->add_store_prefixes(valid_utf8(p));
   }
   for (const auto& n : d.notes) out.add_notes(valid_utf8(n));
 }
@@ -283,6 +288,11 @@ model::DistributedState decode_distributed(const v1::DistributedState& in) {
     if (g.has_sequence()) group.sequence = g.sequence();
     group.is_default = g.is_default();
     group.labels.assign(g.labels().begin(), g.labels().end());
+    group.registered = !g.unregistered();
+    group.type = g.type();
+    group.held_by = g.held_by();
+    group.store = g.store();
+    group.store_prefixes.assign(g.store_prefixes().begin(), g.store_prefixes().end());
     d.groups.push_back(std::move(group));
   }
   d.notes.assign(in.notes().begin(), in.notes().end());

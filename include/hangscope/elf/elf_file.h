@@ -82,6 +82,8 @@ class ElfFile {
   std::vector<Symbol> symbols(std::string_view table_name) const;
   // A symbol by exact name, from .dynsym then .symtab.
   std::optional<Symbol> find_symbol(std::string_view name) const;
+  // Several symbols by name in one pass over the tables (same order as `names`).
+  std::vector<std::optional<Symbol>> find_symbols(std::span<const std::string_view> names) const;
 
  private:
   explicit ElfFile(std::span<const std::byte> image) : image_(image) {}

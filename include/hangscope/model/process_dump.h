@@ -127,6 +127,17 @@ struct ProcessGroupState {
   bool is_default = false;                // the default (world) group
   std::vector<std::string> labels;        // what wrappers call it: "vllm:tp", "megatron:pp", …
   std::uint64_t address = 0;              // the Python object (local to the capture; not sent)
+  // Groups outside torch's registry (docs/analysis.md, "Groups outside the registry"): false
+  // for a group found only as a frame's local or an object's attribute (vLLM's stateless DP
+  // group, its StatelessProcessGroup, a group only user code holds).
+  bool registered = true;
+  std::string type;     // its Python type when found outside the registry: "ProcessGroupGloo", …
+  std::string held_by;  // where it was found then: a local ("dp_group"), an attribute ("self.pg")
+  // The c10d TCPStore it was made on, as this process holds it ("host:port", the host as given,
+  // maybe a name), and the PrefixStore prefixes in between, outermost first: with the store's
+  // resolved address, what identifies the group across processes (model::group_store_key).
+  std::string store;
+  std::vector<std::string> store_prefixes;
 
   bool operator==(const ProcessGroupState&) const = default;
 };
@@ -142,8 +153,9 @@ struct DistributedState {
   std::vector<ProcessGroupState> groups;
   std::vector<std::string> notes;  // what could not be read, and why
 
-  // True once torch.distributed was imported and a default group exists.
-  bool initialized() const { return !groups.empty(); }
+  // True once torch.distributed was imported and a default group exists (groups found only
+  // outside the registry do not count).
+  bool initialized() const;
   const ProcessGroupState* find(std::string_view name) const;
   const ProcessGroupState* default_group() const;
   bool operator==(const DistributedState&) const = default;

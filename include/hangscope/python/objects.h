@@ -58,6 +58,9 @@ class ObjectReader {
   std::optional<std::uint64_t> dict_get(std::uint64_t dict, std::string_view key);
   // An instance attribute (from its __dict__ or its managed/inline values).
   std::optional<std::uint64_t> attribute(std::uint64_t object, std::string_view name);
+  // Every instance attribute (name object, value), at most max_items.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> attributes(std::uint64_t object,
+                                                                  std::size_t max_items = 256);
 
   // A class attribute, from the class's own tp_dict (not its bases'): `GroupMember.WORLD`.
   std::optional<std::uint64_t> class_attribute(std::uint64_t type, std::string_view name);

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -43,8 +44,17 @@ struct PyThread {
 // limit is sound, not torn. Readers of a running process read such a thread again.
 bool torn(const PyThread& thread);
 
+// Sees every local's object before it is shown (with --locals), so a reader of objects can
+// recognise some (process groups) and give them a label that repr() then shows.
+class LocalsObserver {
+ public:
+  virtual ~LocalsObserver() = default;
+  virtual void local(std::string_view name, std::uint64_t object, ObjectReader& objects) = 0;
+};
+
 struct StackReaderOptions {
   bool locals = false;
+  LocalsObserver* observer = nullptr;  // with locals: told of each local first
   std::size_t max_frames = 4096;
   std::size_t max_threads = 4096;
 };

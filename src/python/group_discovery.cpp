@@ -1,0 +1,177 @@
+#include "hangscope/python/group_discovery.h"
+
+#include <array>
+#include <cstring>
+
+namespace hangscope::python {
+namespace {
+
+// pybind11's `struct instance`: PyObject_HEAD, then the value pointer (or values-and-holders).
+constexpr std::uint64_t kPybindValue = 16;
+// c10d::ProcessGroup: `rank_` and `size_` after intrusive_ptr_target (24 bytes), as the
+// registry reader measured on torch 1.13 (process_groups.cpp).
+constexpr std::size_t kRankOffset = 24;
+constexpr int kMaxGroupSize = 1 << 24;
+// The search of a frame's `self` for the groups it holds: attributes of attributes, bounded.
+constexpr int kAttributeDepth = 3;
+constexpr std::size_t kAttributesPerObject = 48;
+constexpr std::size_t kObjectsSearched = 128;
+
+constexpr std::array<std::string_view, 9> kGroupTypes = {
+    "ProcessGroup",         "ProcessGroupGloo",    "ProcessGroupNCCL",
+    "ProcessGroupMPI",      "ProcessGroupUCC",     "ProcessGroupXCCL",
+    "_ProcessGroupWrapper", "ProcessGroupWrapper", "StatelessProcessGroup"};
+
+// Objects whose attributes hold no process group: values, containers, code and I/O.
+constexpr std::array<std::string_view, 22> kOpaqueTypes = {
+    "str",       "int",
+    "float",     "bool",
+    "NoneType",  "bytes",
+    "list",      "tuple",
+    "dict",      "set",
+    "frozenset", "function",
+    "method",    "type",
+    "module",    "code",
+    "Tensor",    "Parameter",
+    "ndarray",   "Thread",
+    "socket",    "builtin_function_or_method"};
+
+std::string short_type(std::string_view type_name) {
+  const auto dot = type_name.rfind('.');
+  return std::string(dot == std::string_view::npos ? type_name : type_name.substr(dot + 1));
+}
+
+}  // namespace
+
+std::optional<std::string> GroupDiscovery::group_type(std::string_view type_name) {
+  const std::string type = short_type(type_name);
+  for (const auto known : kGroupTypes) {
+    if (type == known) return type;
+  }
+  return std::nullopt;
+}
+
+void GroupDiscovery::local(std::string_view name, std::uint64_t object, ObjectReader& objects) {
+  const auto type_name = objects.type_name(object);
+  if (!type_name) return;
+  if (const auto type = group_type(*type_name)) {
+    consider(object, *type, std::string(name), objects);
+  } else if (name == "self") {
+    search_attributes(object, "self", kAttributeDepth, objects);
+  }
+}
+
+void GroupDiscovery::search_attributes(std::uint64_t object, const std::string& path, int depth,
+                                       ObjectReader& objects) {
+  if (depth == 0 || searched_.size() >= kObjectsSearched || !searched_.insert(object).second) {
+    return;
+  }
+  for (const auto& [key, value] : objects.attributes(object, kAttributesPerObject)) {
+    const auto type_name = objects.type_name(value);
+    if (!type_name) continue;
+    const auto attribute = objects.string(key, 64);
+    if (!attribute) continue;
+    const std::string here = path + "." + *attribute;
+    if (const auto type = group_type(*type_name)) {
+      consider(value, *type, here, objects);
+      continue;
+    }
+    const std::string type = short_type(*type_name);
+    bool opaque = false;
+    for (const auto t : kOpaqueTypes) opaque = opaque || type == t;
+    if (!opaque) search_attributes(value, here, depth - 1, objects);
+  }
+}
+
+void GroupDiscovery::consider(std::uint64_t object, const std::string& type,
+                              const std::string& held_by, ObjectReader& objects) {
+  if (found_.count(object) || registry_stores_.count(object)) return;
+  if (labels_.count(object)) {  // a registry group: only its store is new
+    const auto value = objects.pointer_at(object + kPybindValue);
+    const auto chain = value ? chain_of(*value, objects) : std::nullopt;
+    registry_stores_[object] = chain.value_or(StoreChain{});
+    return;
+  }
+  auto group = type == "StatelessProcessGroup" ? read_stateless_group(object, objects)
+                                               : read_torch_group(object, objects);
+  if (!group) return;
+  group->registered = false;
+  group->type = type;
+  group->held_by = held_by;
+  group->address = object;
+  group->name = "pg@" + std::to_string(object);
+  labels_[object] = model::group_label(group->name);
+  found_.emplace(object, std::move(*group));
+}
+
+std::optional<StoreChain> GroupDiscovery::chain_of(std::uint64_t cpp_object,
+                                                   ObjectReader& objects) {
+  if (!stores_) stores_ = TorchStoreReader::locate(image_);
+  return stores_->chain_of(objects, cpp_object);
+}
+
+void GroupDiscovery::set_store(model::ProcessGroupState& group, std::uint64_t cpp_object,
+                               ObjectReader& objects) {
+  const auto chain = chain_of(cpp_object, objects);
+  if (!chain) return;
+  group.store = chain->address();
+  group.store_prefixes = chain->prefixes;
+}
+
+std::optional<model::ProcessGroupState> GroupDiscovery::read_torch_group(std::uint64_t object,
+                                                                         ObjectReader& objects) {
+  // The value pointer follows PyObject_HEAD (simple layout); with several registered bases it
+  // points to the values-and-holders array instead.
+  for (const bool indirect : {false, true}) {
+    auto value = objects.pointer_at(object + kPybindValue);
+    if (indirect && value && objects.plausible(*value)) value = objects.pointer_at(*value);
+    if (!value || !objects.plausible(*value)) continue;
+    std::array<std::int32_t, 2> rank_size{};
+    if (!objects.read(*value + kRankOffset, rank_size.data(), sizeof rank_size)) continue;
+    const auto [rank, size] = rank_size;
+    if (size < 1 || size > kMaxGroupSize || rank < 0 || rank >= size) continue;
+    model::ProcessGroupState group;
+    group.size = size;
+    group.group_rank = rank;
+    set_store(group, *value, objects);
+    return group;
+  }
+  return std::nullopt;
+}
+
+// vLLM's StatelessProcessGroup (vllm/distributed/utils.py), a dataclass: rank, world_size and
+// the torch TCPStore it exchanges objects through.
+std::optional<model::ProcessGroupState> GroupDiscovery::read_stateless_group(
+    std::uint64_t object, ObjectReader& objects) {
+  const auto rank = objects.attribute(object, "rank");
+  const auto size = objects.attribute(object, "world_size");
+  const auto r = rank ? objects.small_int(*rank) : std::nullopt;
+  const auto n = size ? objects.small_int(*size) : std::nullopt;
+  if (!r || !n || *n < 1 || *n > kMaxGroupSize || *r < 0 || *r >= *n) return std::nullopt;
+  model::ProcessGroupState group;
+  group.size = *n;
+  group.group_rank = *r;
+  group.backend = "store";
+  if (const auto store = objects.attribute(object, "store")) {
+    if (const auto value = objects.pointer_at(*store + kPybindValue)) {
+      set_store(group, *value, objects);
+    }
+  }
+  return group;
+}
+
+void GroupDiscovery::add_to(model::DistributedState& state) const {
+  for (auto& g : state.groups) {
+    const auto it = registry_stores_.find(g.address);
+    if (it == registry_stores_.end() || !g.store.empty()) continue;
+    g.store = it->second.address();
+    g.store_prefixes = it->second.prefixes;
+  }
+  for (const auto& [object, group] : found_) {
+    bool known = false;
+    for (const auto& g : state.groups) known = known || g.address == object;
+    if (!known) state.groups.push_back(group);
+  }
+}
+
+}  // namespace hangscope::python
