@@ -12,16 +12,45 @@
 
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/common/text.h"
+#include "hangscope/model/group_identity.h"
 
 namespace hangscope::analysis {
 namespace {
 
+// One process in one job: its own torch job, or a group outside the registry it holds.
 struct ProcessKey {
   std::string node;
   pid_t pid;
   std::uint64_t start;
+  std::string group;  // the group's store key; "" for the process's own job
   auto operator<=>(const ProcessKey&) const = default;
 };
+
+// The groups outside torch's registry that a process holds, known by their store, with its
+// rank in each and their sizes.
+struct HeldGroup {
+  std::string key;
+  std::string name;  // the group's name in the process
+  int group_rank = 0;
+  int size = 0;
+  Job::Group what;
+};
+std::vector<HeldGroup> groups_outside_registry(const model::ProcessRecord& p,
+                                               const std::string& node,
+                                               const model::AddressBook& book) {
+  std::vector<HeldGroup> out;
+  if (!p.dump || !p.dump->distributed) return out;
+  for (const auto& g : p.dump->distributed->groups) {
+    if (g.registered || !g.group_rank) continue;
+    auto key = model::group_store_key(g, node, p, book);
+    if (key.empty()) continue;
+    if (std::any_of(out.begin(), out.end(), [&](const HeldGroup& h) { return h.key == key; })) {
+      continue;
+    }
+    out.push_back({std::move(key), g.name, *g.group_rank, g.size, {g.type, g.held_by}});
+  }
+  return out;
+}
 
 RankState state_from_letter(char letter) {
   switch (letter) {
@@ -405,7 +434,7 @@ std::optional<int> agreed_world_size(const std::string& job, const std::vector<R
                                      std::vector<std::string>& found) {
   std::map<int, std::vector<const RankEntry*>> claims;
   for (const auto& r : ranks) {
-    const auto ws = r.latest()->identity.world_size;
+    const auto ws = r.claimed_world_size;
     if (!ws) continue;
     if (*ws < 1) {
       found.push_back(process_name(r) + " claims a world size of " + std::to_string(*ws) +
@@ -477,6 +506,12 @@ void settle_ranks(Job& job, std::vector<std::string>& found) {
 constexpr std::size_t kDiagnosticsShown = 32;
 
 }  // namespace
+
+std::string Job::Group::noun() const {
+  std::string lower;
+  for (const char c : held_by) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower.find("dp") != std::string::npos ? "DP rank" : "group rank";
+}
 
 Progress progress_of(const RankEntry& entry) {
   return measure_progress(entry);
@@ -553,6 +588,8 @@ void Job::index() {
 std::vector<Job> build_jobs(const model::Bundle& bundle, std::vector<std::string>* diagnostics) {
   std::vector<std::string> found;  // inconsistencies of the input, in the order met
   std::map<ProcessKey, RankEntry> entries;
+  std::map<std::string, Job::Group> group_kinds;  // the jobs of groups outside the registry
+  const model::AddressBook book = model::address_book(bundle);
   for (const auto& [name, node] : samples_by_node(bundle, found)) {
     const int newest_index = node.samples.back()->sample_index;
     std::vector<std::pair<const ProcessKey*, RankEntry*>> mine;  // this node's entries
@@ -571,24 +608,51 @@ std::vector<Job> build_jobs(const model::Bundle& bundle, std::vector<std::string
           }
           continue;
         }
-        if (p.identity.role != model::ProcessRole::kRank) continue;
-        auto [it, added] = entries.try_emplace({name, p.pid, p.start_time_ticks});
-        if (added) mine.emplace_back(&it->first, &it->second);
-        auto& entry = it->second;
-        entry.node = name;
-        entry.pid = p.pid;
-        entry.job = p.identity.job;
-        entry.rank = p.identity.rank;
-        if (entry.rank && *entry.rank < 0) {
-          if (negative.insert(p.pid).second) {
-            found.push_back(process_name(entry) + " claims rank " + std::to_string(*entry.rank) +
-                            " of job " + job_name(entry.job) +
-                            ": no rank is negative; listed without a rank number");
+        const bool is_rank = p.identity.role == model::ProcessRole::kRank;
+        const auto sample_of = [&](ProcessKey key) -> RankEntry& {
+          auto [it, added] = entries.try_emplace(std::move(key));
+          if (added) mine.emplace_back(&it->first, &it->second);
+          auto& entry = it->second;
+          entry.node = name;
+          entry.pid = p.pid;
+          entry.role = p.identity.role;
+          entry.history.push_back(&p);
+          entry.sample_times_ns.push_back(time);
+          return entry;
+        };
+        if (is_rank) {
+          auto& entry = sample_of({name, p.pid, p.start_time_ticks, ""});
+          entry.job = p.identity.job;
+          entry.rank = p.identity.rank;
+          entry.claimed_world_size = p.identity.world_size;
+          if (entry.rank && *entry.rank < 0) {
+            if (negative.insert(p.pid).second) {
+              found.push_back(process_name(entry) + " claims rank " +
+                              std::to_string(*entry.rank) + " of job " + job_name(entry.job) +
+                              ": no rank is negative; listed without a rank number");
+            }
+            entry.rank.reset();
           }
-          entry.rank.reset();
         }
-        entry.history.push_back(&p);
-        entry.sample_times_ns.push_back(time);
+        const auto held_groups = groups_outside_registry(p, name, book);
+        if (is_rank) {
+          auto& entry = entries.at({name, p.pid, p.start_time_ticks, ""});
+          entry.group_keys.clear();
+          for (const auto& held : held_groups) entry.group_keys[held.name] = held.key;
+        }
+        for (auto held : held_groups) {
+          auto& entry = sample_of({name, p.pid, p.start_time_ticks, held.key});
+          entry.job = held.key;
+          entry.rank = held.group_rank;
+          entry.claimed_world_size = held.size;
+          entry.group_keys.clear();
+          for (const auto& h : held_groups) entry.group_keys[h.name] = h.key;
+          if (is_rank) {
+            entry.world_job = p.identity.job;
+            entry.world_rank = p.identity.rank;
+          }
+          group_kinds[held.key] = std::move(held.what);
+        }
       }
     }
     // A rank seen earlier but gone from the newest sample exited during the capture.
@@ -609,10 +673,11 @@ std::vector<Job> build_jobs(const model::Bundle& bundle, std::vector<std::string
       estimate_stuck_since(entry, node.offset_ns);
     }
   }
-  std::map<std::string, Job> jobs;
+  std::map<std::string, Job> jobs;  // by key; a group's after every torch job ("\x7f" first)
   for (auto& [key, entry] : entries) {
-    auto& job = jobs[entry.job];
+    auto& job = jobs[key.group.empty() ? entry.job : "\x7f" + key.group];
     job.key = entry.job;
+    if (!key.group.empty()) job.group = group_kinds[key.group];
     job.ranks.push_back(std::move(entry));
   }
   const bool all_answered = every_node_answered(bundle);

@@ -87,6 +87,33 @@ std::string ranks_text(const std::set<int>& ranks) {
   return analysis::ranks_text(RankSet(ranks));
 }
 
+// A member of a group's job by its place in the group and what the process is: "DP rank 2's
+// engine core (node1 pid 4)", "group rank 2: rank 0 of job 10.0.0.1:29500 (node0 pid 7)".
+std::string member_name(const Job& job, const RankEntry& e) {
+  const std::string noun = job.group ? job.group->noun() : "rank";
+  const std::string place = noun + " " + (e.rank ? std::to_string(*e.rank) : "?");
+  if (!job.group) return place + where(e);
+  const auto* p = e.latest();
+  const bool engine = e.role == model::ProcessRole::kEngine ||
+                      (p != nullptr && p->identity.title.find("EngineCore") != std::string::npos);
+  if (engine) return place + "'s engine core" + where(e);
+  if (e.world_rank) {
+    return place + ": rank " + std::to_string(*e.world_rank) + " of job " + e.world_job + where(e);
+  }
+  return place + ": " + std::string(model::to_string(e.role)) + " process" + where(e);
+}
+
+// The members of a group's job named one by one (a few) or as a range of group ranks.
+std::string members_text(const Job& job, const RankSet& ranks) {
+  const auto entries = job.entries_in(ranks);
+  if (entries.size() > 4 || entries.size() != ranks.size()) {
+    return job.group->noun() + "s " + ranks.text();
+  }
+  std::vector<std::string> names;
+  for (const auto* e : entries) names.push_back(member_name(job, *e));
+  return join(names, ", ");
+}
+
 // What the ranks waiting for the root(s) do, grouped by where they wait.
 std::string waiting_text(const Job& job, const RankSet& waiting, bool many_roots = false) {
   std::map<std::string, std::set<int>> by_place;
@@ -94,7 +121,8 @@ std::string waiting_text(const Job& job, const RankSet& waiting, bool many_roots
   std::string out;
   for (const auto& [place, ranks] : by_place) {
     if (!out.empty()) out += "; ";
-    out += ranks_text(ranks) + (ranks.size() == 1 ? " waits" : " wait") +
+    out += (job.group ? members_text(job, RankSet(ranks)) : ranks_text(ranks)) +
+           (ranks.size() == 1 ? " waits" : " wait") +
            (many_roots ? " for them in " : " for it in ") + place;
   }
   return out;
@@ -186,8 +214,15 @@ Verdict root_verdict(const Job& job, const RootKind& kind, const RankSet& roots,
   v.diverged_ranks = roots;
   v.waiting_ranks = waiting;
   const bool one = roots.size() == 1;
-  v.summary = (one ? "Rank " : "Ranks ") + roots.text() + " " + (one ? kind.what : kind.what_many) +
+  const std::string named =
+      job.group ? members_text(job, roots) : (one ? "Rank " : "Ranks ") + roots.text();
+  v.summary = named + " " + (one ? kind.what : kind.what_many) +
               (waiting.empty() ? "." : " while " + waiting_text(job, waiting, !one) + ".");
+  if (job.group) {
+    v.evidence.push_back("group " + job.key + " (" + job.group->type + " outside torch's " +
+                         "registry, held as " + job.group->held_by +
+                         "): its members are the processes that hold it, by their rank in it");
+  }
   for (const auto* e : job.entries_in(roots)) {
     std::string line = "rank " + std::to_string(*e->rank) + where(*e) + ": state " +
                        std::string(to_string(e->state));

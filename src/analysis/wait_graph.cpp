@@ -17,6 +17,12 @@
 namespace hangscope::analysis {
 namespace {
 
+// The locals that pass the group a call waits on: torch's and vLLM's argument names, and the
+// group itself as `self` in its own methods.
+const std::set<std::string> kGroupArguments = {"group",     "pg",          "process_group",
+                                               "dp_group",  "cpu_group",   "device_group",
+                                               "self"};
+
 // Locals are reprs from a snapshot, of any length; those that name ranks are short. The regexes
 // below recurse once per character (std::regex): longer texts are not parsed.
 constexpr std::size_t kMaxParsed = 4096;
@@ -121,10 +127,53 @@ class Operations {
   std::unordered_map<int, RankSet> outside_;
 };
 
+// The ranks, in `job`, of the members of a group outside the registry that `self` waits in:
+// in a group's job, its group ranks; in a torch job, the global ranks of the job's processes
+// that hold the same group (the others are in another job: the group's own job links them).
+// A StatelessProcessGroup's broadcast or receive waits for its `src` alone.
+void link_outside_registry(const Job& job, const Operations& ops,
+                           const model::ProcessGroupState& group, RankEntry& self) {
+  const auto known = self.group_keys.find(group.name);
+  const std::string key = known == self.group_keys.end() ? "" : known->second;
+  if (job.group && key != job.key) return;  // it waits in another group: no edge here
+  self.membership = "memory";
+  self.group = key.empty() ? group.name : key;
+  std::optional<int> peer;
+  if (group.type == "StatelessProcessGroup") peer = parse_int(self.wait.local("src"));
+  RankSet members;
+  if (job.group) {
+    members = peer ? RankSet{*peer} : RankSet::range(0, group.size - 1);
+    self.waits_for_reason = "members of group " + self.group + " (" + group.type +
+                            ", outside torch's registry), read from the process's memory";
+  } else {
+    // Group rank → this job's global rank, from the job's processes that hold the group.
+    for (const auto& other : job.ranks) {
+      const auto* p = other.latest();
+      if (key.empty() || !other.rank || p == nullptr || !p->dump || !p->dump->distributed) {
+        continue;
+      }
+      for (const auto& g : p->dump->distributed->groups) {
+        if (g.registered || !g.group_rank || (peer && *g.group_rank != *peer)) continue;
+        const auto it = other.group_keys.find(g.name);
+        if (it != other.group_keys.end() && it->second == key) members.insert(*other.rank);
+      }
+    }
+    self.waits_for_reason = "the job's processes that hold group " + self.group + " (" +
+                            group.type + ", outside torch's registry)";
+  }
+  self.waits_for = members - ops.with(job, self);
+  if (self.rank) self.waits_for.erase(*self.rank);
+}
+
 // The members of a collective, rendezvous or ring that are not in it with `self`.
 void link_group_wait(const Job& job, Operations& ops, RankEntry& self) {
   RankSet members;
   const auto* group = awaited_group(self);
+  if (group != nullptr && !group->registered) {
+    link_outside_registry(job, ops, *group, self);
+    return;
+  }
+  if (job.group) return;  // waits in no group of this job's: no edge here
   if (group != nullptr && (!group->ranks.empty() || group->size > 0)) {
     self.membership = "memory";
     self.group = group->name;
@@ -254,6 +303,15 @@ const model::ProcessGroupState* awaited_group(const RankEntry& self) {
   const auto* process = self.latest();
   if (process == nullptr || !process->dump || !process->dump->distributed) return nullptr;
   const auto& state = *process->dump->distributed;
+  // The group argument of the call it waits in, innermost frame first, whatever the argument
+  // is called, or the group whose method it waits in (StatelessProcessGroup.broadcast_obj).
+  for (const auto& frame : self.wait.frame_locals) {
+    for (const auto& [name, value] : frame) {
+      if (!kGroupArguments.count(name)) continue;
+      const auto label = model::group_in_label(value);
+      if (const auto* g = label ? state.find(*label) : nullptr) return g;
+    }
+  }
   const auto group = self.wait.local("group");
   // A process that holds the default group alone can wait in no other.
   if (!group && state.groups.size() == 1) return state.default_group();
@@ -278,13 +336,20 @@ void link_wait_graph(Job& job) {
     if (!self.progress.undecided.empty()) continue;
     switch (self.wait.kind) {
       case waits::WaitKind::kChannel:
-        link_channel_wait(self);
+        if (!job.group) link_channel_wait(self);
         break;
-      case waits::WaitKind::kStore:
-        link_store_wait(job, ops, self);
+      case waits::WaitKind::kStore: {
+        // A store wait inside a group's method (StatelessProcessGroup) waits on that group.
+        const auto* group = awaited_group(self);
+        if (group != nullptr && !group->registered) {
+          link_outside_registry(job, ops, *group, self);
+        } else if (!job.group) {
+          link_store_wait(job, ops, self);
+        }
         break;
+      }
       case waits::WaitKind::kRing:
-        if (!link_ring_wait(self)) link_group_wait(job, ops, self);
+        if (job.group || !link_ring_wait(self)) link_group_wait(job, ops, self);
         break;
       default:
         link_group_wait(job, ops, self);

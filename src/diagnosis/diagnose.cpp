@@ -103,7 +103,11 @@ analysis::Analysis diagnose(const model::Bundle& bundle, const rules::RuleSet& r
   verdicts.insert(verdicts.begin(), signatures.begin(), signatures.end());
   timer.lap("signature rules");
 
-  // 3. Order and conclusion: a signature verdict first, then by confidence.
+  // 3. The processes each verdict names; a verdict on a group outside the registry that
+  //    repeats one on a torch job is dropped, one that links jobs leads (verdict_processes.cpp).
+  for (auto& v : verdicts) analysis::name_processes(result, v);
+  analysis::merge_group_verdicts(result.jobs, verdicts);
+  // 4. Order and conclusion: a signature verdict first, then by confidence.
   order_verdicts(verdicts);
   analysis::measure_samples(bundle, result);
   const bool all_post_mortem =

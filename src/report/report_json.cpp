@@ -169,7 +169,18 @@ json verdict_json(const analysis::Verdict& v, const analysis::Analysis& analysis
     if (job.key == v.job) entries = &job.present;
   }
   const RankSet& present = *entries;
-  return {{"id", v.id},
+  json processes = json::array();
+  for (const auto& p : v.processes) {
+    processes.push_back({{"node", p.node},
+                         {"pid", p.pid},
+                         {"role", p.role},
+                         {"job", p.job.empty() ? json(nullptr) : json(p.job)},
+                         {"rank", json_or_null(p.rank)},
+                         {"group", p.group.empty() ? json(nullptr) : json(p.group)},
+                         {"group_rank", json_or_null(p.group_rank)},
+                         {"side", p.side}});
+  }
+  json out = {{"id", v.id},
           {"kind", std::string(to_string(v.kind))},
           {"title", v.title},
           {"confidence", v.confidence},
@@ -183,7 +194,10 @@ json verdict_json(const analysis::Verdict& v, const analysis::Analysis& analysis
           {"remedies", v.remedies},
           {"references", v.references},
           {"explained_by", v.explained_by.empty() ? json(nullptr) : json(v.explained_by)},
-          {"membership", v.membership.empty() ? json(nullptr) : json(v.membership)}};
+          {"membership", v.membership.empty() ? json(nullptr) : json(v.membership)},
+          {"processes", std::move(processes)}};
+  if (!v.jobs.empty()) out["jobs"] = v.jobs;
+  return out;
 }
 
 }  // namespace

@@ -48,9 +48,17 @@ struct Progress {
 
 struct RankEntry {
   std::string job;
-  std::optional<int> rank;
+  std::optional<int> rank;  // in a group's job: the process's rank in that group
   std::string node;
   pid_t pid = 0;
+  model::ProcessRole role = model::ProcessRole::kRank;
+  // In a group's job (Job::group): the process's own torch job and global rank, when it has one.
+  std::string world_job;
+  std::optional<int> world_rank;
+  std::optional<int> claimed_world_size;  // what the process says its job's size is
+  // The groups outside the registry it holds (latest sample): group name → store key
+  // (model::group_store_key), how it is known across processes.
+  std::map<std::string, std::string> group_keys;
   // Every sample of the process, oldest first; empty for a missing or unknown rank.
   std::vector<const model::ProcessRecord*> history;
   std::vector<std::int64_t> sample_times_ns;  // coordinator clock
@@ -96,7 +104,15 @@ struct RankClass {
 // Everything built from a job costs its entries plus its ranges, never its world size: a
 // snapshot may claim 2^31 - 1 ranks.
 struct Job {
-  std::string key;  // MASTER_ADDR:MASTER_PORT, … ("" when unknown)
+  std::string key;  // MASTER_ADDR:MASTER_PORT, … ("" when unknown); a group's store key
+  // A group outside torch's registry (vLLM's stateless DP group, a StatelessProcessGroup):
+  // its members are the processes that hold it, by their rank in it, whatever job they are in.
+  struct Group {
+    std::string type;     // "ProcessGroupGloo", "StatelessProcessGroup"
+    std::string held_by;  // where its members hold it: "self.dp_group", …
+    std::string noun() const;  // "DP rank" for a data-parallel group, else "group rank"
+  };
+  std::optional<Group> group;
   std::optional<int> world_size;
   std::vector<RankEntry> ranks;  // the ranks present, by rank (entries without a rank last)
   // Ranks 0..world_size-1 that no entry holds; their state is `missing_state`: kMissing when
@@ -129,6 +145,19 @@ enum class VerdictKind { kGeneric, kSignature };
 // "generic" | "signature": the `kind` that report.json and report.md write.
 std::string_view to_string(VerdictKind kind);
 
+// A process a verdict is about (docs/report.md, "processes"): where it runs, what it is, the
+// group it is named in and its rank there, and whether it diverged or waits.
+struct VerdictProcess {
+  std::string node;
+  pid_t pid = 0;
+  std::string role;  // "rank", "engine", … (model::ProcessRole, or its serving role)
+  std::string job;   // its own torch job ("" when it has none)
+  std::optional<int> rank;
+  std::string group;  // the group it waits in or is awaited in ("" when unknown)
+  std::optional<int> group_rank;
+  std::string side;  // "diverged" | "waiting"
+};
+
 struct Verdict {
   std::string id;
   VerdictKind kind = VerdictKind::kGeneric;
@@ -147,6 +176,9 @@ struct Verdict {
   // How the group members behind the verdict were known: memory | locals | flight-recorder |
   // assumed ("" when no group is involved).
   std::string membership;
+  // The processes it names (a few per side), and the torch jobs they are in when several.
+  std::vector<VerdictProcess> processes;
+  std::vector<std::string> jobs;
 };
 
 // A process of interest that is no rank (engine, API server, helper, unidentified).
@@ -271,6 +303,12 @@ std::string serving_note(const std::vector<ServingChain>& chains);
 std::vector<Verdict> serving_verdicts(const std::vector<ServingChain>& chains,
                                       const std::vector<Job>& jobs,
                                       const std::vector<Verdict>& found);
+// The processes a verdict names, with their jobs (verdict_processes.cpp).
+void name_processes(const Analysis& analysis, Verdict& v);
+// A verdict on a group outside the registry that says no more than one on a torch job (the
+// same diverged processes, all in that job) is dropped; one that links jobs leads the verdicts
+// on the same diverged processes.
+void merge_group_verdicts(const std::vector<Job>& jobs, std::vector<Verdict>& verdicts);
 // Samples per node and the interval between them.
 void measure_samples(const model::Bundle& bundle, Analysis& analysis);
 

@@ -1,0 +1,111 @@
+// The processes a verdict names (node, pid, role, job, group and the rank in each), and the
+// merge of the verdicts on groups outside the registry with those on torch jobs.
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include "hangscope/analysis/analysis.h"
+
+namespace hangscope::analysis {
+namespace {
+
+constexpr std::size_t kProcessesPerSide = 16;
+
+VerdictProcess process_of(const Analysis& analysis, const Job& job, const RankEntry& e,
+                          const std::string& side) {
+  VerdictProcess out;
+  out.node = e.node;
+  out.pid = e.pid;
+  out.side = side;
+  const auto* p = e.latest();
+  const auto serving = p != nullptr ? serving_role(analysis, *p) : std::nullopt;
+  out.role = serving ? *serving : std::string(model::to_string(e.role));
+  if (job.group) {
+    out.job = e.world_job;
+    out.rank = e.world_rank;
+    out.group = job.key;
+    out.group_rank = e.rank;
+  } else {
+    out.job = job.key;
+    out.rank = e.rank;
+    out.group = e.group;
+    if (const auto* g = awaited_group(e)) out.group_rank = g->group_rank;
+  }
+  return out;
+}
+
+}  // namespace
+
+void name_processes(const Analysis& analysis, Verdict& v) {
+  v.processes.clear();
+  v.jobs.clear();
+  // A group's job and a torch job may share a key only by accident: the group's is preferred
+  // when the verdict's ranks are its members.
+  const Job* job = nullptr;
+  for (const auto& j : analysis.jobs) {
+    if (j.key == v.job) {
+      job = &j;
+      if (j.group) break;
+    }
+  }
+  if (job == nullptr) return;
+  for (const auto& [ranks, side] : {std::pair{&v.diverged_ranks, "diverged"},
+                                    std::pair{&v.waiting_ranks, "waiting"}}) {
+    std::size_t named = 0;
+    for (const auto* e : job->entries_in(*ranks)) {
+      if (e->history.empty() || named++ == kProcessesPerSide) continue;
+      v.processes.push_back(process_of(analysis, *job, *e, side));
+    }
+  }
+  std::set<std::string> jobs;
+  for (const auto& p : v.processes) {
+    if (!p.job.empty()) jobs.insert(p.job);
+  }
+  if (jobs.size() > 1) v.jobs.assign(jobs.begin(), jobs.end());
+}
+
+void merge_group_verdicts(const std::vector<Job>& jobs, std::vector<Verdict>& verdicts) {
+  const auto is_group = [&](const Verdict& v) {
+    return std::any_of(jobs.begin(), jobs.end(),
+                       [&](const Job& j) { return j.group && j.key == v.job; });
+  };
+  const auto diverged = [](const Verdict& v) {
+    std::set<std::pair<std::string, pid_t>> out;
+    for (const auto& p : v.processes) {
+      if (p.side == "diverged") out.emplace(p.node, p.pid);
+    }
+    return out;
+  };
+  std::vector<bool> drop(verdicts.size(), false);
+  for (std::size_t i = 0; i < verdicts.size(); ++i) {
+    auto& g = verdicts[i];
+    if (!is_group(g)) continue;
+    const auto mine = diverged(g);
+    std::set<std::string> own_jobs;
+    bool outside = false;  // a member with no torch job (an engine core)
+    for (const auto& p : g.processes) {
+      if (p.job.empty()) outside = true;
+      own_jobs.insert(p.job);
+    }
+    for (std::size_t k = 0; k < verdicts.size(); ++k) {
+      const auto& w = verdicts[k];
+      if (k == i || is_group(w) || mine.empty()) continue;
+      const auto theirs = diverged(w);
+      if (!std::includes(theirs.begin(), theirs.end(), mine.begin(), mine.end())) continue;
+      if (!outside && own_jobs.size() == 1 && *own_jobs.begin() == w.job) {
+        drop[i] = true;  // the torch job's verdict says it all
+        break;
+      }
+      // It links jobs: it leads the verdict on the same process within one job.
+      g.confidence = std::max(g.confidence, std::min(1.0, w.confidence + 0.01));
+      g.evidence.push_back("within its own job: " + w.summary);
+    }
+  }
+  std::vector<Verdict> kept;
+  for (std::size_t i = 0; i < verdicts.size(); ++i) {
+    if (!drop[i]) kept.push_back(std::move(verdicts[i]));
+  }
+  verdicts = std::move(kept);
+}
+
+}  // namespace hangscope::analysis
