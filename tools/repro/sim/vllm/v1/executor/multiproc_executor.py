@@ -9,6 +9,7 @@ queue's handle (as vLLM's ready pipe does) and `wait_until_ready` does not exist
 sockets, the rings are local); the scenario's stall comes in vllm_config["stuck_rank"] and
 vllm_config["stall_step"] (see tools/repro/serving_chain.py).
 """
+import functools
 import multiprocessing
 import os
 import time
@@ -224,7 +225,8 @@ class WorkerProc:
         runner = self.worker.model_runner
         if self.vllm_config.get("step_seconds"):
             # A busy server's forward: the GPU's time per step.
-            runner._simulate_after_forward = lambda: time.sleep(self.vllm_config["step_seconds"])
+            runner._simulate_after_forward = functools.partial(time.sleep,
+                                                               self.vllm_config["step_seconds"])
         if self._steps == self.vllm_config["stall_step"] and \
                 self.rank == self.vllm_config["stuck_rank"]:
             from vllm.distributed.kv_transfer.kv_connector.v1.shared_storage_connector import \
