@@ -350,12 +350,14 @@ class TinyPolicy:
     """The trainer's model: the four parameters the server's Qwen2ForCausalLM has."""
 
     def __init__(self):
+        """Zero tensors of the server model's names and shapes."""
         import torch
         from vllm.model_executor.models.qwen2 import Qwen2ForCausalLM
         self.params = {name: torch.zeros_like(p) for name, p in
                        Qwen2ForCausalLM().params_dict.items()}
 
     def named_parameters(self):
+        """(name, tensor) pairs, as torch.nn.Module.named_parameters."""
         return self.params.items()
 
 

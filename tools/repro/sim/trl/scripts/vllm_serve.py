@@ -138,6 +138,7 @@ def main(script_args):
             """No access log."""
 
         def _reply(self, payload):
+            """200 with payload as JSON."""
             body = json.dumps(payload).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -146,6 +147,7 @@ def main(script_args):
             self.wfile.write(body)
 
         def do_GET(self):
+            """/health/ and /get_world_size/ (the DP ranks' workers, TP = 1)."""
             if self.path == "/health/":
                 self._reply({"status": "ok"})
             elif self.path == "/get_world_size/":
@@ -154,6 +156,7 @@ def main(script_args):
                 self.send_error(404)
 
         def do_POST(self):
+            """The weight-sync routes: each forwarded to every DP rank, not waited for."""
             length = int(self.headers.get("Content-Length") or 0)
             request = json.loads(self.rfile.read(length) or b"{}")
             if self.path == "/init_communicator/":
