@@ -87,7 +87,9 @@ More vLLM hangs on the same simulated modules (one node, the local launcher):
                         others joined a wave (START_DP_WAVE) and, without requests, run a dummy
                         batch that waits in coordinate_batch_across_dp's all-reduce (_run_ar);
                         the diverged rank took the wave for finished and waits in
-                        _process_input_queue (input_queue.get()).
+                        _process_input_queue (input_queue.get()). Each engine also joins
+                        vLLM's stateless DP group (its own TCPStore at VLLM_DP_MASTER_PORT,
+                        outside torch's registry), which has_unfinished_dp all-reduces on.
   shm-ring-stall        a reader stalls on vLLM's shared-memory broadcast ring (world size >= 3,
                         --diverged-rank a reader, 1..N-1): rank 0 writes one scheduler output
                         per step into a MessageQueue, a real ShmRingBuffer in one SharedMemory
@@ -590,11 +592,17 @@ def run_dp_dummy_desync(rank, local_rank, world_size, diverged_rank):
     parallel_state.init_distributed_environment(world_size, rank, "env://", local_rank, "gloo")
     parallel_state.initialize_model_parallel(tensor_model_parallel_size=1,
                                              data_parallel_size=world_size, backend="gloo")
-    parallel_config = ParallelConfig(data_parallel_size=world_size, data_parallel_rank=rank)
+    # The engines' own DP group is vLLM's stateless one (ParallelConfig.stateless_init_dp_group:
+    # a gloo group on its own TCPStore, outside torch's registry) at VLLM_DP_MASTER_PORT (the
+    # launcher's free port; else MASTER_PORT + 1); the workers' DP group above is the one
+    # coordinate_batch_across_dp all-reduces on.
+    dp_port = int(os.environ.get("VLLM_DP_MASTER_PORT") or int(os.environ["MASTER_PORT"]) + 1)
+    parallel_config = ParallelConfig(data_parallel_size=world_size, data_parallel_rank=rank,
+                                     data_parallel_master_ip=os.environ["MASTER_ADDR"],
+                                     data_parallel_master_port=dp_port)
     worker = Worker(GPUModelRunner(tp_size=1, tp_rank=0, parallel_config=parallel_config),
                     rank=rank, local_rank=local_rank)
-    engine = DPEngineCoreProc(worker, Scheduler(), dp_rank=rank, dp_size=world_size,
-                              dp_group=parallel_state.get_dp_group())
+    engine = DPEngineCoreProc(worker, Scheduler(), parallel_config)
     if rank != diverged_rank:
         # The DP coordinator's START_DP_WAVE for wave 0 (a request arrived at another engine);
         # the diverged engine's copy never came: it takes the wave for finished.
@@ -922,6 +930,7 @@ def remove_shm_rings(record):
 
 def launch(args):
     port = free_port()
+    dp_port = free_port()  # dp-dummy-desync: the engines' stateless DP group
     ranks = []
     driver = None
     cache_root = None
@@ -957,6 +966,8 @@ def launch(args):
                        LOCAL_WORLD_SIZE=str(args.world_size),
                        WORLD_SIZE=str(args.world_size), MASTER_ADDR="127.0.0.1",
                        MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
+            if args.scenario == "dp-dummy-desync":
+                env["VLLM_DP_MASTER_PORT"] = str(dp_port)
             if cache_root:
                 env["VLLM_CACHE_ROOT"] = cache_root
             env.update(flight_env)

@@ -21,7 +21,10 @@
 # per node (e.g. --job "--launcher spawn --layout tp=2,dp=2 --scenario tp-skip --culprit 3"),
 # told its node index, the node count, --ranks and node 0's address; the cluster is up when
 # every rank announced itself ("rank R ..."; a rank its launcher left out: "rank R absent") and,
-# for --scenario compiled-dag in ARGS, node 0's driver. DIR receives: agents (one HOST:PORT per line), token, node
+# for --scenario compiled-dag in ARGS, node 0's driver. ARGS starting with another script of
+# tools/repro (--job "group_job.py --scenario dp-step-hang --culprit 2") runs that script with
+# the same node options; the cluster is up when each node's launcher printed "group job ready
+# on node<n>". DIR receives: agents (one HOST:PORT per line), token, node
 # logs. --scenario serving-chain (one node) runs a simulated vLLM V1 server on node 0 whose
 # --ranks workers hang at worker --diverged (tools/repro/serving_chain.py); up once it says
 # "serving chain ready". --scenario sglang-serving runs one node of a multi-node SGLang server
@@ -131,6 +134,13 @@ up() {
     extra_ranks=$(cat "$dir"/node*.log 2>/dev/null | grep -c '^job-b rank ' || true)
     local drivers
     drivers=$(cat "$dir"/node*.log 2>/dev/null | grep -c '^driver pid ' || true)
+    # A job of another script (--job "group_job.py ..."): each node's launcher says when all
+    # of its processes announced themselves ("group job ready on node<n>").
+    local group_ready=0
+    if [[ "$job" == *.py* ]]; then
+      group_ready=$(cat "$dir"/node*.log 2>/dev/null | grep -c '^group job ready on node' || true)
+      if [ "$group_ready" -ge "$nodes" ]; then ready=$((nodes * ranks)); else ready=0; fi
+    fi
     if [ "$ready" -ge $((nodes * ranks)) ] && [ "$(cat "$dir"/node*.log | grep -c 'listening on')" -ge "$nodes" ] &&
        { [ "$variety" = 0 ] || [ "$nodes" -lt 2 ] || [ "$extra_ranks" -ge 2 ]; } &&
        { [ "$scenario" != compiled-dag ] || [ -n "$job" ] || [ "$drivers" -ge 1 ]; } &&
@@ -142,7 +152,7 @@ up() {
       return 0
     fi
     # A scenario that cannot run with these options (the ranks refused it): no point waiting.
-    if cat "$dir"/node*.log 2>/dev/null | grep -q -e 'gloo_barrier_hang.py: error:' -e 'parallel_job.py: error:'; then
+    if cat "$dir"/node*.log 2>/dev/null | grep -q -e 'gloo_barrier_hang.py: error:' -e 'parallel_job.py: error:' -e 'group_job.py: error:'; then
       break
     fi
     sleep 0.2

@@ -5,7 +5,8 @@
 # collective-behind the ranks' flight-recorder fifos and dumps go to DIR/NAME/flight-recorder/
 # and the agent asks for fresh dumps (collect --trigger-fr-dump); with store-exit and store-wait
 # the agent asks the store which awaited keys exist (collect --query-store). With a job (JOB,
-# cluster.sh --job) the node runs tools/repro/parallel_job.py's launcher instead: one per node,
+# cluster.sh --job) the node runs tools/repro/parallel_job.py's launcher instead (or the job
+# script JOB starts with, e.g. "group_job.py --scenario spg-broadcast"): one per node,
 # the ranks its launcher starts (no rank variables here; GLOO_SOCKET_IFNAME=eth0 and a fresh
 # VLLM_CACHE_ROOT for the node, as a user's job script sets them), the agent without options.
 # --scenario serving-chain runs a simulated vLLM V1 server on node 0 (tools/repro/serving_chain.py:
@@ -30,8 +31,13 @@ if [ -n "$job" ]; then
   export VLLM_CACHE_ROOT="$dir/$name/vllm-cache"
   rm -rf "$VLLM_CACHE_ROOT"
   mkdir -p "$VLLM_CACHE_ROOT"
+  # JOB may start with another job script of tools/repro (e.g. "group_job.py --scenario ..."),
+  # which takes the same node options; by default parallel_job.py.
+  job_script=parallel_job.py
+  read -r first_word rest <<<"$job"
+  if [[ "$first_word" == *.py ]]; then job_script=$first_word job=$rest; fi
   # shellcheck disable=SC2086
-  GLOO_SOCKET_IFNAME=$ifname /usr/bin/python3 "$repo/tools/repro/parallel_job.py" --nodes "$nodes" \
+  GLOO_SOCKET_IFNAME=$ifname /usr/bin/python3 "$repo/tools/repro/$job_script" --nodes "$nodes" \
     --node-index "$index" --ranks-per-node "$ranks" --master-addr "$master" --master-port 29500 \
     $job &
   wait

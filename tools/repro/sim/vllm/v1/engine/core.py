@@ -1,6 +1,7 @@
 """Simulated vllm.v1.engine.core: the engine core and its busy loop (process title
-VLLM::EngineCore; data parallel: one engine per DP rank, VLLM::EngineCore_DP<d>; the DP engines
-run "waves" together, idle ones stepping dummy batches)."""
+VLLM::EngineCore; data parallel: one engine per DP rank, VLLM::EngineCore_DP<d>, the DP engines
+joined by a stateless DP group outside torch.distributed's registry; they run "waves" together,
+idle ones stepping dummy batches)."""
 import os
 import queue
 import threading
@@ -138,18 +139,55 @@ class EngineCoreProc(EngineCore):
 
 
 class DPEngineCoreProc(EngineCoreProc):
-    """The engine core of one data-parallel rank: the DP engines step in lockstep while a wave
-    of requests runs anywhere; an engine without requests steps dummy batches so that its
-    peers' collectives (the DP batch coordination, MoE all-to-all) complete."""
+    """The engine core of one data-parallel rank (title VLLM::EngineCore_DP<d>; no torch world
+    of its own, no RANK in its environment). The DP engines step in lockstep while a wave of
+    requests runs anywhere: an engine without requests steps dummy batches so that its peers'
+    collectives (the DP batch coordination, MoE all-to-all) complete, and every 32 steps the
+    engines agree on whether the wave goes on with an all-reduce on their stateless DP group
+    (ParallelConfig.has_unfinished_dp), which torch.distributed's registry does not hold."""
 
-    def __init__(self, model_executor, scheduler, dp_rank, dp_size, dp_group):
-        """The engine of DP rank dp_rank (of dp_size) with the DP group the engines agree on."""
-        super().__init__(model_executor, scheduler, engine_index=dp_rank)
-        self.dp_rank = dp_rank
-        self.dp_size = dp_size
-        self.dp_group = dp_group
+    def __init__(self, model_executor, scheduler, parallel_config):
+        """The engine of DP rank parallel_config.data_parallel_rank: joins the engines' DP
+        group first (_init_data_parallel), then sets up as EngineCoreProc."""
+        self._init_data_parallel(parallel_config)
+        super().__init__(model_executor, scheduler, engine_index=self.dp_rank)
         self.current_wave = 0
         self.step_counter = 0
+        # Simulation only: the steps between two DP all-reduces (vLLM: 32, fixed), and a
+        # callback before each wait on other engines ("dp_sync": the DP all-reduce,
+        # "dummy_batch": a dummy batch, whose DP batch coordination waits for every engine).
+        self._simulate_finish_sync_interval = 32
+        self._simulate_before_wait = None
+
+    def _init_data_parallel(self, parallel_config):
+        """The DP rank and size, and the DP group: parallel_config.stateless_init_dp_group()
+        (a gloo group on a TCPStore at the DP master address, one port per group)."""
+        self.dp_rank = parallel_config.data_parallel_rank
+        self.dp_size = parallel_config.data_parallel_size
+        self.dp_group = parallel_config.stateless_init_dp_group()
+        logger.debug("DP rank %d of %d joined the stateless DP group", self.dp_rank,
+                     self.dp_size)
+
+    @staticmethod
+    def run_engine_core(vllm_config, dp_rank=0, requests=(), start_wave=None):
+        """The DP engine core process's entry point: titles the process
+        VLLM::EngineCore_DP<dp_rank>, starts the executor (its workers), joins the DP group and
+        runs the busy loop. Simulation: no sockets to the front end and the DP coordinator; the
+        front end's requests (plain ids) and the coordinator's START_DP_WAVE (start_wave: the
+        wave number) are put on the input queue directly."""
+        import setproctitle
+        from vllm.v1.core.sched.scheduler import Scheduler
+        from vllm.v1.executor.multiproc_executor import MultiprocExecutor
+        from vllm.v1.engine import EngineCoreRequestType
+        setproctitle.setproctitle(f"VLLM::EngineCore_DP{dp_rank}")
+        executor = MultiprocExecutor(vllm_config)
+        engine_core = DPEngineCoreProc(executor, Scheduler(), vllm_config["parallel_config"])
+        for request in requests:
+            engine_core.input_queue.put_nowait((EngineCoreRequestType.ADD, request))
+        if start_wave is not None:
+            engine_core.input_queue.put_nowait((EngineCoreRequestType.START_DP_WAVE,
+                                                (start_wave, -1)))
+        return engine_core
 
     def _handle_client_request(self, request_type, request):
         """START_DP_WAVE (from the DP coordinator: a wave started on another engine) makes an
@@ -165,16 +203,15 @@ class DPEngineCoreProc(EngineCoreProc):
             super()._handle_client_request(request_type, request)
 
     def _has_global_unfinished_reqs(self, local_unfinished):
-        """Whether any DP engine has unfinished requests: an all-reduce on the DP group every
-        32 steps (in between the wave goes on)."""
+        """Whether any DP engine has unfinished requests: only every 32nd step an all-reduce
+        on the DP group (ParallelConfig.has_unfinished_dp); in between the wave goes on."""
+        from vllm.config import ParallelConfig
         self.step_counter += 1
-        if self.step_counter % 32 != 0:
+        if self.step_counter % self._simulate_finish_sync_interval != 0:
             return True
-        import torch
-        import torch.distributed as dist
-        flag = torch.tensor([int(local_unfinished)], dtype=torch.int32)
-        dist.all_reduce(flag, group=self.dp_group.cpu_group)
-        return bool(flag.item())
+        if self._simulate_before_wait is not None:
+            self._simulate_before_wait("dp_sync")
+        return ParallelConfig.has_unfinished_dp(self.dp_group, local_unfinished)
 
     def run_busy_loop(self):
         """The busy loop of a DP engine core: handle the input queue (blocks while idle), step;
@@ -187,6 +224,8 @@ class DPEngineCoreProc(EngineCoreProc):
             if not executed:
                 if not local_unfinished_reqs and not self.engines_running:
                     continue
+                if self._simulate_before_wait is not None:
+                    self._simulate_before_wait("dummy_batch")
                 self.execute_dummy_batch()
             self.engines_running = self._has_global_unfinished_reqs(local_unfinished_reqs)
             if not self.engines_running:

@@ -9,6 +9,7 @@ queue's handle (as vLLM's ready pipe does) and `wait_until_ready` does not exist
 sockets, the rings are local); the scenario's stall comes in vllm_config["stuck_rank"] and
 vllm_config["stall_step"] (see tools/repro/serving_chain.py).
 """
+import functools
 import multiprocessing
 import os
 import time
@@ -56,13 +57,21 @@ class MultiprocExecutor:
     def execute_model(self, scheduler_output):
         """One model step on every worker; the output comes from one worker (output_rank)."""
         self._steps += 1
-        if self._steps == self.vllm_config["stall_step"] + 1:
-            # Simulation only: the step that never returns; announce when its wait starts.
+        if self._steps == self.vllm_config.get("announce_wait_step",
+                                               self.vllm_config["stall_step"] + 1):
+            # Simulation only: the step that never returns; announce when its wait starts
+            # (vllm_config["wait_announcement"]: the line, {pid} the engine's pid).
+            line = self.vllm_config.get("wait_announcement", "engine core pid {pid} waiting")
             self.workers[self.output_rank].worker_response_mq._simulate_on_wait = (
-                lambda: announce(f"engine core pid {os.getpid()} waiting"))
+                lambda: announce(line.format(pid=os.getpid())))
         (output,) = self.collective_rpc("execute_model", args=(scheduler_output,),
                                         unique_reply_rank=self.output_rank)
         return output
+
+    def execute_dummy_batch(self):
+        """A dummy batch on every worker (a DP engine in a wave without requests of its own);
+        waits for every worker's answer."""
+        self.collective_rpc("execute_dummy_batch")
 
     def collective_rpc(self, method, timeout=None, args=(), kwargs=None, non_block=False,
                        unique_reply_rank=None):
@@ -128,13 +137,21 @@ class WorkerProc:
         self.rank = rank
         self.vllm_config = vllm_config
         parallel_config = vllm_config["parallel_config"]
-        self.worker = Worker(rank=rank, local_rank=local_rank, parallel_config=parallel_config,
+        # The rank in the world across every DP replica (vLLM's init_distributed_environment
+        # adds dp_rank * world_size; the simulated Worker takes it global).
+        global_rank = parallel_config.data_parallel_rank * parallel_config.world_size + rank
+        self.worker = Worker(rank=global_rank, local_rank=local_rank,
+                             parallel_config=parallel_config,
                              distributed_init_method=distributed_init_method)
         self.worker.init_device(backend="gloo")
         import setproctitle
         tp_size = parallel_config.tensor_parallel_size
-        suffix = f"TP{rank % tp_size}" if tp_size > 1 else ""
-        setproctitle.setproctitle("VLLM::Worker" + (f"_{suffix}" if suffix else ""))
+        title = "VLLM::Worker"
+        if parallel_config.data_parallel_size > 1:
+            title += f"_DP{parallel_config.data_parallel_rank}"
+        if tp_size > 1:
+            title += f"_TP{rank % tp_size}"
+        setproctitle.setproctitle(title)
         self.rpc_broadcast_mq = MessageQueue.create_from_handle(input_shm_handle, rank)
         self.worker_response_mq = MessageQueue(1, 1)
         self._steps = 0
@@ -179,7 +196,7 @@ class WorkerProc:
         ready_writer.send({"status": WorkerProc.READY_STR,
                            "handle": worker.worker_response_mq.export_handle()})
         ready_writer.close()
-        announce(f"rank {worker.rank} pid {os.getpid()} ready")
+        announce(f"rank {worker.worker.rank} pid {os.getpid()} ready")
         worker.worker_busy_loop()
 
     def worker_busy_loop(self):
@@ -198,17 +215,25 @@ class WorkerProc:
         connector never finishes saving (after the forward: its peers complete that step's
         all-reduce); at the next step the other ranks announce and wait for it in the forward's
         all-reduce."""
+        template = self.vllm_config.get("announce_rpc", {}).pop(method, None)
+        if template:
+            # Simulation only: announce the first call of this RPC ({rank}: the global rank).
+            announce(template.format(rank=self.worker.rank, pid=os.getpid()))
         if method != "execute_model":
             return
         self._steps += 1
         runner = self.worker.model_runner
+        if self.vllm_config.get("step_seconds"):
+            # A busy server's forward: the GPU's time per step.
+            runner._simulate_after_forward = functools.partial(time.sleep,
+                                                               self.vllm_config["step_seconds"])
         if self._steps == self.vllm_config["stall_step"] and \
                 self.rank == self.vllm_config["stuck_rank"]:
             from vllm.distributed.kv_transfer.kv_connector.v1.shared_storage_connector import \
                 SharedStorageConnector
             connector = SharedStorageConnector(self.rank)
             connector._simulate_on_stall = lambda: announce(
-                f"rank {self.rank} pid {os.getpid()} stuck")
+                f"rank {self.worker.rank} pid {os.getpid()} stuck")
             runner._simulate_after_forward = connector.wait_for_save
         elif self._steps == self.vllm_config["stall_step"] + 1:
-            announce(f"rank {self.rank} pid {os.getpid()} waiting")
+            announce(f"rank {self.worker.rank} pid {os.getpid()} waiting")

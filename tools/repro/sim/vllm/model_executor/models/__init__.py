@@ -1,0 +1,1 @@
+"""Simulated vllm.model_executor.models."""
