@@ -509,7 +509,8 @@ constexpr std::size_t kDiagnosticsShown = 32;
 
 std::string Job::Group::noun() const {
   std::string lower;
-  for (const char c : held_by) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char c : held_by)
+    lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return lower.find("dp") != std::string::npos ? "DP rank" : "group rank";
 }
 
@@ -627,8 +628,8 @@ std::vector<Job> build_jobs(const model::Bundle& bundle, std::vector<std::string
           entry.claimed_world_size = p.identity.world_size;
           if (entry.rank && *entry.rank < 0) {
             if (negative.insert(p.pid).second) {
-              found.push_back(process_name(entry) + " claims rank " +
-                              std::to_string(*entry.rank) + " of job " + job_name(entry.job) +
+              found.push_back(process_name(entry) + " claims rank " + std::to_string(*entry.rank) +
+                              " of job " + job_name(entry.job) +
                               ": no rank is negative; listed without a rank number");
             }
             entry.rank.reset();

@@ -34,6 +34,35 @@ VerdictProcess process_of(const Analysis& analysis, const Job& job, const RankEn
   return out;
 }
 
+// A diverged worker that waits on its engine core's broadcast ring waits for that engine: the
+// engine (its parent, no rank) is named diverged too, in the summary as well.
+void add_idle_engines(const Analysis& analysis, const Job& job, Verdict& v) {
+  std::vector<VerdictProcess> engines;
+  for (const auto& p : v.processes) {
+    if (p.side != "diverged" || !p.rank || job.group) continue;
+    const auto* e = job.find(*p.rank);
+    const auto* record = e != nullptr ? e->latest() : nullptr;
+    if (record == nullptr || e->wait.kind != waits::WaitKind::kRing) continue;
+    for (const auto& o : analysis.others) {
+      if (o.node != e->node || o.process == nullptr || o.process->pid != record->ppid) continue;
+      const auto role = serving_role(analysis, *o.process);
+      if (role != "engine") continue;
+      VerdictProcess engine;
+      engine.node = o.node;
+      engine.pid = o.process->pid;
+      engine.role = *role;
+      engine.side = "diverged";
+      engines.push_back(engine);
+      const std::string& title = o.process->identity.title;
+      v.summary +=
+          " Its engine core " + (title.empty() ? std::string() : title + " ") + "(" + o.node +
+          " pid " + std::to_string(o.process->pid) + ") " +
+          (o.wait.describe().empty() ? "sends it nothing" : "waits in " + o.wait.describe()) + ".";
+    }
+  }
+  v.processes.insert(v.processes.end(), engines.begin(), engines.end());
+}
+
 }  // namespace
 
 void name_processes(const Analysis& analysis, Verdict& v) {
@@ -49,14 +78,39 @@ void name_processes(const Analysis& analysis, Verdict& v) {
     }
   }
   if (job == nullptr) return;
-  for (const auto& [ranks, side] : {std::pair{&v.diverged_ranks, "diverged"},
-                                    std::pair{&v.waiting_ranks, "waiting"}}) {
+  for (const auto& [ranks, side] :
+       {std::pair{&v.diverged_ranks, "diverged"}, std::pair{&v.waiting_ranks, "waiting"}}) {
     std::size_t named = 0;
     for (const auto* e : job->entries_in(*ranks)) {
       if (e->history.empty() || named++ == kProcessesPerSide) continue;
       v.processes.push_back(process_of(analysis, *job, *e, side));
     }
   }
+  // A diverged rank of a torch job is named in the group its waiters wait in (the most specific
+  // one, not the default group, when they wait in several), with its own rank there.
+  if (!job->group) {
+    std::set<std::string> awaited;
+    for (const auto& p : v.processes) {
+      if (p.side == "waiting" && !p.group.empty()) awaited.insert(p.group);
+    }
+    for (auto& p : v.processes) {
+      if (p.side != "diverged" || !p.group.empty()) continue;
+      const auto* e = job->find(p.rank.value_or(-1));
+      const auto* record = e != nullptr ? e->latest() : nullptr;
+      if (record == nullptr || !record->dump || !record->dump->distributed) continue;
+      const auto& state = *record->dump->distributed;
+      for (const auto& name : awaited) {
+        const auto* g = state.find(name);
+        if (g == nullptr) continue;
+        const bool better = p.group.empty() || !g->is_default;
+        if (better) {
+          p.group = name;
+          p.group_rank = g->group_rank;
+        }
+      }
+    }
+  }
+  add_idle_engines(analysis, *job, v);
   std::set<std::string> jobs;
   for (const auto& p : v.processes) {
     if (!p.job.empty()) jobs.insert(p.job);

@@ -214,8 +214,11 @@ Verdict root_verdict(const Job& job, const RootKind& kind, const RankSet& roots,
   v.diverged_ranks = roots;
   v.waiting_ranks = waiting;
   const bool one = roots.size() == 1;
+  const auto root_entries = job.entries_in(roots);
   const std::string named =
-      job.group ? members_text(job, roots) : (one ? "Rank " : "Ranks ") + roots.text();
+      job.group ? members_text(job, roots)
+                : (one ? "Rank " : "Ranks ") + roots.text() +
+                      (one && root_entries.size() == 1 ? where(*root_entries.front()) : "");
   v.summary = named + " " + (one ? kind.what : kind.what_many) +
               (waiting.empty() ? "." : " while " + waiting_text(job, waiting, !one) + ".");
   if (job.group) {

@@ -19,9 +19,8 @@ namespace {
 
 // The locals that pass the group a call waits on: torch's and vLLM's argument names, and the
 // group itself as `self` in its own methods.
-const std::set<std::string> kGroupArguments = {"group",     "pg",          "process_group",
-                                               "dp_group",  "cpu_group",   "device_group",
-                                               "self"};
+const std::set<std::string> kGroupArguments = {
+    "group", "pg", "process_group", "dp_group", "cpu_group", "device_group", "self"};
 
 // Locals are reprs from a snapshot, of any length; those that name ranks are short. The regexes
 // below recurse once per character (std::regex): longer texts are not parsed.

@@ -31,7 +31,9 @@ bool numeric_address(const std::string& host) {
          inet_pton(AF_INET6, host.c_str(), buffer) == 1;
 }
 
-bool unspecified(const std::string& host) { return host == "0.0.0.0" || host == "::"; }
+bool unspecified(const std::string& host) {
+  return host == "0.0.0.0" || host == "::";
+}
 
 bool loopback(const std::string& host) {
   return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1" ||

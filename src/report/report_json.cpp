@@ -181,21 +181,21 @@ json verdict_json(const analysis::Verdict& v, const analysis::Analysis& analysis
                          {"side", p.side}});
   }
   json out = {{"id", v.id},
-          {"kind", std::string(to_string(v.kind))},
-          {"title", v.title},
-          {"confidence", v.confidence},
-          {"job", v.job},
-          {"diverged_ranks", list_json(v.diverged_ranks, present)},
-          {"diverged_ranges", ranges_json(v.diverged_ranks)},
-          {"waiting_ranks", list_json(v.waiting_ranks, present)},
-          {"waiting_ranges", ranges_json(v.waiting_ranks)},
-          {"summary", v.summary},
-          {"evidence", v.evidence},
-          {"remedies", v.remedies},
-          {"references", v.references},
-          {"explained_by", v.explained_by.empty() ? json(nullptr) : json(v.explained_by)},
-          {"membership", v.membership.empty() ? json(nullptr) : json(v.membership)},
-          {"processes", std::move(processes)}};
+              {"kind", std::string(to_string(v.kind))},
+              {"title", v.title},
+              {"confidence", v.confidence},
+              {"job", v.job},
+              {"diverged_ranks", list_json(v.diverged_ranks, present)},
+              {"diverged_ranges", ranges_json(v.diverged_ranks)},
+              {"waiting_ranks", list_json(v.waiting_ranks, present)},
+              {"waiting_ranges", ranges_json(v.waiting_ranks)},
+              {"summary", v.summary},
+              {"evidence", v.evidence},
+              {"remedies", v.remedies},
+              {"references", v.references},
+              {"explained_by", v.explained_by.empty() ? json(nullptr) : json(v.explained_by)},
+              {"membership", v.membership.empty() ? json(nullptr) : json(v.membership)},
+              {"processes", std::move(processes)}};
   if (!v.jobs.empty()) out["jobs"] = v.jobs;
   return out;
 }

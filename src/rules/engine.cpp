@@ -133,7 +133,7 @@ Member member_of(const RankEntry& rank) {
   return {rank.latest(), std::string(to_string(rank.state)), &rank.wait};
 }
 
-// "rank 3 (pp 1, tp 1, node1)".
+// "rank 3 (pp 1, tp 1, node1 pid 812)".
 std::string describe_rank(const RankEntry& r) {
   std::string roles;
   if (const auto* p = r.latest()) {
@@ -142,7 +142,8 @@ std::string describe_rank(const RankEntry& r) {
       if (value) roles += std::string(name) + " " + std::to_string(*value) + ", ";
     }
   }
-  return "rank " + std::to_string(*r.rank) + " (" + roles + r.node + ")";
+  const std::string pid = r.pid != 0 ? " pid " + std::to_string(r.pid) : "";  // 0: a dump's
+  return "rank " + std::to_string(*r.rank) + " (" + roles + r.node + pid + ")";
 }
 
 // "EngineCore_DP0 pid 812 (node0)".

@@ -183,7 +183,9 @@ TEST_P(GroupScenarios, DiagnoseNamesTheProcessThatDiverged) {
   ASSERT_FALSE(verdicts.empty()) << d.report.value("conclusion", json()).dump();
   const auto& top = verdicts[0];
   if (!s.verdict.empty()) {
-    EXPECT_EQ(top.value("id", ""), s.verdict) << top.dump(1);
+    // A rule's variants share its id as a prefix (dp-dummy-batch-desync-workers: the same bug
+    // seen from the worker processes).
+    EXPECT_EQ(top.value("id", "").rfind(s.verdict, 0), 0u) << top.dump(1);
   }
   ASSERT_TRUE(top.contains("processes") && top["processes"].is_array()) << top.dump(1);
 

@@ -108,8 +108,8 @@ struct Job {
   // A group outside torch's registry (vLLM's stateless DP group, a StatelessProcessGroup):
   // its members are the processes that hold it, by their rank in it, whatever job they are in.
   struct Group {
-    std::string type;     // "ProcessGroupGloo", "StatelessProcessGroup"
-    std::string held_by;  // where its members hold it: "self.dp_group", …
+    std::string type;          // "ProcessGroupGloo", "StatelessProcessGroup"
+    std::string held_by;       // where its members hold it: "self.dp_group", …
     std::string noun() const;  // "DP rank" for a data-parallel group, else "group rank"
   };
   std::optional<Group> group;
