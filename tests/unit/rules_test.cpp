@@ -387,7 +387,9 @@ TEST(Rules, CompiledDagStallNamesTheDriverWhenItWasCaptured) {
   const auto a = analyse_with(bundle);
   ASSERT_EQ(a.verdicts.at(0).id, "compiled-dag-stall");
   const auto& v = a.verdicts[0];
-  EXPECT_NE(v.summary.find("worker rank 1 (node0) stalled"), std::string::npos) << v.summary;
+  // The member names its node and pid: "worker rank 1 (node0 pid N) stalled".
+  EXPECT_NE(v.summary.find("worker rank 1 (node0 pid "), std::string::npos) << v.summary;
+  EXPECT_NE(v.summary.find(") stalled"), std::string::npos) << v.summary;
   EXPECT_TRUE(std::any_of(v.evidence.begin(), v.evidence.end(), [](const std::string& e) {
     return e.rfind(
                "the driver VLLM::EngineCore pid 900 (node0) waits for the graph's output in "

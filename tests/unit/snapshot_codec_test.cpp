@@ -148,7 +148,7 @@ TEST(SnapshotCodec, AsyncioTasksRoundTripWithSharedCoroutineChains) {
 
   v1::NodeSnapshot wire;
   snapshot::encode(node, wire);
-  EXPECT_EQ(wire.schema_minor(), 4u);
+  EXPECT_EQ(wire.schema_minor(), snapshot::kSchemaMinor);
   // 3,000 tasks in one chain: about 45 bytes a task (addresses, name, awaits), the chain once.
   EXPECT_LT(wire.ByteSizeLong(), 3000u * 50u);
   EXPECT_EQ(wire.stacks_size(), 2);  // the thread's stack and the tasks' chain
@@ -311,7 +311,7 @@ TEST(SnapshotSchema, TheFlightRecordTravelsAsAMessage) {
   v1::NodeSnapshot wire;
   snapshot::encode(old.at(0), wire);
   EXPECT_EQ(wire.schema_major(), 2u);
-  EXPECT_EQ(wire.schema_minor(), 4u);
+  EXPECT_EQ(wire.schema_minor(), snapshot::kSchemaMinor);
   ASSERT_GT(wire.processes_size(), 0);
   for (const auto& p : wire.processes()) {
     EXPECT_TRUE(p.has_flight());
