@@ -7,7 +7,7 @@ namespace hangscope::python {
 namespace {
 
 // pybind11's `struct instance`: PyObject_HEAD, then the value pointer (or values-and-holders).
-constexpr std::uint64_t kPybindValue = 16;
+constexpr std::uint64_t kPybindHolderValue = 16;
 // c10d::ProcessGroup: `rank_` and `size_` after intrusive_ptr_target (24 bytes), as the
 // registry reader measured on torch 1.13 (process_groups.cpp).
 constexpr std::size_t kRankOffset = 24;
@@ -36,7 +36,7 @@ constexpr std::array<std::string_view, 22> kOpaqueTypes = {
     "ndarray",   "Thread",
     "socket",    "builtin_function_or_method"};
 
-std::string short_type(std::string_view type_name) {
+std::string unqualified_type(std::string_view type_name) {
   const auto dot = type_name.rfind('.');
   return std::string(dot == std::string_view::npos ? type_name : type_name.substr(dot + 1));
 }
@@ -44,7 +44,7 @@ std::string short_type(std::string_view type_name) {
 }  // namespace
 
 std::optional<std::string> GroupDiscovery::group_type(std::string_view type_name) {
-  const std::string type = short_type(type_name);
+  const std::string type = unqualified_type(type_name);
   for (const auto known : kGroupTypes) {
     if (type == known) return type;
   }
@@ -76,7 +76,7 @@ void GroupDiscovery::search_attributes(std::uint64_t object, const std::string& 
       consider(value, *type, here, objects);
       continue;
     }
-    const std::string type = short_type(*type_name);
+    const std::string type = unqualified_type(*type_name);
     bool opaque = false;
     for (const auto t : kOpaqueTypes) opaque = opaque || type == t;
     if (!opaque) search_attributes(value, here, depth - 1, objects);
@@ -87,7 +87,7 @@ void GroupDiscovery::consider(std::uint64_t object, const std::string& type,
                               const std::string& held_by, ObjectReader& objects) {
   if (found_.count(object) || registry_stores_.count(object)) return;
   if (labels_.count(object)) {  // a registry group: only its store is new
-    const auto value = objects.pointer_at(object + kPybindValue);
+    const auto value = objects.pointer_at(object + kPybindHolderValue);
     const auto chain = value ? chain_of(*value, objects) : std::nullopt;
     registry_stores_[object] = chain.value_or(StoreChain{});
     return;
@@ -123,7 +123,7 @@ std::optional<model::ProcessGroupState> GroupDiscovery::read_torch_group(std::ui
   // The value pointer follows PyObject_HEAD (simple layout); with several registered bases it
   // points to the values-and-holders array instead.
   for (const bool indirect : {false, true}) {
-    auto value = objects.pointer_at(object + kPybindValue);
+    auto value = objects.pointer_at(object + kPybindHolderValue);
     if (indirect && value && objects.plausible(*value)) value = objects.pointer_at(*value);
     if (!value || !objects.plausible(*value)) continue;
     std::array<std::int32_t, 2> rank_size{};
@@ -153,7 +153,7 @@ std::optional<model::ProcessGroupState> GroupDiscovery::read_stateless_group(
   group.group_rank = *r;
   group.backend = "store";
   if (const auto store = objects.attribute(object, "store")) {
-    if (const auto value = objects.pointer_at(*store + kPybindValue)) {
+    if (const auto value = objects.pointer_at(*store + kPybindHolderValue)) {
       set_store(group, *value, objects);
     }
   }
