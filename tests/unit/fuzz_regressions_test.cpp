@@ -314,7 +314,8 @@ TEST(FuzzRegressions, AFlightRecordNumberBeyondInt64MakesTheRecordUnreadable) {
   good.written_unix_ns = std::numeric_limits<std::int64_t>::max();
   good.groups["0"].ranks = {0, 1, std::numeric_limits<int>::max()};
   good.groups["0"].last_completed = -1;
-  good.entries.push_back({"0", 5, 0, false, "nccl:all_reduce", "[[3]]", "", "", "started", 7});
+  good.entries.push_back(
+      {"0", 5, 0, false, "nccl:all_reduce", "[[3]]", "", "", model::FlightState::kStarted, 7});
   const auto back = snapshot::flight_record_from_json(snapshot::flight_record_to_json(good));
   EXPECT_EQ(back.written_unix_ns, good.written_unix_ns);
   EXPECT_EQ(back.groups.at("0").ranks, good.groups.at("0").ranks);

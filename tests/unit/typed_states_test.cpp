@@ -5,6 +5,7 @@
 #include <string>
 
 #include "hangscope/model/bundle.h"
+#include "hangscope/model/flight_record.h"
 
 namespace hangscope::model {
 namespace {
@@ -25,6 +26,31 @@ TEST(TypedStates, AnUnknownNodeStateNameIsAnError) {
   EXPECT_EQ(parse_node_state(""), NodeState::kError);
   EXPECT_EQ(parse_node_state("sleeping"), NodeState::kError);
   EXPECT_EQ(parse_node_state("OK"), NodeState::kError);
+}
+
+TEST(TypedStates, FlightStateNamesRoundTrip) {
+  for (const auto state : {FlightState::kUnknown, FlightState::kScheduled, FlightState::kStarted,
+                           FlightState::kCompleted}) {
+    EXPECT_EQ(parse_flight_state(to_string(state)), state) << to_string(state);
+  }
+  EXPECT_EQ(to_string(FlightState::kScheduled), "scheduled");
+  EXPECT_EQ(to_string(FlightState::kStarted), "started");
+  EXPECT_EQ(to_string(FlightState::kCompleted), "completed");
+  EXPECT_EQ(to_string(FlightState::kUnknown), "");
+  EXPECT_EQ(parse_flight_state("retired"), FlightState::kUnknown);
+  EXPECT_EQ(parse_flight_state("Completed"), FlightState::kUnknown);
+}
+
+TEST(TypedStates, AFlightEntryDescribesItsStateByName) {
+  FlightEntry e;
+  e.profiling_name = "nccl:all_reduce";
+  e.collective_seq_id = 12;
+  e.input_sizes = "[[3,4]]";
+  e.input_dtypes = "[\"Float\"]";
+  e.state = FlightState::kStarted;
+  EXPECT_EQ(e.describe(), "nccl:all_reduce #12 [[3,4]] [\"Float\"] started");
+  e.state = FlightState::kUnknown;
+  EXPECT_EQ(e.describe(), "nccl:all_reduce #12 [[3,4]] [\"Float\"]");
 }
 
 }  // namespace

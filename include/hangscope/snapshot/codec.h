@@ -16,9 +16,10 @@ class NodeSnapshot;
 namespace hangscope::snapshot {
 
 inline constexpr unsigned kSchemaMajor = 2;  // 2: shared stacks, facts and log lines
-inline constexpr unsigned kSchemaMinor = 4;  // 1: the flight record as a message; 2: tasks;
+inline constexpr unsigned kSchemaMinor = 5;  // 1: the flight record as a message; 2: tasks;
                                              // 3: sockets; 4: typed identity source (and the
-                                             // other enums beside their text)
+                                             // other enums beside their text); 5: the
+                                             // flight entry's state typed (FlightState)
 
 void encode(const model::NodeSnapshot& node, v1::NodeSnapshot& out);
 
