@@ -294,19 +294,19 @@ constexpr std::chrono::milliseconds kFirstBusyPause{500};
 void fill_status(AgentAnswer& answer, const grpc::Status& status) {
   switch (status.error_code()) {
     case grpc::StatusCode::RESOURCE_EXHAUSTED:  // busy with other captures, after retries
-      answer.status = "busy";
+      answer.status = model::NodeState::kBusy;
       break;
     case grpc::StatusCode::UNAUTHENTICATED:
     case grpc::StatusCode::PERMISSION_DENIED:
     case grpc::StatusCode::INVALID_ARGUMENT:
-      answer.status = "refused";
+      answer.status = model::NodeState::kRefused;
       break;
     case grpc::StatusCode::UNAVAILABLE:
     case grpc::StatusCode::DEADLINE_EXCEEDED:
-      answer.status = "unreachable";
+      answer.status = model::NodeState::kUnreachable;
       break;
     default:
-      answer.status = "error";
+      answer.status = model::NodeState::kError;
   }
   answer.error = status.error_message().empty()
                      ? "gRPC status " + std::to_string(status.error_code())
@@ -540,7 +540,7 @@ AgentAnswer collect_from(const std::string& raw_address, const CollectRequest& r
   try {
     channel = grpc::CreateChannel(answer.address, channel_credentials(request));
   } catch (const Error& e) {
-    answer.status = "error";
+    answer.status = model::NodeState::kError;
     answer.error = e.what();
     return answer;
   }
@@ -594,7 +594,7 @@ AgentAnswer collect_from(const std::string& raw_address, const CollectRequest& r
   try {
     for (const auto& s : reply.snapshots()) answer.snapshots.push_back(snapshot::decode(s));
   } catch (const Error& e) {
-    answer.status = "error";
+    answer.status = model::NodeState::kError;
     answer.error = std::string("bad answer: ") + e.what();
   }
   return answer;

@@ -55,7 +55,8 @@ std::optional<Verdict> behind_verdict(const Job& job, const std::vector<RankInGr
   for (const auto& rg : ranks) {
     if (rg.enqueued < front) {
       behind.push_back(rg.rank);
-    } else if (const auto* e = rg.last(); e != nullptr && e->state != "completed") {
+    } else if (const auto* e = rg.last();
+               e != nullptr && e->state != model::FlightState::kCompleted) {
       waiting.push_back(rg.rank);
       front_entry = front_entry ? front_entry : e;
     }

@@ -254,13 +254,16 @@ std::optional<Verdict> kind_mismatch(const Job& job, const GroupView& view) {
 // A collective some ranks started (or completed) while others never started it.
 std::optional<Verdict> state_mismatch(const Job& job, const GroupView& view) {
   const auto started = [](const FlightEntry& e) {
-    return e.state == "scheduled" ? std::string("not started") : std::string("started");
+    return e.state == model::FlightState::kScheduled ? std::string("not started")
+                                                     : std::string("started");
   };
   for (std::int64_t seq : sequence_numbers(view)) {
     auto split = split_at(view, seq, started);
     if (split.size() < 2) continue;
     // The ranks that did not start it are the ones to look at, whatever their number.
-    if (split.front().second->state == "scheduled") std::swap(split[0], split[1]);
+    if (split.front().second->state == model::FlightState::kScheduled) {
+      std::swap(split[0], split[1]);
+    }
     auto v = mismatch_verdict(job, view, seq, split, "state");
     v.remedies = {
         "the rank(s) that never started the collective were held up before it on their own "
@@ -274,10 +277,12 @@ std::optional<Verdict> state_mismatch(const Job& job, const GroupView& view) {
 std::optional<Verdict> transport(const Job& job, const GroupView& view) {
   if (view.ranks.size() < 2 || view.ranks.size() != view.members.size()) return std::nullopt;
   const std::int64_t seq = view.ranks.front().enqueued;
-  std::set<std::string> states;
+  std::set<model::FlightState> states;
   for (const auto& rg : view.ranks) {
     const auto* e = rg.last();
-    if (rg.enqueued != seq || e == nullptr || e->state == "completed") return std::nullopt;
+    if (rg.enqueued != seq || e == nullptr || e->state == model::FlightState::kCompleted) {
+      return std::nullopt;
+    }
     states.insert(e->state);
   }
   auto v = flight_verdict(job, verdict_ids::kCollectiveTransport,
@@ -289,7 +294,7 @@ std::optional<Verdict> transport(const Job& job, const GroupView& view) {
   v.waiting_ranks = RankSet(all);
   v.summary = "Every rank of " + group_name(*view.config) + " (ranks " + compress_ranks(all) +
               ") issued collective " + view.ranks.front().last()->describe() +
-              (states.count("started") != 0U ? "" : " (none started it)") +
+              (states.count(model::FlightState::kStarted) != 0U ? "" : " (none started it)") +
               " and none completed it; no rank is behind, ahead or different: the transport "
               "(network, NCCL, a GPU or link) is the suspect.";
   add_rank_evidence(v, view);
@@ -315,7 +320,7 @@ std::optional<Verdict> missing(const Job& job, const JobDumps& dumps,
     absent.insert(here.begin(), here.end());
     where.push_back(group_name(*view.config) + " lists rank(s) " + compress_ranks(here));
     for (const auto& rg : view.ranks) {
-      if (const auto* e = rg.last(); e != nullptr && e->state != "completed")
+      if (const auto* e = rg.last(); e != nullptr && e->state != model::FlightState::kCompleted)
         waiting.insert(rg.rank);
     }
   }

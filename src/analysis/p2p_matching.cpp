@@ -130,7 +130,8 @@ void match_channel(const ChannelKey& key, const Channel& c, Findings& out) {
   const auto split = [](const std::vector<const FlightEntry*>& ops) {
     std::pair<std::vector<const FlightEntry*>, std::vector<const FlightEntry*>> done_pending;
     for (const auto* e : ops) {
-      (e->state == "completed" ? done_pending.first : done_pending.second).push_back(e);
+      (e->state == model::FlightState::kCompleted ? done_pending.first : done_pending.second)
+          .push_back(e);
     }
     return done_pending;
   };

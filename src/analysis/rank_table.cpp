@@ -416,7 +416,7 @@ std::map<std::string, NodeSamples> samples_by_node(const model::Bundle& bundle,
 
 bool every_node_answered(const model::Bundle& bundle) {
   return std::all_of(bundle.nodes.begin(), bundle.nodes.end(),
-                     [](const model::NodeStatus& n) { return n.status == "ok"; });
+                     [](const model::NodeStatus& n) { return n.status == model::NodeState::kOk; });
 }
 
 // "node0 pid 1003": a process of the input, for the diagnostics.

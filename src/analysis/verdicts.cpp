@@ -704,7 +704,8 @@ std::vector<Verdict> node_verdicts(const std::vector<Job>& jobs,
   // When no node answered and no rank was read, nothing was looked at: that is a failure
   // (exit 1, the nodes named in the error), not a verdict about a hang.
   const bool any_answer =
-      std::any_of(nodes.begin(), nodes.end(), [](const auto& n) { return n.status == "ok"; }) ||
+      std::any_of(nodes.begin(), nodes.end(),
+                  [](const auto& n) { return n.status == model::NodeState::kOk; }) ||
       std::any_of(jobs.begin(), jobs.end(), [](const Job& job) {
         return std::any_of(job.ranks.begin(), job.ranks.end(),
                            [](const auto& r) { return !r.history.empty(); });
@@ -712,10 +713,13 @@ std::vector<Verdict> node_verdicts(const std::vector<Job>& jobs,
   if (!any_answer) return out;
   for (const auto& node : nodes) {
     // A snapshot file that could not be read is an input error, reported with the nodes.
-    if (node.status == "ok" || (node.status == "error" && !node.address)) continue;
+    if (node.status == model::NodeState::kOk ||
+        (node.status == model::NodeState::kError && !node.address)) {
+      continue;
+    }
     Verdict v;
-    const bool refused = node.status == "refused";
-    const bool busy = node.status == "busy";
+    const bool refused = node.status == model::NodeState::kRefused;
+    const bool busy = node.status == model::NodeState::kBusy;
     v.id = refused ? verdict_ids::kNodeRefused
            : busy  ? verdict_ids::kNodeBusy
                    : verdict_ids::kNodeUnreachable;
@@ -723,7 +727,8 @@ std::vector<Verdict> node_verdicts(const std::vector<Job>& jobs,
               : busy  ? "A node's agent was busy with other captures"
                       : "A node did not answer";
     const std::string name = node.address ? node.name + " (" + *node.address + ")" : node.name;
-    v.evidence.push_back(name + ": " + node.status + (node.error.empty() ? "" : ": " + node.error));
+    v.evidence.push_back(name + ": " + std::string(model::to_string(node.status)) +
+                         (node.error.empty() ? "" : ": " + node.error));
     RankSet unknown_waited, waiters;
     for (const auto& job : jobs) {
       // The job's ranks on no answering node are unknown (ranges): those some rank waits for.

@@ -34,7 +34,9 @@ std::string capture_errors(const model::Bundle& bundle) {
 std::vector<std::string> failed_inputs(const model::Bundle& bundle) {
   std::vector<std::string> out;
   for (const auto& n : bundle.nodes) {
-    if (n.status != "ok") out.push_back(n.name + " (" + n.status + ")");
+    if (n.status != model::NodeState::kOk) {
+      out.push_back(n.name + " (" + std::string(model::to_string(n.status)) + ")");
+    }
   }
   return out;
 }

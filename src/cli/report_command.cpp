@@ -24,7 +24,7 @@ int run_report(const ReportArguments& args) {
   const Progress progress(args.ticket || args.json);
   const auto bundle = sources::from_bundle_dir(args.bundle, max_bytes, progress.meter());
   for (const auto& node : bundle.nodes) {
-    if (node.status == "error") print_error(node.error);
+    if (node.status == model::NodeState::kError) print_error(node.error);
   }
   ReportRequest request;
   request.dir = args.bundle;

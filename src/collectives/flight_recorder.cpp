@@ -110,7 +110,7 @@ model::FlightEntry entry_from(const json& e, std::size_t index) {
   out.input_sizes = e.contains("input_sizes") ? e["input_sizes"].dump() : "";
   out.input_dtypes = e.contains("input_dtypes") ? e["input_dtypes"].dump() : "";
   out.output_sizes = e.contains("output_sizes") ? e["output_sizes"].dump() : "";
-  out.state = text(e.value("state", json()));
+  out.state = model::parse_flight_state(text(e.value("state", json())));
   if (e.contains("time_created_ns"))
     out.time_created_ns = integer(e["time_created_ns"]).value_or(0);
   return out;

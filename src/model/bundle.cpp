@@ -2,7 +2,28 @@
 
 #include <set>
 
+#include "name_table.h"
+
 namespace hangscope::model {
+namespace {
+
+constexpr names::Table<NodeState, 5> kNodeStateNames = {{
+    {NodeState::kOk, "ok"},
+    {NodeState::kUnreachable, "unreachable"},
+    {NodeState::kRefused, "refused"},
+    {NodeState::kBusy, "busy"},
+    {NodeState::kError, "error"},
+}};
+
+}  // namespace
+
+std::string_view to_string(NodeState state) {
+  return names::name_in(kNodeStateNames, state, "error");
+}
+
+NodeState parse_node_state(std::string_view name) {
+  return names::value_in(kNodeStateNames, name, NodeState::kError);
+}
 
 Bundle assemble_bundle(std::vector<NodeAnswer> answers, std::vector<std::string>* renamed) {
   std::map<std::string, std::size_t> uses;  // name → answers giving it

@@ -3,14 +3,34 @@
 #include <algorithm>
 #include <cctype>
 
+#include "name_table.h"
+
 namespace hangscope::model {
+namespace {
+
+constexpr names::Table<FlightState, 4> kFlightStateNames = {{
+    {FlightState::kUnknown, ""},
+    {FlightState::kScheduled, "scheduled"},
+    {FlightState::kStarted, "started"},
+    {FlightState::kCompleted, "completed"},
+}};
+
+}  // namespace
+
+std::string_view to_string(FlightState state) {
+  return names::name_in(kFlightStateNames, state, "");
+}
+
+FlightState parse_flight_state(std::string_view name) {
+  return names::value_in(kFlightStateNames, name, FlightState::kUnknown);
+}
 
 std::string FlightEntry::describe() const {
   std::string out = profiling_name.empty() ? "(unnamed)" : profiling_name;
   out += " #" + std::to_string(is_p2p ? p2p_seq_id : collective_seq_id);
   if (!input_sizes.empty() && input_sizes != "[]") out += " " + input_sizes;
   if (!input_dtypes.empty() && input_dtypes != "[]") out += " " + input_dtypes;
-  if (!state.empty()) out += " " + state;
+  if (state != FlightState::kUnknown) out += " " + std::string(to_string(state));
   return out;
 }
 

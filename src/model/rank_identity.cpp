@@ -3,6 +3,8 @@
 #include <array>
 #include <utility>
 
+#include "name_table.h"
+
 namespace hangscope::model {
 namespace {
 
@@ -29,41 +31,22 @@ constexpr std::array<std::pair<IdentitySource, std::string_view>, 9> kSourceName
     {IdentitySource::kOther, "other"},
 }};
 
-// The name of `value` in `table`, or `fallback`; the value a name stands for, or `fallback`.
-template <typename Value, std::size_t N>
-std::string_view name_in(const std::array<std::pair<Value, std::string_view>, N>& table,
-                         Value value, std::string_view fallback) {
-  for (const auto& [v, name] : table) {
-    if (v == value) return name;
-  }
-  return fallback;
-}
-
-template <typename Value, std::size_t N>
-Value value_in(const std::array<std::pair<Value, std::string_view>, N>& table,
-               std::string_view name, Value fallback) {
-  for (const auto& [v, text] : table) {
-    if (text == name) return v;
-  }
-  return fallback;
-}
-
 }  // namespace
 
 std::string_view to_string(ProcessRole role) {
-  return name_in(kRoleNames, role, "unidentified");
+  return names::name_in(kRoleNames, role, "unidentified");
 }
 
 ProcessRole parse_role(std::string_view name) {
-  return value_in(kRoleNames, name, ProcessRole::kUnidentified);
+  return names::value_in(kRoleNames, name, ProcessRole::kUnidentified);
 }
 
 std::string_view to_string(IdentitySource source) {
-  return name_in(kSourceNames, source, "other");
+  return names::name_in(kSourceNames, source, "other");
 }
 
 IdentitySource parse_identity_source(std::string_view name) {
-  return value_in(kSourceNames, name, IdentitySource::kOther);
+  return names::value_in(kSourceNames, name, IdentitySource::kOther);
 }
 
 }  // namespace hangscope::model

@@ -194,7 +194,7 @@ void write_bundle_data(const std::string& dir, const model::Bundle& bundle,
   for (const auto& n : bundle.nodes) {
     nodes.push_back({{"name", n.name},
                      {"address", n.address ? nlohmann::json(*n.address) : nlohmann::json()},
-                     {"status", n.status},
+                     {"status", model::to_string(n.status)},
                      {"error", n.error},
                      {"clock_offset_ns", n.clock_offset_ns}});
   }

@@ -307,8 +307,8 @@ json report_json(const model::Bundle& bundle, const analysis::Analysis& analysis
   for (const auto& n : bundle.nodes) {
     nodes.push_back({{"name", n.name},
                      {"address", n.address ? json(*n.address) : json(nullptr)},
-                     {"status", n.status},
-                     {"reachable", n.status != "unreachable"},
+                     {"status", model::to_string(n.status)},
+                     {"reachable", n.status != model::NodeState::kUnreachable},
                      {"error", n.error.empty() ? json(nullptr) : json(n.error)},
                      {"clock_offset_ms", static_cast<double>(n.clock_offset_ns) / 1e6}});
   }

@@ -374,7 +374,7 @@ std::string nodes_section(const model::Bundle& bundle) {
     char offset[32];
     std::snprintf(offset, sizeof offset, "%.1f ms", static_cast<double>(n.clock_offset_ns) / 1e6);
     md << "| " << cell(n.name) << " | " << (n.address ? cell(*n.address) : "-") << " | "
-       << cell(n.status) << " | " << (s ? cell(s->hostname) : "-") << " | "
+       << cell(model::to_string(n.status)) << " | " << (s ? cell(s->hostname) : "-") << " | "
        << (s ? utc_time(s->capture_unix_ns) : "-") << " | " << (n.address ? offset : "-") << " | "
        << (s ? std::to_string(s->processes.size()) : "-") << " | " << cell(notes) << " |\n";
   }

@@ -10,6 +10,29 @@
 namespace hangscope::snapshot {
 namespace {
 
+// model::FlightState and its wire enum (schema 2.5), in both directions; kUnknown has none
+// (UNSPECIFIED), so that a reader falls back to the text.
+constexpr std::pair<model::FlightState, v1::FlightState> kFlightStates[] = {
+    {model::FlightState::kScheduled, v1::FLIGHT_STATE_SCHEDULED},
+    {model::FlightState::kStarted, v1::FLIGHT_STATE_STARTED},
+    {model::FlightState::kCompleted, v1::FLIGHT_STATE_COMPLETED},
+};
+
+v1::FlightState wire_flight_state(model::FlightState state) {
+  for (const auto& [model_value, wire] : kFlightStates) {
+    if (model_value == state) return wire;
+  }
+  return v1::FLIGHT_STATE_UNSPECIFIED;
+}
+
+// The enum when written (2.5), else the text older writers sent, read once here.
+model::FlightState flight_state_of(const v1::FlightEntry& in) {
+  for (const auto& [model_value, wire] : kFlightStates) {
+    if (wire == in.state_kind()) return model_value;
+  }
+  return model::parse_flight_state(in.state());
+}
+
 void encode_entry(const model::FlightEntry& e, v1::FlightEntry& out) {
   out.set_pg(valid_utf8(e.pg));
   out.set_collective_seq_id(e.collective_seq_id);
@@ -19,7 +42,8 @@ void encode_entry(const model::FlightEntry& e, v1::FlightEntry& out) {
   out.set_input_sizes(valid_utf8(e.input_sizes));
   out.set_input_dtypes(valid_utf8(e.input_dtypes));
   out.set_output_sizes(valid_utf8(e.output_sizes));
-  out.set_state(valid_utf8(e.state));
+  out.set_state(std::string(model::to_string(e.state)));
+  out.set_state_kind(wire_flight_state(e.state));
   out.set_time_created_ns(e.time_created_ns);
 }
 
@@ -33,7 +57,7 @@ model::FlightEntry decode_entry(const v1::FlightEntry& in) {
   e.input_sizes = in.input_sizes();
   e.input_dtypes = in.input_dtypes();
   e.output_sizes = in.output_sizes();
-  e.state = in.state();
+  e.state = flight_state_of(in);
   e.time_created_ns = in.time_created_ns();
   return e;
 }

@@ -29,7 +29,7 @@ json flight_record_to_json(const model::FlightRecord& r) {
                        {"input_sizes", e.input_sizes},
                        {"input_dtypes", e.input_dtypes},
                        {"output_sizes", e.output_sizes},
-                       {"state", e.state},
+                       {"state", model::to_string(e.state)},
                        {"time_created_ns", e.time_created_ns}});
   }
   json out = {{"path", r.path},       {"format", r.format},
@@ -103,7 +103,7 @@ model::FlightRecord flight_record_from_json(const json& j) {
     entry.input_sizes = e.value("input_sizes", "");
     entry.input_dtypes = e.value("input_dtypes", "");
     entry.output_sizes = e.value("output_sizes", "");
-    entry.state = e.value("state", "");
+    entry.state = model::parse_flight_state(e.value("state", ""));
     entry.time_created_ns = whole_number_or(e, "time_created_ns", 0);
     r.entries.push_back(entry);
   }

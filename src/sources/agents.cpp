@@ -27,10 +27,10 @@ model::Bundle from_agents(const std::vector<std::string>& addresses,
       const auto& answer = answers[i];
       const auto finished = ++done;
       waiting.add_done(1);
-      if (answer.status != "ok" || addresses.size() <= 16 || finished % 256 == 0 ||
+      if (answer.status != model::NodeState::kOk || addresses.size() <= 16 || finished % 256 == 0 ||
           finished == addresses.size()) {
         std::lock_guard<std::mutex> lock(say);
-        feedback.say(answer.address + ": " + answer.status +
+        feedback.say(answer.address + ": " + std::string(model::to_string(answer.status)) +
                      (answer.error.empty() ? "" : " (" + answer.error + ")") + " [" +
                      std::to_string(finished) + "/" + std::to_string(addresses.size()) + "]");
       }

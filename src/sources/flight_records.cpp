@@ -286,8 +286,8 @@ model::Bundle postmortem_bundle(std::vector<DumpFile> files,
     if (parsed[i]) {
       dumps.push_back(std::move(*parsed[i]));
     } else {
-      bundle.nodes.push_back(
-          {printable(files[i].path), std::nullopt, "error", printable(errors[i]), 0});
+      bundle.nodes.push_back({printable(files[i].path), std::nullopt, model::NodeState::kError,
+                              printable(errors[i]), 0});
     }
   }
   const std::int64_t median = median_written(dumps);
@@ -306,10 +306,11 @@ model::Bundle postmortem_bundle(std::vector<DumpFile> files,
   });
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     if (!failed[i].empty()) {
-      bundle.nodes.push_back({nodes[i].node_name, std::nullopt, "error", printable(failed[i]), 0});
+      bundle.nodes.push_back(
+          {nodes[i].node_name, std::nullopt, model::NodeState::kError, printable(failed[i]), 0});
       continue;
     }
-    bundle.nodes.push_back({nodes[i].node_name, std::nullopt, "ok", "", 0});
+    bundle.nodes.push_back({nodes[i].node_name, std::nullopt, model::NodeState::kOk, "", 0});
     bundle.snapshots.push_back(std::move(nodes[i]));
   }
   return bundle;

@@ -43,7 +43,8 @@ std::vector<model::NodeSnapshot> sample_local_node(const LocalSampling& sampling
 model::Bundle from_local_node(const LocalSampling& sampling, const Feedback& feedback) {
   model::Bundle bundle;
   bundle.snapshots = sample_local_node(sampling, feedback);
-  bundle.nodes.push_back({bundle.snapshots.front().node_name, std::nullopt, "ok", "", 0});
+  bundle.nodes.push_back(
+      {bundle.snapshots.front().node_name, std::nullopt, model::NodeState::kOk, "", 0});
   return bundle;
 }
 

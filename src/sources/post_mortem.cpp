@@ -115,7 +115,7 @@ model::Bundle from_flight_records(const std::vector<std::string>& patterns,
   attach_job_logs(log_globs, bundle, feedback);
   std::size_t read = 0;
   for (const auto& node : bundle.nodes) {
-    if (node.status == "ok") {
+    if (node.status == model::NodeState::kOk) {
       ++read;
     } else {  // an error even with --quiet; the other dumps still make the report
       // read_input_file's reasons name the file already.
@@ -141,7 +141,7 @@ model::Bundle from_cores(const CoreSource& cores, const Feedback& feedback) {
     for (const auto& file : files_of(pattern)) {
       if (!file.error.empty()) {
         feedback.error(file.path + ": " + file.error);
-        bundle.nodes.push_back({file.path, std::nullopt, "error", file.error, 0});
+        bundle.nodes.push_back({file.path, std::nullopt, model::NodeState::kError, file.error, 0});
         continue;
       }
       model::NodeSnapshot node;
@@ -156,13 +156,14 @@ model::Bundle from_cores(const CoreSource& cores, const Feedback& feedback) {
       task.end();
       if (!record.error.empty()) {
         feedback.error(record.error);
-        bundle.nodes.push_back({file.path, std::nullopt, "error", record.error, 0});
+        bundle.nodes.push_back(
+            {file.path, std::nullopt, model::NodeState::kError, record.error, 0});
         continue;
       }
       node.hostname = record.environment.count("HOSTNAME") ? record.environment["HOSTNAME"] : "";
       node.processes.push_back(std::move(record));
       bundle.snapshots.push_back(snapshot::as_transmitted(std::move(node)));
-      bundle.nodes.push_back({file.path, std::nullopt, "ok", "", 0});
+      bundle.nodes.push_back({file.path, std::nullopt, model::NodeState::kOk, "", 0});
       ++read;
     }
   }

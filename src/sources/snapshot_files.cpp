@@ -69,7 +69,8 @@ model::Bundle from_snapshot_files(const std::vector<std::string>& files,
         auto it = std::find_if(answers.begin() + static_cast<std::ptrdiff_t>(first), answers.end(),
                                [&](const auto& a) { return a.status.name == node.node_name; });
         if (it == answers.end()) {
-          answers.push_back({{node.node_name, std::nullopt, "ok", "", 0}, file, {}});
+          answers.push_back(
+              {{node.node_name, std::nullopt, model::NodeState::kOk, "", 0}, file, {}});
           it = answers.end() - 1;
         }
         it->samples.push_back(std::move(node));
@@ -77,7 +78,7 @@ model::Bundle from_snapshot_files(const std::vector<std::string>& files,
     } catch (const Error& e) {
       // A bad file is reported (an error, even with --quiet); the other files still make the
       // report, which names it.
-      answers.push_back({{file, std::nullopt, "error", e.what(), 0}, file, {}});
+      answers.push_back({{file, std::nullopt, model::NodeState::kError, e.what(), 0}, file, {}});
       feedback.error(e.what());
     }
   }
@@ -113,7 +114,7 @@ model::Bundle from_bundle_dir(const std::string& dir, std::size_t max_bytes, Pro
         model::NodeStatus status;
         status.name = n.at("name").get<std::string>();
         if (!n.at("address").is_null()) status.address = n.at("address").get<std::string>();
-        status.status = n.at("status").get<std::string>();
+        status.status = model::parse_node_state(n.at("status").get<std::string>());
         status.error = n.value("error", "");
         status.clock_offset_ns = n.value("clock_offset_ns", std::int64_t{0});
         statuses[status.name] = status;
@@ -129,13 +130,13 @@ model::Bundle from_bundle_dir(const std::string& dir, std::size_t max_bytes, Pro
       auto task = meter != nullptr ? meter->start("reading", file) : ProgressMeter::Task();
       for (auto& node : snapshot::read_file(file, max_bytes, Links::kRefuse, &task)) {
         if (!statuses.count(node.node_name)) {
-          statuses[node.node_name] = {node.node_name, std::nullopt, "ok", "", 0};
+          statuses[node.node_name] = {node.node_name, std::nullopt, model::NodeState::kOk, "", 0};
           bundle.nodes.push_back(statuses[node.node_name]);
         }
         bundle.snapshots.push_back(std::move(node));
       }
     } catch (const Error& e) {
-      bundle.nodes.push_back({file, std::nullopt, "error", e.what(), 0});
+      bundle.nodes.push_back({file, std::nullopt, model::NodeState::kError, e.what(), 0});
     }
   }
   return bundle;

@@ -157,7 +157,7 @@ class JobBuilder {
       for (auto& [name, node] : per_node) nodes[name].push_back(std::move(node));
     }
     for (auto& [name, samples] : nodes) {
-      bundle.nodes.push_back({name, name + ":7447", "ok", "", 0});
+      bundle.nodes.push_back({name, name + ":7447", model::NodeState::kOk, "", 0});
       for (auto& s : samples) bundle.snapshots.push_back(std::move(s));
     }
     return bundle;

@@ -275,7 +275,7 @@ TEST(Amplification, MembersAFlightRecordDoesNotUseAreNotKept) {
   // Through the dump reader, both formats keep the same members.
   const auto record = parse_flight_record(dump);
   ASSERT_EQ(record.entries.size(), 0u + 1);
-  EXPECT_EQ(record.entries[0].state, "started");
+  EXPECT_EQ(record.entries[0].state, model::FlightState::kStarted);
 }
 
 // Snapshot files: `{}` is a message of ~300 bytes and its decoded snapshot (9 MB of them took

@@ -215,13 +215,16 @@ TEST(Verdicts, MissingRankWhenEveryNodeAnswered) {
 // answered at all nothing was looked at: no verdict (a failure, exit 1). Busy is its own kind.
 TEST(Verdicts, NodeVerdictsNeedANodeThatAnsweredAndBusyIsNotRefused) {
   model::Bundle none_answered;
-  none_answered.nodes.push_back({"node0", "10.0.0.1:7447", "refused", "missing or wrong token", 0});
-  none_answered.nodes.push_back({"node1", "10.0.0.2:7447", "unreachable", "connection refused", 0});
+  none_answered.nodes.push_back(
+      {"node0", "10.0.0.1:7447", model::NodeState::kRefused, "missing or wrong token", 0});
+  none_answered.nodes.push_back(
+      {"node1", "10.0.0.2:7447", model::NodeState::kUnreachable, "connection refused", 0});
   EXPECT_TRUE(diagnosis::diagnose(none_answered).verdicts.empty());
 
   model::Bundle one_busy;
-  one_busy.nodes.push_back({"node0", "10.0.0.1:7447", "ok", "", 0});
-  one_busy.nodes.push_back({"node1", "10.0.0.2:7447", "busy", "agent busy: 8 captures", 0});
+  one_busy.nodes.push_back({"node0", "10.0.0.1:7447", model::NodeState::kOk, "", 0});
+  one_busy.nodes.push_back(
+      {"node1", "10.0.0.2:7447", model::NodeState::kBusy, "agent busy: 8 captures", 0});
   const auto a = diagnosis::diagnose(one_busy);
   ASSERT_EQ(a.verdicts.size(), 1u);
   EXPECT_EQ(a.verdicts[0].id, "node-busy");
@@ -233,7 +236,8 @@ TEST(Verdicts, UnreachableNodeCoversItsRanksInsteadOfRankDead) {
   job.rank(0, barrier_stack());
   job.rank(1, barrier_stack());
   auto bundle = job.bundle();
-  bundle.nodes.push_back({"node1", "10.0.0.2:7447", "unreachable", "connection refused", 0});
+  bundle.nodes.push_back(
+      {"node1", "10.0.0.2:7447", model::NodeState::kUnreachable, "connection refused", 0});
   const auto a = diagnosis::diagnose(bundle);
   ASSERT_EQ(a.verdicts.size(), 1u) << a.verdicts[0].id;
   EXPECT_EQ(a.verdicts[0].id, "node-unreachable");
@@ -800,7 +804,8 @@ TEST(Scale, AWorldOfIntMaxRanksWithANodeThatDidNotAnswer) {
     job.rank(r, step_stack("barrier", 95, "None")).distributed(r, huge_world_state(r));
   }
   auto bundle = job.bundle();
-  bundle.nodes.push_back({"node1", "10.0.0.2:7447", "unreachable", "connection refused", 0});
+  bundle.nodes.push_back(
+      {"node1", "10.0.0.2:7447", model::NodeState::kUnreachable, "connection refused", 0});
   const auto a = diagnosis::diagnose(bundle);
   EXPECT_EQ(a.jobs.at(0).missing_state, RankState::kUnknown);
   ASSERT_EQ(a.verdicts.size(), 1u) << a.conclusion;

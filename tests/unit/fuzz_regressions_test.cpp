@@ -76,7 +76,7 @@ TEST(FuzzRegressions, AnUnreadableFlightRecordInASnapshotStaysValidText) {
   const auto path = regression_path("snapshot_json/flight_record_error_splits_utf8.json");
   model::Bundle bundle;
   bundle.snapshots = snapshot::read_file(path);
-  bundle.nodes.push_back({"", std::nullopt, "ok", "", 0});
+  bundle.nodes.push_back({"", std::nullopt, model::NodeState::kOk, "", 0});
   const auto& record = bundle.snapshots.at(0).processes.at(0).flight_record;
   ASSERT_TRUE(record);
   EXPECT_NE(record->error.find("unreadable in the snapshot"), std::string::npos);
@@ -261,7 +261,8 @@ TEST(FuzzRegressions, AVersionOfManyDigitsHasNoProtocolAndNoStackOverflow) {
 
 analysis::Analysis analyse_file(const std::string& name, model::Bundle& bundle) {
   bundle.snapshots = snapshot::read_file(regression_path(name));
-  bundle.nodes.push_back({bundle.snapshots.at(0).node_name, std::nullopt, "ok", "", 0});
+  bundle.nodes.push_back(
+      {bundle.snapshots.at(0).node_name, std::nullopt, model::NodeState::kOk, "", 0});
   return diagnosis::diagnose(bundle);
 }
 
@@ -313,7 +314,8 @@ TEST(FuzzRegressions, AFlightRecordNumberBeyondInt64MakesTheRecordUnreadable) {
   good.written_unix_ns = std::numeric_limits<std::int64_t>::max();
   good.groups["0"].ranks = {0, 1, std::numeric_limits<int>::max()};
   good.groups["0"].last_completed = -1;
-  good.entries.push_back({"0", 5, 0, false, "nccl:all_reduce", "[[3]]", "", "", "started", 7});
+  good.entries.push_back(
+      {"0", 5, 0, false, "nccl:all_reduce", "[[3]]", "", "", model::FlightState::kStarted, 7});
   const auto back = snapshot::flight_record_from_json(snapshot::flight_record_to_json(good));
   EXPECT_EQ(back.written_unix_ns, good.written_unix_ns);
   EXPECT_EQ(back.groups.at("0").ranks, good.groups.at("0").ranks);

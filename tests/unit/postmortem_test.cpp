@@ -147,7 +147,7 @@ TEST_P(PostMortem, CorruptFileIsNamedAndTheOthersStillDiagnosed) {
   const auto d = diagnose_case("corrupt", GetParam());
   std::vector<const model::NodeStatus*> failed;
   for (const auto& n : d->bundle.nodes) {
-    if (n.status != "ok") failed.push_back(&n);
+    if (n.status != model::NodeState::kOk) failed.push_back(&n);
   }
   ASSERT_EQ(failed.size(), 1u);
   EXPECT_NE(failed[0]->name.find("nccl_trace_rank_7"), std::string::npos);
@@ -313,9 +313,9 @@ TEST(PostMortemBundle, DumpWithoutRankIsAnErrorNamingTheFile) {
       sources::postmortem_bundle({{"/dumps/trace.json", R"({"entries": []})", kWritten, ""},
                                   {"/dumps/\xff\xfe_rank_x", "garbage", kWritten, ""}});
   ASSERT_EQ(bundle.nodes.size(), 2u);
-  EXPECT_EQ(bundle.nodes[0].status, "error");
+  EXPECT_EQ(bundle.nodes[0].status, model::NodeState::kError);
   EXPECT_NE(bundle.nodes[0].error.find("no rank"), std::string::npos) << bundle.nodes[0].error;
-  EXPECT_EQ(bundle.nodes[1].status, "error");
+  EXPECT_EQ(bundle.nodes[1].status, model::NodeState::kError);
   EXPECT_FALSE(bundle.nodes[1].error.empty());
   EXPECT_NE(bundle.nodes[1].name.find("_rank_x"), std::string::npos);  // printable
   EXPECT_TRUE(bundle.snapshots.empty());

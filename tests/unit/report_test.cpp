@@ -247,6 +247,28 @@ TEST(ReportTerminal, ColouredOnlyWhenAsked) {
   EXPECT_NE(terminal_summary(a, false).find("rank-diverged"), std::string::npos);
 }
 
+// nodes.json keeps each node's state as its name (what older versions wrote too), and reads
+// it back typed.
+TEST(ReportBundle, NodeStatesReadBackFromTheirNames) {
+  const auto dir = testing::temp_path("bundle-states");
+  auto bundle = store_wait_bundle();
+  bundle.nodes[1].status = model::NodeState::kBusy;
+  bundle.nodes.push_back({"node7", "10.0.0.7:7447", model::NodeState::kUnreachable, "timeout", 0});
+  bundle.nodes.push_back({"node8", "10.0.0.8:7447", model::NodeState::kRefused, "token", 0});
+  write_bundle_data(dir, bundle);
+  std::ifstream in(dir + "/nodes.json");
+  const auto written = nlohmann::json::parse(in);
+  ASSERT_EQ(written.size(), bundle.nodes.size());
+  EXPECT_EQ(written[1]["status"], "busy");
+  EXPECT_EQ(written[bundle.nodes.size() - 2]["status"], "unreachable");
+  EXPECT_EQ(written[bundle.nodes.size() - 1]["status"], "refused");
+  const auto back = sources::from_bundle_dir(dir, kDefaultMaxInputBytes);
+  ASSERT_GE(back.nodes.size(), bundle.nodes.size());
+  for (std::size_t i = 0; i < bundle.nodes.size(); ++i) {
+    EXPECT_EQ(back.nodes[i].status, bundle.nodes[i].status) << bundle.nodes[i].name;
+  }
+}
+
 TEST(ReportBundle, WrittenAndReadBackToTheSameVerdict) {
   const auto dir = testing::temp_path("bundle");
   auto bundle = store_wait_bundle();
@@ -257,7 +279,7 @@ TEST(ReportBundle, WrittenAndReadBackToTheSameVerdict) {
   EXPECT_EQ(back.snapshots.size(), bundle.snapshots.size());
   ASSERT_EQ(back.nodes.size(), 5u);
   EXPECT_EQ(back.nodes[1].clock_offset_ns, 1234567);
-  EXPECT_EQ(back.nodes[4].status, "error");
+  EXPECT_EQ(back.nodes[4].status, model::NodeState::kError);
   EXPECT_NE(back.nodes[4].error.find("zz-garbage.json"), std::string::npos);
   const auto a = diagnosis::diagnose(back);
   ASSERT_EQ(a.verdicts.size(), 1u);  // the unreadable file is an input error, not a node down

@@ -299,7 +299,7 @@ TEST(Rules, UnknownFactsAreNotReadAsFalse) {
   JobBuilder job(12);
   for (int r = 0; r < 8; ++r) job.rank(r, r < 4 ? in_rendezvous() : same_node_barrier(), 'S', 0, 8);
   auto bundle = job.bundle();
-  bundle.nodes.push_back({"node1", "10.0.0.2:7447", "unreachable", "timeout", 0});
+  bundle.nodes.push_back({"node1", "10.0.0.2:7447", model::NodeState::kUnreachable, "timeout", 0});
   const auto v =
       evaluate(builtin("symmetric-memory-rendezvous"), diagnosis::diagnose(bundle).jobs[0]);
   ASSERT_TRUE(v);

@@ -801,7 +801,7 @@ TEST(ServingChain, LoopbackConnectionsDoNotPairProcessesOfTwoNodes) {
       bundle.snapshots.push_back(std::move(node));
     }
   }
-  bundle.nodes.push_back({"node9", "node9:7447", "ok", "", 0});
+  bundle.nodes.push_back({"node9", "node9:7447", model::NodeState::kOk, "", 0});
   const auto a = diagnosis::diagnose(bundle);
   for (const auto& chain : a.serving) {
     for (const auto& api : chain.api_servers) {

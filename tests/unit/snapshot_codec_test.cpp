@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <fstream>
 
 #include "fixtures.h"
 #include "hangscope/cli/options.h"
@@ -111,6 +112,92 @@ TEST(SnapshotCodec, TheIdentitySourceTravelsAsAnEnumAndItsText) {
   wire.mutable_processes(0)->mutable_identity()->set_source("a-newer-source");
   EXPECT_EQ(snapshot::decode(wire).processes[0].identity.source, model::IdentitySource::kOther);
   EXPECT_EQ(model::to_string(model::IdentitySource::kNone), "");
+}
+
+model::FlightRecord record_in_states(const std::vector<model::FlightState>& states) {
+  model::FlightRecord record;
+  record.groups["0"].ranks = {0, 1};
+  for (const auto state : states) {
+    model::FlightEntry e;
+    e.pg = "0";
+    e.collective_seq_id = static_cast<std::int64_t>(record.entries.size()) + 1;
+    e.profiling_name = "nccl:all_reduce";
+    e.state = state;
+    record.entries.push_back(e);
+  }
+  return record;
+}
+
+std::vector<model::FlightState> entry_states(const model::NodeSnapshot& node) {
+  std::vector<model::FlightState> out;
+  for (const auto& e : node.processes.at(0).flight_record.value().entries) out.push_back(e.state);
+  return out;
+}
+
+// Schema 2.5 writes a flight entry's state as an enum beside its text; an entry with the text
+// alone (2.4 and older) is read by the text, and an enum this reader knows wins over the text.
+TEST(SnapshotCodec, TheFlightEntryStateTravelsTypedAndOlderFilesDeriveItFromTheText) {
+  const std::vector<model::FlightState> states = {
+      model::FlightState::kScheduled, model::FlightState::kStarted, model::FlightState::kCompleted,
+      model::FlightState::kUnknown};
+  auto node = sample_node(1);
+  node.processes[0].flight_record = record_in_states(states);
+  v1::NodeSnapshot wire;
+  snapshot::encode(node, wire);
+  const auto& entries = wire.processes(0).flight().entries();
+  ASSERT_EQ(entries.size(), 4);
+  EXPECT_EQ(entries[0].state(), "scheduled");
+  EXPECT_EQ(entries[0].state_kind(), v1::FLIGHT_STATE_SCHEDULED);
+  EXPECT_EQ(entries[1].state(), "started");
+  EXPECT_EQ(entries[1].state_kind(), v1::FLIGHT_STATE_STARTED);
+  EXPECT_EQ(entries[2].state(), "completed");
+  EXPECT_EQ(entries[2].state_kind(), v1::FLIGHT_STATE_COMPLETED);
+  EXPECT_EQ(entries[3].state(), "");
+  EXPECT_EQ(entries[3].state_kind(), v1::FLIGHT_STATE_UNSPECIFIED);
+  EXPECT_EQ(entry_states(snapshot::decode(wire)), states);
+
+  // An older writer: the text only.
+  for (auto& e : *wire.mutable_processes(0)->mutable_flight()->mutable_entries()) {
+    e.clear_state_kind();
+  }
+  EXPECT_EQ(entry_states(snapshot::decode(wire)), states);
+  wire.mutable_processes(0)->mutable_flight()->mutable_entries(0)->set_state("retired");
+  EXPECT_EQ(entry_states(snapshot::decode(wire))[0], model::FlightState::kUnknown);
+  // Both: the enum decides.
+  wire.mutable_processes(0)->mutable_flight()->mutable_entries(0)->set_state_kind(
+      v1::FLIGHT_STATE_COMPLETED);
+  EXPECT_EQ(entry_states(snapshot::decode(wire))[0], model::FlightState::kCompleted);
+}
+
+// A snapshot file of schema 2.4, as that version wrote it (protobuf's JSON mapping, states as
+// text only), reads with its states typed.
+constexpr char kSchema24File[] = R"({"snapshots": [{
+  "schemaMajor": 2, "schemaMinor": 4, "nodeName": "node-0", "hostname": "host0",
+  "strings": [""],
+  "processes": [{
+    "pid": 100,
+    "identity": {"role": "rank", "rank": 0, "source": "env"},
+    "flight": {"path": "/tmp/nccl_trace_rank_0", "format": "pickle", "fresh": true,
+               "groups": [{"id": "0", "ranks": [0, 1]}],
+               "entries": [{"pg": "0", "collectiveSeqId": "1", "state": "completed"},
+                           {"pg": "0", "collectiveSeqId": "2", "state": "started"},
+                           {"pg": "0", "collectiveSeqId": "3", "state": "scheduled"}]}
+  }]
+}]})";
+
+TEST(SnapshotSchema, AFileOfSchema2_4ReadsItsStatesFromTheText) {
+  const std::string path = ::testing::TempDir() + "schema-2.4.json";
+  {
+    std::ofstream out(path);
+    out << kSchema24File;
+  }
+  const auto nodes = snapshot::read_file(path);
+  std::remove(path.c_str());
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_EQ(
+      entry_states(nodes[0]),
+      (std::vector<model::FlightState>{model::FlightState::kCompleted, model::FlightState::kStarted,
+                                       model::FlightState::kScheduled}));
 }
 
 TEST(SnapshotCodec, AsyncioTasksRoundTripWithSharedCoroutineChains) {

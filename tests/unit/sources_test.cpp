@@ -48,12 +48,12 @@ TEST(Sources, SnapshotFilesGiveTheirNodesAndABadFileIsANodeInError) {
   Collected feedback;
   const auto bundle = from_snapshot_files({good, missing}, kDefaultMaxInputBytes, feedback);
   ASSERT_EQ(bundle.nodes.size(), 3u);  // node0, node1 of the file, then the missing file
-  EXPECT_EQ(bundle.nodes[0].status, "ok");
-  EXPECT_EQ(bundle.nodes[1].status, "ok");
+  EXPECT_EQ(bundle.nodes[0].status, model::NodeState::kOk);
+  EXPECT_EQ(bundle.nodes[1].status, model::NodeState::kOk);
   EXPECT_EQ(bundle.snapshots.size(), 6u);  // 2 nodes x 3 samples
   const auto* bad = node_named(bundle, missing);
   ASSERT_NE(bad, nullptr);
-  EXPECT_EQ(bad->status, "error");
+  EXPECT_EQ(bad->status, model::NodeState::kError);
   EXPECT_NE(bad->error.find("no-such-file.pb"), std::string::npos) << bad->error;
   ASSERT_EQ(feedback.errors().size(), 1u);
 }
@@ -89,7 +89,7 @@ TEST(Sources, APatternThatMatchesNothingIsOneFailedInput) {
   Collected feedback;
   const auto bundle = from_flight_records({found[0].path}, {}, kDefaultMaxInputBytes, feedback);
   ASSERT_EQ(bundle.nodes.size(), 1u);
-  EXPECT_EQ(bundle.nodes[0].status, "error");
+  EXPECT_EQ(bundle.nodes[0].status, model::NodeState::kError);
   EXPECT_EQ(feedback.errors().size(), 1u);
 }
 
@@ -99,7 +99,7 @@ TEST(Sources, CoreFilesThatAreNoCoresAreNodesInError) {
   cores.patterns = {testing::fixture_path("gpu/dgx-h100.query.csv")};
   const auto bundle = from_cores(cores, feedback);
   ASSERT_EQ(bundle.nodes.size(), 1u);
-  EXPECT_EQ(bundle.nodes[0].status, "error");
+  EXPECT_EQ(bundle.nodes[0].status, model::NodeState::kError);
   EXPECT_TRUE(bundle.snapshots.empty());
   EXPECT_EQ(feedback.errors().size(), 1u);
 }

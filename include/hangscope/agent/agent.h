@@ -11,6 +11,7 @@
 
 #include "hangscope/agent/credentials.h"
 #include "hangscope/capture/node_capture.h"
+#include "hangscope/model/bundle.h"
 
 namespace hangscope::agent {
 
@@ -63,7 +64,7 @@ int serve(const AgentOptions& options, const std::function<void(int port)>& read
 // What one agent answered.
 struct AgentAnswer {
   std::string address;
-  std::string status = "ok";  // ok | unreachable | refused | busy | error
+  model::NodeState status = model::NodeState::kOk;
   std::string error;
   std::vector<std::string> notes;  // what the agent said it changed in the request
   std::string node_name;

@@ -5,16 +5,32 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hangscope/model/node_snapshot.h"
 
 namespace hangscope::model {
 
+// How a node answered; code branches on it. Its name (`to_string`) is what report.json's and a
+// bundle's nodes.json `status` say, from which a saved bundle's nodes are read
+// (`parse_node_state`).
+enum class NodeState {
+  kOk,           // "ok": it answered
+  kUnreachable,  // "unreachable": no answer (connection failed, deadline passed)
+  kRefused,      // "refused": its agent refused us (token, TLS, arguments)
+  kBusy,         // "busy": its agent stayed busy with other captures
+  kError,        // "error": it answered with an error, or its file could not be read
+};
+// "ok", "unreachable", "refused", "busy", "error".
+std::string_view to_string(NodeState state);
+// The state a name says; kError for a name no version wrote.
+NodeState parse_node_state(std::string_view name);
+
 struct NodeStatus {
   std::string name;
   std::optional<std::string> address;  // host:port of its agent; nullopt for files and local
-  std::string status = "ok";           // ok | unreachable | refused | error
+  NodeState status = NodeState::kOk;
   std::string error;
   std::int64_t clock_offset_ns = 0;  // node clock minus the coordinator's (agents' Info)
 };

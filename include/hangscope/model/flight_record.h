@@ -6,9 +6,24 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace hangscope::model {
+
+// Where an operation of the ring buffer is, as the dump says; the analysis branches on it. Its
+// name (`to_string`) is what dumps, the schema 2.0 JSON and the wire's `state` text say, from
+// which dumps and older snapshots are read (`parse_flight_state`).
+enum class FlightState {
+  kUnknown,    // "": no state, or a name torch does not write
+  kScheduled,  // "scheduled": enqueued, not started on the device
+  kStarted,    // "started"
+  kCompleted,  // "completed"
+};
+// "", "scheduled", "started", "completed".
+std::string_view to_string(FlightState state);
+// The state a name says; kUnknown for "" and any name but the three torch writes.
+FlightState parse_flight_state(std::string_view name);
 
 // One collective or p2p operation of the ring buffer.
 struct FlightEntry {
@@ -18,7 +33,7 @@ struct FlightEntry {
   bool is_p2p = false;
   std::string profiling_name;                           // "nccl:all_reduce"
   std::string input_sizes, input_dtypes, output_sizes;  // compact JSON text, "[[3,4]]"
-  std::string state;                                    // scheduled | started | completed
+  FlightState state = FlightState::kUnknown;
   std::int64_t time_created_ns = 0;
   std::string describe() const;  // "nccl:all_reduce #12 [[3,4]] Float started"
 };

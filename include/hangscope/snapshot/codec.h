@@ -18,8 +18,9 @@ namespace hangscope::snapshot {
 inline constexpr unsigned kSchemaMajor = 2;  // 2: shared stacks, facts and log lines
 inline constexpr unsigned kSchemaMinor = 6;  // 1: the flight record as a message; 2: tasks;
                                              // 3: sockets; 4: typed identity source (and the
-                                             // other enums beside their text); 6: groups
-                                             // outside the registry and their stores
+                                             // other enums beside their text); 5: the
+                                             // flight entry's state typed (FlightState); 6:
+                                             // groups outside the registry and their stores
 
 void encode(const model::NodeSnapshot& node, v1::NodeSnapshot& out);
 
