@@ -3,14 +3,11 @@
 #include <array>
 #include <cstring>
 
+#include "c10d_objects.h"
+
 namespace hangscope::python {
 namespace {
 
-// pybind11's `struct instance`: PyObject_HEAD, then the value pointer (or values-and-holders).
-constexpr std::uint64_t kPybindHolderValue = 16;
-// c10d::ProcessGroup: `rank_` and `size_` after intrusive_ptr_target (24 bytes), as the
-// registry reader measured on torch 1.13 (process_groups.cpp).
-constexpr std::size_t kRankOffset = 24;
 constexpr int kMaxGroupSize = 1 << 24;
 // The search of a frame's `self` for the groups it holds: attributes of attributes, bounded.
 constexpr int kAttributeDepth = 3;
@@ -87,7 +84,7 @@ void GroupDiscovery::consider(std::uint64_t object, const std::string& type,
                               const std::string& held_by, ObjectReader& objects) {
   if (found_.count(object) || registry_stores_.count(object)) return;
   if (labels_.count(object)) {  // a registry group: only its store is new
-    const auto value = objects.pointer_at(object + kPybindHolderValue);
+    const auto value = c10d::held_value(objects, object);
     const auto chain = value ? chain_of(*value, objects) : std::nullopt;
     registry_stores_[object] = chain.value_or(StoreChain{});
     return;
@@ -120,14 +117,11 @@ void GroupDiscovery::set_store(model::ProcessGroupState& group, std::uint64_t cp
 
 std::optional<model::ProcessGroupState> GroupDiscovery::read_torch_group(std::uint64_t object,
                                                                          ObjectReader& objects) {
-  // The value pointer follows PyObject_HEAD (simple layout); with several registered bases it
-  // points to the values-and-holders array instead.
   for (const bool indirect : {false, true}) {
-    auto value = objects.pointer_at(object + kPybindHolderValue);
-    if (indirect && value && objects.plausible(*value)) value = objects.pointer_at(*value);
-    if (!value || !objects.plausible(*value)) continue;
+    const auto value = c10d::held_value(objects, object, indirect);
+    if (!value) continue;
     std::array<std::int32_t, 2> rank_size{};
-    if (!objects.read(*value + kRankOffset, rank_size.data(), sizeof rank_size)) continue;
+    if (!objects.read(*value + c10d::kRankOffset, rank_size.data(), sizeof rank_size)) continue;
     const auto [rank, size] = rank_size;
     if (size < 1 || size > kMaxGroupSize || rank < 0 || rank >= size) continue;
     model::ProcessGroupState group;
@@ -153,7 +147,7 @@ std::optional<model::ProcessGroupState> GroupDiscovery::read_stateless_group(
   group.group_rank = *r;
   group.backend = "store";
   if (const auto store = objects.attribute(object, "store")) {
-    if (const auto value = objects.pointer_at(*store + kPybindHolderValue)) {
+    if (const auto value = c10d::held_value(objects, *store)) {
       set_store(group, *value, objects);
     }
   }

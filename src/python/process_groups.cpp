@@ -4,23 +4,15 @@
 #include <array>
 #include <cstring>
 
+#include "c10d_objects.h"
+
 namespace hangscope::python {
 namespace {
 
 constexpr std::size_t kMaxGroups = 4096;
 
-// c10d::ProcessGroup in torch 1.13 (torch/csrc/distributed/c10d/ProcessGroup.hpp): after
-// c10::intrusive_ptr_target (vtable, refcount, weakcount: 24 bytes) come `const int rank_`
-// and `const int size_`; `c10::optional<SequenceNum> sequenceNum_` keeps its engaged flag at
-// 40 and the number (uint64, set by _set_sequence_number_for_group, one more per collective)
-// at 48. Measured on Debian's torch 1.13 (gloo): rank 0/1/2 and size 3 at 24/28, the same
-// sequence number on every rank of a group. Other layouts are searched (below).
-constexpr std::size_t kTorch113RankOffset = 24;
-constexpr std::size_t kTorch113SequenceFlag = 40;
-constexpr std::size_t kTorch113Sequence = 48;
 constexpr std::size_t kNativeBytes = 256;  // of the C++ object searched for rank and size
-// pybind11's `struct instance`: PyObject_HEAD, then the value pointer (or values-and-holders).
-constexpr memory::FieldOffset<memory::RemoteAddress> kPybindValue{16};
+// Other layouts than torch 1.13's (c10d_objects.h) are searched (read_native_groups).
 
 // A wrapper's module-level groups and the parallel dimension each one is.
 struct WrapperGlobal {
@@ -175,12 +167,9 @@ void ProcessGroupReader::read_native_groups(model::DistributedState& state) {
   std::vector<Native> natives;
   for (auto& g : state.groups) {
     if (g.ranks.empty() || g.address == 0) continue;
-    // pybind11's `instance`: the value pointer follows PyObject_HEAD (simple layout); with
-    // several registered bases it points to the values-and-holders array instead.
     for (bool indirect : {false, true}) {
-      auto value = objects_.read_field(g.address, kPybindValue);
-      if (indirect && value && objects_.plausible(*value)) value = objects_.pointer_at(*value);
-      if (!value || !objects_.plausible(*value)) continue;
+      const auto value = c10d::held_value(objects_, g.address, indirect);
+      if (!value) continue;
       Native native{&g, {}};
       if (!objects_.read(*value, native.bytes.data(), native.bytes.size())) continue;
       natives.push_back(native);
@@ -207,16 +196,16 @@ void ProcessGroupReader::read_native_groups(model::DistributedState& state) {
     }
     return global;
   };
-  std::vector<std::size_t> offsets = {kTorch113RankOffset};
+  std::vector<std::size_t> offsets = {c10d::kRankOffset};
   for (std::size_t o = 8; o + 8 <= kNativeBytes; o += 4) {
-    if (o != kTorch113RankOffset) offsets.push_back(o);
+    if (o != c10d::kRankOffset) offsets.push_back(o);
   }
   for (const std::size_t offset : offsets) {
     const auto global = fits(offset);
     if (!global) continue;
     state.rank = global;
     for (auto& n : natives) n.group->group_rank = int_at(n.bytes, offset);
-    if (offset != kTorch113RankOffset) {
+    if (offset != c10d::kRankOffset) {
       state.notes.push_back("torch.distributed: rank and size found at offset " +
                             std::to_string(offset) +
                             " of the C++ ProcessGroup (not torch 1.13's), checked over " +
@@ -225,8 +214,8 @@ void ProcessGroupReader::read_native_groups(model::DistributedState& state) {
     }
     for (auto& n : natives) {
       std::uint64_t sequence = 0;
-      std::memcpy(&sequence, n.bytes.data() + kTorch113Sequence, sizeof sequence);
-      if (static_cast<std::uint8_t>(n.bytes[kTorch113SequenceFlag]) == 1 && sequence != 0) {
+      std::memcpy(&sequence, n.bytes.data() + c10d::kSequenceOffset, sizeof sequence);
+      if (static_cast<std::uint8_t>(n.bytes[c10d::kSequenceFlagOffset]) == 1 && sequence != 0) {
         n.group->sequence = sequence;
       }
     }
