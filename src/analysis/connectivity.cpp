@@ -62,6 +62,7 @@ bool uses_gloo(const RankEntry& rank) {
 }  // namespace
 
 void link_tcp_peers(Job& job) {
+  if (job.group) return;  // a group's ranks are no torch job's: the pairs are its jobs'
   const auto known = known_connections(job);
   // Local endpoint → the rank that owns it; an endpoint claimed twice is ambiguous (NAT).
   std::map<std::string, int> owner;

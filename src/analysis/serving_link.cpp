@@ -31,6 +31,7 @@ std::optional<int> rank_in_repr(const std::string& text) {
 std::string job_of_children(const std::vector<Job>& jobs, const std::string& node, pid_t parent) {
   std::map<std::string, int> count;
   for (const auto& j : jobs) {
+    if (j.group) continue;  // a group's job is no workers' job
     for (const auto& r : j.ranks) {
       const auto* p = r.latest();
       if (p != nullptr && r.node == node && p->ppid == parent) ++count[j.key];
@@ -107,6 +108,7 @@ std::pair<std::string, std::string> job_of_sockets(const std::vector<Job>& jobs,
   if (index.empty()) return {};
   std::map<std::string, std::pair<int, std::string>> count;  // job → (ranks, one connection)
   for (const auto& j : jobs) {
+    if (j.group) continue;
     for (const auto& r : j.ranks) {
       const auto* q = r.latest();
       if (q == nullptr) continue;
@@ -130,6 +132,7 @@ std::string job_of_ring(const std::vector<Job>& jobs, const std::string& node,
   const auto ring = p.facts.find(model::fact_keys::kShmRing);
   if (model::shm_ring_status(p.facts) != model::ShmRingStatus::kOk) return "";
   for (const auto& j : jobs) {
+    if (j.group) continue;
     for (const auto& r : j.ranks) {
       const auto* q = r.latest();
       if (q == nullptr || r.node != node) continue;
@@ -144,7 +147,7 @@ std::string only_job(const std::vector<Job>& jobs) {
   std::string key;
   int with_ranks = 0;
   for (const auto& j : jobs) {
-    if (j.ranks.empty()) continue;
+    if (j.ranks.empty() || j.group) continue;
     ++with_ranks;
     key = j.key;
   }
@@ -228,7 +231,7 @@ RankSet follow_to_roots(const Job& job, const RankSet& from) {
 
 const Job* find_job(const std::vector<Job>& jobs, const std::string& key) {
   for (const auto& j : jobs) {
-    if (j.key == key && !j.ranks.empty()) return &j;
+    if (j.key == key && !j.ranks.empty() && !j.group) return &j;
   }
   return nullptr;
 }

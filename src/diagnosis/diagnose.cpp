@@ -56,6 +56,7 @@ analysis::Analysis diagnose(const model::Bundle& bundle, const rules::RuleSet& r
   //    post-mortem, by each group's consensus, also ranks ahead, missing dumps and a stalled
   //    transport (analysis/flight_consensus.cpp), and nothing else to judge by.
   for (std::size_t j = 0; j < result.jobs.size(); ++j) {
+    if (result.jobs[j].group) continue;  // flight records number a torch job's ranks
     auto recorded = post_mortem[j] ? analysis::postmortem_flight_verdicts(result.jobs[j])
                                    : analysis::correlate_flight_records(result.jobs[j]);
     verdicts.insert(verdicts.end(), recorded.begin(), recorded.end());
@@ -66,7 +67,7 @@ analysis::Analysis diagnose(const model::Bundle& bundle, const rules::RuleSet& r
     //  A job hung at init: the absent ranks are the verdict (analysis/init_hang.cpp); the graph
     //  of ranks that hold no group yet would only name the waiting.
     std::map<int, const analysis::OtherProcess*> found;
-    if (auto init = analysis::init_verdict(job, result.others, &found)) {
+    if (auto init = job.group ? std::nullopt : analysis::init_verdict(job, result.others, &found)) {
       verdicts.push_back(std::move(*init));
       analysis::place_absent_ranks(job, found);
       continue;
