@@ -12,6 +12,7 @@
 #include "hangscope/analysis/verdict_ids.h"
 #include "hangscope/common/text.h"
 #include "hangscope/model/fact_keys.h"
+#include "stateless_order.h"
 
 namespace hangscope::analysis {
 namespace {
@@ -222,6 +223,7 @@ Verdict root_verdict(const Job& job, const RootKind& kind, const RankSet& roots,
   v.summary = named + " " + (one ? kind.what : kind.what_many) +
               (waiting.empty() ? "." : " while " + waiting_text(job, waiting, !one) + ".");
   if (job.group) {
+    for (auto& line : stateless_order_evidence(job, waiting)) v.evidence.push_back(std::move(line));
     v.evidence.push_back("group " + job.key + " (" + job.group->type + " outside torch's " +
                          "registry, held as " + job.group->held_by +
                          "): its members are the processes that hold it, by their rank in it");

@@ -133,6 +133,30 @@ std::optional<model::ProcessGroupState> GroupDiscovery::read_torch_group(std::ui
   return std::nullopt;
 }
 
+namespace {
+
+// A StatelessProcessGroup's counters (its program order): the int broadcast_send_counter and
+// the per-peer dicts of objects sent, received and broadcasts received.
+void read_counters(std::uint64_t object, ObjectReader& objects, model::ProcessGroupState& group) {
+  constexpr std::size_t kPeers = 1024;
+  if (const auto sent = objects.attribute(object, "broadcast_send_counter")) {
+    if (const auto n = objects.small_int(*sent)) group.counters["broadcast_send"] = *n;
+  }
+  for (const auto& [attribute, name] :
+       {std::pair{"send_dst_counter", "send_dst/"}, std::pair{"recv_src_counter", "recv_src/"},
+        std::pair{"broadcast_recv_src_counter", "broadcast_recv_src/"}}) {
+    const auto dict = objects.attribute(object, attribute);
+    if (!dict || objects.type_name(*dict) != "dict") continue;
+    for (const auto& [peer, count] : objects.dict_items(*dict, kPeers)) {
+      const auto p = objects.small_int(peer);
+      const auto c = objects.small_int(count);
+      if (p && c) group.counters[std::string(name) + std::to_string(*p)] = *c;
+    }
+  }
+}
+
+}  // namespace
+
 // vLLM's StatelessProcessGroup (vllm/distributed/utils.py), a dataclass: rank, world_size and
 // the torch TCPStore it exchanges objects through.
 std::optional<model::ProcessGroupState> GroupDiscovery::read_stateless_group(
@@ -146,6 +170,7 @@ std::optional<model::ProcessGroupState> GroupDiscovery::read_stateless_group(
   group.size = *n;
   group.group_rank = *r;
   group.backend = "store";
+  read_counters(object, objects, group);
   if (const auto store = objects.attribute(object, "store")) {
     if (const auto value = c10d::held_value(objects, *store)) {
       set_store(group, *value, objects);

@@ -131,6 +131,7 @@ nlohmann::json distributed_to_json(const model::DistributedState& state) {
       group["store"] = g.store;
       group["store_prefixes"] = g.store_prefixes;
     }
+    if (!g.counters.empty()) group["counters"] = g.counters;
     groups.push_back(std::move(group));
   }
   return {{"rank", json_or_null(state.rank)},

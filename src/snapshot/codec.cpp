@@ -267,6 +267,7 @@ void encode_distributed(const model::DistributedState& d, v1::DistributedState& 
     group->set_held_by(valid_utf8(g.held_by));
     group->set_store(valid_utf8(g.store));
     for (const auto& p : g.store_prefixes) group->add_store_prefixes(valid_utf8(p));
+    for (const auto& [name, value] : g.counters) (*group->mutable_counters())[name] = value;
   }
   for (const auto& n : d.notes) out.add_notes(valid_utf8(n));
 }
@@ -293,6 +294,7 @@ model::DistributedState decode_distributed(const v1::DistributedState& in) {
     group.held_by = g.held_by();
     group.store = g.store();
     group.store_prefixes.assign(g.store_prefixes().begin(), g.store_prefixes().end());
+    group.counters.insert(g.counters().begin(), g.counters().end());
     d.groups.push_back(std::move(group));
   }
   d.notes.assign(in.notes().begin(), in.notes().end());

@@ -172,5 +172,76 @@ TEST(GroupIdentity, EngineCoresAllInTheAllReduceAreNoVerdict) {
   }
 }
 
+
+// RL weight sync: two rollout workers (ranks 0 and 1 of their own job) and the trainer's rank 0
+// (another job) as the last rank of a StatelessProcessGroup. The workers wait in broadcast_obj
+// for broadcast_from/2/8; the trainer has broadcast 8 objects and saves a checkpoint.
+TEST(GroupIdentity, AStatelessGroupLinksTwoJobsAndReadsItsCountersAsProgramOrder) {
+  const std::string utils = "/srv/vllm/vllm/distributed/utils.py";
+  model::Bundle bundle;
+  for (int sample = 0; sample < 2; ++sample) {
+    model::NodeSnapshot snapshot;
+    snapshot.node_name = "node0";
+    snapshot.hostname = "node0";
+    snapshot.sample_index = sample;
+    snapshot.capture_unix_ns = 1'790'000'000'000'000'000 + sample * 1'000'000'000LL;
+    for (int member = 0; member < 3; ++member) {
+      const bool trainer = member == 2;
+      model::ProcessRecord p;
+      p.pid = 700 + member;
+      p.ppid = 1;
+      p.comm = "python3";
+      p.state = 'S';
+      p.start_time_ticks = 9;
+      p.identity.role = model::ProcessRole::kRank;
+      p.identity.rank = trainer ? 0 : member;
+      p.identity.world_size = 2;
+      p.identity.job = trainer ? "10.0.0.9:29500" : "10.0.0.9:29610";
+      p.facts["net.interfaces"] = "lo 127.0.0.1, eth0 10.0.0.9";
+      model::ProcessDump dump;
+      dump.pid = p.pid;
+      dump.python = "3.11.2";
+      dump.distributed.emplace();
+      auto g = stateless_group(trainer ? "10.0.0.9:51216" : "0.0.0.0:51216", member, 3);
+      g.type = "StatelessProcessGroup";
+      g.held_by = trainer ? "self.vllm_client.communicator.group" : "self.pynccl_comm.group";
+      g.store_prefixes.clear();
+      if (trainer) g.counters["broadcast_send"] = 8;
+      if (!trainer) g.counters["broadcast_recv_src/2"] = 8;
+      dump.distributed->groups.push_back(g);
+      const std::string label = model::group_label(g.name);
+      std::vector<model::Frame> frames;
+      if (trainer) {
+        frames = {native("__futex_abstimed_wait_common"),
+                  py("save_checkpoint", "/srv/train/trainer.py", 88),
+                  py("train", "/srv/train/trainer.py", 40)};
+      } else {
+        frames = {native("__GI___poll"), native("c10d::TCPStore::doWait"),
+                  native("c10d::TCPStore::get"),
+                  py("broadcast_obj", utils, 180,
+                     {{"self", label}, {"src", "2"}, {"key", "'broadcast_from/2/8'"}}),
+                  py("update_named_param", "/srv/trl/trl/scripts/vllm_serve.py", 120)};
+      }
+      dump.threads.push_back(thread(p.pid, 'S', frames));
+      p.dump = std::move(dump);
+      snapshot.processes.push_back(std::move(p));
+    }
+    bundle.snapshots.push_back(std::move(snapshot));
+  }
+  bundle.nodes.push_back({"node0", "node0:7447", model::NodeState::kOk, "", 0});
+  const auto a = diagnosis::diagnose(bundle);
+  ASSERT_FALSE(a.verdicts.empty()) << a.conclusion;
+  const auto& v = a.verdicts.front();
+  EXPECT_EQ(v.job, "node0:51216");
+  EXPECT_EQ(v.jobs, (std::vector<std::string>{"10.0.0.9:29500", "10.0.0.9:29610"}));
+  EXPECT_NE(v.summary.find("group rank 2: rank 0 of job 10.0.0.9:29500 (node0 pid 702)"),
+            std::string::npos)
+      << v.summary;
+  EXPECT_TRUE(std::any_of(v.evidence.begin(), v.evidence.end(), [](const std::string& e) {
+    return e.find("group rank 2 has sent 8 (broadcast_send counter): it has not reached "
+                  "broadcast_from/2/8, which group ranks 0,1 wait for") != std::string::npos;
+  })) << testing::PrintToString(v.evidence);
+}
+
 }  // namespace
 }  // namespace hangscope

@@ -261,6 +261,42 @@ TEST(SnapshotCodec, AsyncioTasksRoundTripWithSharedCoroutineChains) {
 
 // Schema 2.3 carries each process's sockets, in binary and in protobuf's JSON; a name that is
 // not UTF-8 (paths and abstract names are any bytes) arrives replaced, not fatal.
+// Schema 2.6: a group found outside torch's registry travels with where it was found, its store
+// and a StatelessProcessGroup's counters; an older file's groups read as registered.
+TEST(SnapshotCodec, GroupsOutsideTheRegistryRoundTripInBothFileForms) {
+  auto node = sample_node(1);
+  auto& dump = *node.processes[0].dump;
+  model::ProcessGroupState group;
+  group.name = "pg@140000";
+  group.backend = "store";
+  group.size = 3;
+  group.group_rank = 2;
+  group.registered = false;
+  group.type = "StatelessProcessGroup";
+  group.held_by = "self.vllm_client.communicator.group";
+  group.store = "198.51.100.1:51216";
+  group.store_prefixes = {"tcp://198.51.100.1:51216", "weights/"};
+  group.counters = {{"broadcast_send", 8}, {"send_dst/1", 3}};
+  dump.distributed.emplace();
+  dump.distributed->groups.push_back(group);
+  for (const char* name : {"groups.pb", "groups.json"}) {
+    const std::string path = ::testing::TempDir() + name;
+    snapshot::write_file(path, std::vector<model::NodeSnapshot>{node});
+    const auto back = snapshot::read_file(path);
+    std::remove(path.c_str());
+    ASSERT_EQ(back.size(), 1u);
+    const auto& groups = back[0].processes.at(0).dump->distributed->groups;
+    ASSERT_EQ(groups.size(), 1u) << name;
+    auto expected = group;
+    expected.address = 0;  // local to the capture: never sent
+    EXPECT_EQ(groups[0], expected) << name;
+  }
+  v1::NodeSnapshot wire;
+  snapshot::encode(node, wire);
+  wire.mutable_processes(0)->mutable_distributed()->mutable_groups(0)->clear_unregistered();
+  EXPECT_TRUE(snapshot::decode(wire).processes.at(0).dump->distributed->groups.at(0).registered);
+}
+
 TEST(SnapshotCodec, SocketsRoundTripInBothFileForms) {
   auto node = sample_node(1);
   auto& dump = *node.processes[0].dump;

@@ -138,6 +138,9 @@ struct ProcessGroupState {
   // resolved address, what identifies the group across processes (model::group_store_key).
   std::string store;
   std::vector<std::string> store_prefixes;
+  // vLLM's StatelessProcessGroup: its program order, the objects it exchanged so far per peer
+  // ("broadcast_send", "broadcast_recv_src/2", "send_dst/1", "recv_src/0").
+  std::map<std::string, std::int64_t> counters;
 
   bool operator==(const ProcessGroupState&) const = default;
 };
