@@ -68,8 +68,8 @@ void add_idle_engines(const Analysis& analysis, const Job& job, Verdict& v) {
 void name_processes(const Analysis& analysis, Verdict& v) {
   v.processes.clear();
   v.jobs.clear();
-  // A group's job and a torch job may share a key only by accident: the group's is preferred
-  // when the verdict's ranks are its members.
+  // Keys of groups' jobs (node:port/…) and torch jobs (MASTER_ADDR:MASTER_PORT) differ; were
+  // one shared, the group's job is taken.
   const Job* job = nullptr;
   for (const auto& j : analysis.jobs) {
     if (j.key == v.job) {
@@ -82,7 +82,8 @@ void name_processes(const Analysis& analysis, Verdict& v) {
        {std::pair{&v.diverged_ranks, "diverged"}, std::pair{&v.waiting_ranks, "waiting"}}) {
     std::size_t named = 0;
     for (const auto* e : job->entries_in(*ranks)) {
-      if (e->history.empty() || named++ == kProcessesPerSide) continue;
+      if (e->history.empty()) continue;  // a missing rank: no process to name
+      if (named++ == kProcessesPerSide) break;
       v.processes.push_back(process_of(analysis, *job, *e, side));
     }
   }

@@ -172,7 +172,6 @@ TEST(GroupIdentity, EngineCoresAllInTheAllReduceAreNoVerdict) {
   }
 }
 
-
 // RL weight sync: two rollout workers (ranks 0 and 1 of their own job) and the trainer's rank 0
 // (another job) as the last rank of a StatelessProcessGroup. The workers wait in broadcast_obj
 // for broadcast_from/2/8; the trainer has broadcast 8 objects and saves a checkpoint.
@@ -238,9 +237,31 @@ TEST(GroupIdentity, AStatelessGroupLinksTwoJobsAndReadsItsCountersAsProgramOrder
             std::string::npos)
       << v.summary;
   EXPECT_TRUE(std::any_of(v.evidence.begin(), v.evidence.end(), [](const std::string& e) {
-    return e.find("group rank 2 has sent 8 (broadcast_send counter): it has not reached "
-                  "broadcast_from/2/8, which group ranks 0,1 wait for") != std::string::npos;
+    return e.find(
+               "group rank 2 has sent 8 (broadcast_send counter): it has not reached "
+               "broadcast_from/2/8, which group ranks 0,1 wait for") != std::string::npos;
   })) << testing::PrintToString(v.evidence);
+}
+
+// A verdict names a few processes a side (16), whatever the job's size: the report stays small.
+TEST(GroupIdentity, AVerdictNamesAtMostSixteenProcessesASide) {
+  analysis::testing_builders::JobBuilder job(40);
+  for (int r = 0; r < 40; ++r) {
+    job.rank(r, r == 7 ? analysis::testing_builders::store_wait_stack(7)
+                       : analysis::testing_builders::barrier_stack());
+  }
+  const auto bundle = job.bundle();
+  const auto a = diagnosis::diagnose(bundle);
+  ASSERT_FALSE(a.verdicts.empty()) << a.conclusion;
+  const auto& v = a.verdicts.front();
+  const auto count = [&](const std::string& side) {
+    return std::count_if(v.processes.begin(), v.processes.end(),
+                         [&](const auto& p) { return p.side == side; });
+  };
+  EXPECT_EQ(count("diverged"), 1);
+  EXPECT_EQ(count("waiting"), 16);
+  EXPECT_EQ(v.waiting_ranks.size(), 39u);  // the ranks themselves are all there
+  EXPECT_NE(v.summary.find("Rank 7 (node3 pid 1007)"), std::string::npos) << v.summary;
 }
 
 }  // namespace
