@@ -71,7 +71,7 @@ TEST_P(Seeds, DiagnoseNamesTheKnownBugFirst) {
     // The stalled worker by (pp, tp) and node, and the driver (EngineCore, no rank) on node0.
     const std::string summary = verdicts[0]["summary"];
     const std::string worker = "rank " + std::to_string(seed.diverged) + " (pp 0, tp " +
-                               std::to_string(seed.diverged) + ", dp 0, node0)";
+                               std::to_string(seed.diverged) + ", dp 0, node0 pid ";
     EXPECT_NE(summary.find(worker), std::string::npos) << summary;
     bool driver = false;
     for (const auto& e : verdicts[0]["evidence"]) {
