@@ -56,9 +56,9 @@ struct SocketIndex {
     for (const auto& s : p.dump->sockets) {
       if (s.family == model::Socket::Family::kUnix) {
         unix_by_inode[s.inode] = &s;
-      } else if (s.state == "established") {
+      } else if (s.state == model::SocketState::kEstablished) {
         tcp_by_ends[{s.local, s.remote}] = &s;
-      } else if (s.state == "listen") {
+      } else if (s.state == model::SocketState::kListen) {
         listening_ports.insert(s.local.substr(s.local.rfind(':') + 1));
       }
     }
@@ -89,7 +89,10 @@ std::string connection(const std::string& node, const model::ProcessRecord& p,
       }
       return name.front() == '@' ? "over unix socket " + name : "over ipc://" + name;
     }
-    if (s.state != "established" || !other.tcp_by_ends.count({s.remote, s.local})) continue;
+    if (s.state != model::SocketState::kEstablished ||
+        !other.tcp_by_ends.count({s.remote, s.local})) {
+      continue;
+    }
     if (node != other.node && (is_loopback_endpoint(s.local) || is_loopback_endpoint(s.remote)))
       continue;
     const bool own_listens = own.listening_ports.count(port_of(s.local)) > 0;

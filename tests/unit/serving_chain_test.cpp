@@ -648,20 +648,20 @@ model::Socket unix_socket(std::uint64_t inode, std::uint64_t peer, std::string p
   s.fd = 10;
   s.inode = inode;
   s.type = "stream";
-  s.state = "connected";
+  s.state = model::SocketState::kEstablished;  // connected
   s.path = std::move(path);
   s.peer_inode = peer;
   return s;
 }
 
 model::Socket tcp_socket(std::uint64_t inode, std::string local, std::string remote,
-                         std::string state = "established") {
+                         model::SocketState state = model::SocketState::kEstablished) {
   model::Socket s;
   s.family = model::Socket::Family::kTcp;
   s.fd = 11;
   s.inode = inode;
   s.type = "stream";
-  s.state = std::move(state);
+  s.state = state;
   s.local = std::move(local);
   s.remote = std::move(remote);
   return s;
@@ -702,8 +702,9 @@ model::Bundle crosswise_front(bool sockets) {
         api.dump->sockets = {unix_socket(5001, 6001)};
         engine.dump->sockets = {tcp_socket(7001, "10.0.0.2:41000", "10.0.0.1:5555")};
       } else if (sockets) {
-        api.dump->sockets = {tcp_socket(7000, "10.0.0.1:5555", "0.0.0.0:0", "listen"),
-                             tcp_socket(7002, "10.0.0.1:5555", "10.0.0.2:41000")};
+        api.dump->sockets = {
+            tcp_socket(7000, "10.0.0.1:5555", "0.0.0.0:0", model::SocketState::kListen),
+            tcp_socket(7002, "10.0.0.1:5555", "10.0.0.2:41000")};
         engine.dump->sockets = {unix_socket(6001, 5001, "/tmp/7c2e-input.ipc")};
       }
       s.processes.push_back(std::move(api));

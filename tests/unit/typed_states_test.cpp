@@ -6,6 +6,8 @@
 
 #include "hangscope/model/bundle.h"
 #include "hangscope/model/flight_record.h"
+#include "hangscope/model/process_dump.h"
+#include "hangscope/model/socket_state.h"
 
 namespace hangscope::model {
 namespace {
@@ -51,6 +53,46 @@ TEST(TypedStates, AFlightEntryDescribesItsStateByName) {
   EXPECT_EQ(e.describe(), "nccl:all_reduce #12 [[3,4]] [\"Float\"] started");
   e.state = FlightState::kUnknown;
   EXPECT_EQ(e.describe(), "nccl:all_reduce #12 [[3,4]] [\"Float\"]");
+}
+
+// The kernel's numbers, 1 (ESTABLISHED) to 11 (CLOSING), are the enum's; others are unknown.
+TEST(TypedStates, SocketStatesAreTheKernelsNumbers) {
+  EXPECT_EQ(socket_state_from_kernel(0x01), SocketState::kEstablished);
+  EXPECT_EQ(socket_state_from_kernel(0x02), SocketState::kSynSent);
+  EXPECT_EQ(socket_state_from_kernel(0x03), SocketState::kSynRecv);
+  EXPECT_EQ(socket_state_from_kernel(0x07), SocketState::kClose);
+  EXPECT_EQ(socket_state_from_kernel(0x0A), SocketState::kListen);
+  EXPECT_EQ(socket_state_from_kernel(0x0B), SocketState::kClosing);
+  EXPECT_EQ(socket_state_from_kernel(0x0C), SocketState::kUnknown);
+  EXPECT_EQ(socket_state_from_kernel(0), SocketState::kUnknown);
+  EXPECT_EQ(socket_state_from_kernel(255), SocketState::kUnknown);
+}
+
+TEST(TypedStates, SocketStateNamesRoundTripForEachFamily) {
+  for (unsigned n = 0; n <= 11; ++n) {
+    const auto state = socket_state_from_kernel(n);
+    EXPECT_EQ(parse_tcp_state(tcp_state_name(state)), state) << tcp_state_name(state);
+    EXPECT_EQ(parse_unix_state(unix_state_name(state)), state) << unix_state_name(state);
+  }
+  EXPECT_EQ(tcp_state_name(SocketState::kEstablished), "established");
+  EXPECT_EQ(tcp_state_name(SocketState::kSynRecv), "syn-recv");
+  EXPECT_EQ(tcp_state_name(SocketState::kFinWait1), "fin-wait1");
+  EXPECT_EQ(tcp_state_name(SocketState::kCloseWait), "close-wait");
+  EXPECT_EQ(tcp_state_name(SocketState::kListen), "listen");
+  EXPECT_EQ(tcp_state_name(SocketState::kUnknown), "unknown");
+  EXPECT_EQ(unix_state_name(SocketState::kEstablished), "connected");
+  EXPECT_EQ(unix_state_name(SocketState::kListen), "listen");
+  EXPECT_EQ(unix_state_name(SocketState::kClose), "unconnected");
+  EXPECT_EQ(parse_tcp_state("state 13"), SocketState::kUnknown);
+  EXPECT_EQ(parse_unix_state(""), SocketState::kUnknown);
+}
+
+TEST(TypedStates, ASocketNamesItsStateForItsFamily) {
+  Socket s;
+  s.state = SocketState::kEstablished;
+  EXPECT_EQ(s.state_name(), "connected");  // unix, the default family
+  s.family = Socket::Family::kTcp;
+  EXPECT_EQ(s.state_name(), "established");
 }
 
 }  // namespace
