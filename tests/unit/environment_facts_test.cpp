@@ -226,8 +226,8 @@ TEST(Network, ChecksAgainstTheEnvironment) {
   const auto recorded = model::parse_recorded_connections(facts.at("net.tcp"));
   ASSERT_EQ(recorded.size(), 2u);
   EXPECT_EQ(recorded[0].local, "203.0.113.9:41000");
-  EXPECT_TRUE(recorded[0].established);
-  EXPECT_FALSE(recorded[1].established);
+  EXPECT_EQ(recorded[0].state, model::SocketState::kEstablished);
+  EXPECT_EQ(recorded[1].state, model::SocketState::kSynSent);
 }
 
 TEST(Network, ARealProcessesOwnSockets) {

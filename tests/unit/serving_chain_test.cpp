@@ -12,6 +12,7 @@
 #include "analysis_builders.h"
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/diagnosis/diagnose.h"
+#include "hangscope/model/fact_keys.h"
 #include "hangscope/report/report.h"
 #include "hangscope/rules/rule.h"
 
@@ -762,6 +763,32 @@ TEST(ServingChain, ApiServersAreLinkedToTheEngineCoresTheyAreConnectedTo) {
 
 // A loopback TCP connection pairs processes of one node only: 127.0.0.1:5555 on two nodes is
 // two different sockets.
+// A process without captured sockets (an older file) pairs by its net.tcp fact
+// (model::tcp_connections); the fact names no listener, so the listening end is the one the
+// other process's sockets do not listen on: the same link, whichever side is read from the fact.
+TEST(ServingChain, AProcessWithoutSocketsPairsByItsNetTcpFact) {
+  for (const pid_t from_fact : {kEnginePid, kApiPid + 1}) {
+    auto bundle = crosswise_front(true);
+    for (auto& s : bundle.snapshots) {
+      for (auto& p : s.processes) {
+        if (p.pid != from_fact) continue;
+        p.dump->sockets.clear();
+        p.facts[model::fact_keys::kNetTcp] = from_fact == kEnginePid
+                                                 ? "10.0.0.2:41000>10.0.0.1:5555"
+                                                 : "10.0.0.1:5555>10.0.0.2:41000";
+      }
+    }
+    const auto a = diagnosis::diagnose(bundle);
+    const auto* first = chain_of(a, "127.0.0.1:40123");
+    ASSERT_NE(first, nullptr) << from_fact;
+    ASSERT_EQ(first->api_servers.size(), 1u) << from_fact;
+    EXPECT_EQ(first->api_servers[0].process->pid, kApiPid + 1) << from_fact;
+    EXPECT_EQ(first->api_servers[0].link,
+              "connected to engine core node0 pid 900 over tcp 10.0.0.1:5555")
+        << from_fact;
+  }
+}
+
 TEST(ServingChain, LoopbackConnectionsDoNotPairProcessesOfTwoNodes) {
   auto bundle = crosswise_front(false);
   for (auto& s : bundle.snapshots) {

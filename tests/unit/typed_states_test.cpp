@@ -5,6 +5,8 @@
 #include <string>
 
 #include "hangscope/model/bundle.h"
+#include "hangscope/model/connections.h"
+#include "hangscope/model/fact_keys.h"
 #include "hangscope/model/flight_record.h"
 #include "hangscope/model/process_dump.h"
 #include "hangscope/model/socket_state.h"
@@ -93,6 +95,63 @@ TEST(TypedStates, ASocketNamesItsStateForItsFamily) {
   EXPECT_EQ(s.state_name(), "connected");  // unix, the default family
   s.family = Socket::Family::kTcp;
   EXPECT_EQ(s.state_name(), "established");
+}
+
+Socket tcp_socket(std::string local, std::string remote, SocketState state) {
+  Socket s;
+  s.family = Socket::Family::kTcp;
+  s.state = state;
+  s.local = std::move(local);
+  s.remote = std::move(remote);
+  return s;
+}
+
+// A process's TCP connections come from its sockets when they were captured, listeners
+// included, in fd order; unix sockets are not among them.
+TEST(TcpConnections, FromTheCapturedSocketsFirst) {
+  ProcessRecord p;
+  p.dump = ProcessDump();
+  Socket unix_socket;
+  unix_socket.state = SocketState::kEstablished;
+  p.dump->sockets = {tcp_socket("10.0.0.1:5555", "0.0.0.0:0", SocketState::kListen), unix_socket,
+                     tcp_socket("10.0.0.1:5555", "10.0.0.2:41000", SocketState::kEstablished)};
+  p.facts[fact_keys::kNetTcp] = "10.0.0.1:1>10.0.0.9:2";  // read at another moment: not used
+  const auto got = tcp_connections(p);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(*got, (std::vector<TcpConnection>{
+                      {"10.0.0.1:5555", "0.0.0.0:0", SocketState::kListen},
+                      {"10.0.0.1:5555", "10.0.0.2:41000", SocketState::kEstablished}}));
+}
+
+// Older files and captures without sockets: the net.tcp fact, established and connecting.
+TEST(TcpConnections, FromTheNetTcpFactWithoutSockets) {
+  ProcessRecord p;
+  p.facts[fact_keys::kNetTcp] = "10.0.0.1:41000>10.0.0.2:5555 10.0.0.1:41002~10.0.0.3:5555";
+  auto got = tcp_connections(p);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(*got, (std::vector<TcpConnection>{
+                      {"10.0.0.1:41000", "10.0.0.2:5555", SocketState::kEstablished},
+                      {"10.0.0.1:41002", "10.0.0.3:5555", SocketState::kSynSent}}));
+  p.dump = ProcessDump();  // a dump without sockets (captured without them)
+  EXPECT_EQ(tcp_connections(p), got);
+  p.facts[fact_keys::kNetTcp] = "";
+  ASSERT_TRUE(tcp_connections(p));
+  EXPECT_TRUE(tcp_connections(p)->empty());
+}
+
+// Unknown (not an empty list) without sockets or fact, and when the fact alone is there and
+// was cut short; captured sockets are every one the process holds, the fact's cut aside.
+TEST(TcpConnections, UnknownWithoutEitherOrWhenTheFactIsCutShort) {
+  ProcessRecord p;
+  EXPECT_FALSE(tcp_connections(p));
+  p.facts[fact_keys::kNetTcp] = "10.0.0.1:41000>10.0.0.2:5555";
+  p.facts[fact_keys::kNetTcpTruncated] = "12";
+  EXPECT_FALSE(tcp_connections(p));
+  p.dump = ProcessDump();
+  EXPECT_FALSE(tcp_connections(p));  // a dump without sockets: still the fact
+  p.dump->sockets = {tcp_socket("10.0.0.1:41000", "10.0.0.2:5555", SocketState::kEstablished)};
+  ASSERT_TRUE(tcp_connections(p));
+  EXPECT_EQ(tcp_connections(p)->size(), 1u);
 }
 
 }  // namespace
