@@ -90,7 +90,10 @@ ServerSide server_side(int server_port, int client_port) {
     for (const auto& socket : facts::parse_proc_net_tcp(*read.text)) {
       if (socket.local_port != server_port || socket.remote_port != client_port) continue;
       if (socket.inode != 0) return ServerSide::kAccepted;
-      if (socket.state == "established" || socket.state == "syn-recv") seen = true;
+      if (socket.state == model::SocketState::kEstablished ||
+          socket.state == model::SocketState::kSynRecv) {
+        seen = true;
+      }
     }
   }
   return seen ? ServerSide::kQueued : ServerSide::kGone;

@@ -322,7 +322,9 @@ std::string port_holder(int port) {
     if (!read.text) continue;
     try {
       for (const auto& socket : facts::parse_proc_net_tcp(*read.text)) {
-        if (socket.state == "listen" && socket.local_port == port) inodes.insert(socket.inode);
+        if (socket.state == model::SocketState::kListen && socket.local_port == port) {
+          inodes.insert(socket.inode);
+        }
       }
     } catch (const Error&) {
       continue;  // a table in an unknown format names nobody

@@ -1,7 +1,8 @@
-// Which ranks of a job hold TCP connections to each other, from each rank's
-// model::fact_keys::kNetTcp fact (its own sockets): connections are matched end to end (my local =
-// your remote). Connections to the c10d store's port are left out, since every rank has one to the
-// store's host. In a job that uses gloo, a pair of ranks without a connection is evidence.
+// Which ranks of a job hold TCP connections to each other, from each rank's own TCP connections
+// (model::tcp_connections: its captured sockets, else its net.tcp fact): connections are matched
+// end to end (my local = your remote). Connections to the c10d store's port are left out, since
+// every rank has one to the store's host. In a job that uses gloo, a pair of ranks without a
+// connection is evidence.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -9,7 +10,6 @@
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/common/address.h"
 #include "hangscope/model/connections.h"
-#include "hangscope/model/fact_keys.h"
 #include "hangscope/waits/frameworks.h"
 
 namespace hangscope::analysis {
@@ -27,7 +27,7 @@ bool on_port(const std::string& endpoint, const std::string& port) {
 
 struct RankConnections {
   std::size_t index;  // into Job::ranks
-  std::vector<model::RecordedConnection> connections;
+  std::vector<model::TcpConnection> connections;
 };
 
 // The captured ranks whose connections are known, their store connections left out.
@@ -36,13 +36,14 @@ std::vector<RankConnections> known_connections(const Job& job) {
   for (std::size_t i = 0; i < job.ranks.size(); ++i) {
     const auto* p = job.ranks[i].latest();
     if (p == nullptr || !job.ranks[i].rank) continue;
-    const auto tcp = p->facts.find(model::fact_keys::kNetTcp);
-    if (tcp == p->facts.end() || p->facts.count(model::fact_keys::kNetTcpTruncated)) continue;
+    auto connections = model::tcp_connections(*p);
+    if (!connections) continue;
     const auto port_it = p->environment.find("MASTER_PORT");
     const std::string store_port = port_it == p->environment.end() ? "" : port_it->second;
     RankConnections rc{i, {}};
-    for (auto& c : model::parse_recorded_connections(tcp->second)) {
-      if (c.established && !on_port(c.local, store_port) && !on_port(c.remote, store_port)) {
+    for (auto& c : *connections) {
+      if (c.state == model::SocketState::kEstablished && !on_port(c.local, store_port) &&
+          !on_port(c.remote, store_port)) {
         rc.connections.push_back(std::move(c));
       }
     }

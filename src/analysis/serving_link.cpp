@@ -11,6 +11,7 @@
 #include "hangscope/common/address.h"
 #include "hangscope/common/numbers.h"
 #include "hangscope/common/text.h"
+#include "hangscope/model/connections.h"
 #include "hangscope/model/fact_keys.h"
 #include "hangscope/model/frame_pattern.h"
 #include "hangscope/waits/frameworks.h"
@@ -45,56 +46,83 @@ std::string job_of_children(const std::vector<Job>& jobs, const std::string& nod
   return best;
 }
 
-// The sockets of one process, indexed to find the other ends of another process's sockets.
+// The port of an endpoint, "5555" of "10.0.0.1:5555".
+std::string port_of(const std::string& endpoint) {
+  return endpoint.substr(endpoint.rfind(':') + 1);
+}
+
+// The sockets of one process, indexed to find the other ends of another process's sockets: its
+// unix sockets, and its TCP connections as model::tcp_connections gives them (its sockets, else
+// its net.tcp fact).
 struct SocketIndex {
   std::string node;
   std::map<std::uint64_t, const model::Socket*> unix_by_inode;
-  std::map<std::pair<std::string, std::string>, const model::Socket*> tcp_by_ends;  // established
-  std::set<std::string> listening_ports;                                            // tcp
+  std::vector<model::TcpConnection> tcp;
+  std::set<std::pair<std::string, std::string>> tcp_by_ends;  // established: (local, remote)
+  std::set<std::string> listening_ports;
+  // Whether its listeners are known: its sockets were captured (the net.tcp fact has none).
+  bool listeners_known = false;
 
   SocketIndex(std::string node_name, const model::ProcessRecord& p) : node(std::move(node_name)) {
-    if (!p.dump) return;
-    for (const auto& s : p.dump->sockets) {
-      if (s.family == model::Socket::Family::kUnix) {
-        unix_by_inode[s.inode] = &s;
-      } else if (s.state == "established") {
-        tcp_by_ends[{s.local, s.remote}] = &s;
-      } else if (s.state == "listen") {
-        listening_ports.insert(s.local.substr(s.local.rfind(':') + 1));
+    listeners_known = p.dump && !p.dump->sockets.empty();
+    if (p.dump) {
+      for (const auto& s : p.dump->sockets) {
+        if (s.family == model::Socket::Family::kUnix) unix_by_inode[s.inode] = &s;
+      }
+    }
+    tcp = model::tcp_connections(p).value_or(std::vector<model::TcpConnection>{});
+    for (const auto& c : tcp) {
+      if (c.state == model::SocketState::kEstablished) {
+        tcp_by_ends.insert({c.local, c.remote});
+      } else if (c.state == model::SocketState::kListen) {
+        listening_ports.insert(port_of(c.local));
       }
     }
   }
   bool empty() const { return unix_by_inode.empty() && tcp_by_ends.empty(); }
 };
 
-std::string port_of(const std::string& endpoint) {
-  return endpoint.substr(endpoint.rfind(':') + 1);
+// How unix socket `s` of a process on `node` talks to the indexed process: "over
+// ipc:///tmp/…" (the bound name of either end), "over unix socket @name", or a pair's inodes;
+// "" when its peer is none of the index's.
+std::string unix_connection(const std::string& node, const model::Socket& s,
+                            const SocketIndex& other) {
+  const auto peer = other.unix_by_inode.find(s.peer_inode);
+  if (node != other.node || s.peer_inode == 0 || peer == other.unix_by_inode.end()) return "";
+  const std::string& name = s.path.empty() ? peer->second->path : s.path;
+  if (name.empty()) {
+    return "over a unix socket pair (inodes " + std::to_string(s.inode) + " and " +
+           std::to_string(s.peer_inode) + ")";
+  }
+  return name.front() == '@' ? "over unix socket " + name : "over ipc://" + name;
 }
 
 // How process `p` on `node` talks to the indexed process: a unix socket whose peer is one of
-// the index's ("over ipc:///tmp/…", the bound name of either end), or a TCP connection whose
-// two ends they hold ("over tcp ADDRESS:PORT", the listening end's address; loopback only on
-// one node); "" when no socket of `p` is the other end of one of the index's.
+// the index's, else a TCP connection whose two ends they hold ("over tcp ADDRESS:PORT", the
+// listening end's address; loopback only on one node); "" when no socket of `p` is the other
+// end of one of the index's.
 std::string connection(const std::string& node, const model::ProcessRecord& p,
                        const SocketIndex& other) {
-  if (!p.dump || other.empty()) return "";
-  const SocketIndex own(node, p);
-  for (const auto& s : p.dump->sockets) {
-    if (s.family == model::Socket::Family::kUnix) {
-      const auto peer = other.unix_by_inode.find(s.peer_inode);
-      if (node != other.node || s.peer_inode == 0 || peer == other.unix_by_inode.end()) continue;
-      const std::string& name = s.path.empty() ? peer->second->path : s.path;
-      if (name.empty()) {
-        return "over a unix socket pair (inodes " + std::to_string(s.inode) + " and " +
-               std::to_string(s.peer_inode) + ")";
-      }
-      return name.front() == '@' ? "over unix socket " + name : "over ipc://" + name;
+  if (other.empty()) return "";
+  if (p.dump) {
+    for (const auto& s : p.dump->sockets) {
+      if (s.family != model::Socket::Family::kUnix) continue;
+      if (auto how = unix_connection(node, s, other); !how.empty()) return how;
     }
-    if (s.state != "established" || !other.tcp_by_ends.count({s.remote, s.local})) continue;
-    if (node != other.node && (is_loopback_endpoint(s.local) || is_loopback_endpoint(s.remote)))
+  }
+  const SocketIndex own(node, p);
+  for (const auto& c : own.tcp) {
+    if (c.state != model::SocketState::kEstablished ||
+        !other.tcp_by_ends.count({c.remote, c.local}))
       continue;
-    const bool own_listens = own.listening_ports.count(port_of(s.local)) > 0;
-    return "over tcp " + (own_listens ? s.local : s.remote);
+    if (node != other.node && (is_loopback_endpoint(c.local) || is_loopback_endpoint(c.remote)))
+      continue;
+    // Its own end listens when it holds the listener, or, its listeners unknown, when the
+    // other's are known and none is on the other end's port.
+    const bool own_listens = own.listening_ports.count(port_of(c.local)) > 0 ||
+                             (!own.listeners_known && other.listeners_known &&
+                              other.listening_ports.count(port_of(c.remote)) == 0);
+    return "over tcp " + (own_listens ? c.local : c.remote);
   }
   return "";
 }

@@ -539,7 +539,10 @@ void add_transport_facts(const Job& job, const std::vector<const RankEntry*>& ra
     std::uint64_t unacknowledged = 0, timeouts = 0;
     std::set<std::string> peers;
     for (const auto& socket : p->dump->sockets) {
-      if (socket.family != model::Socket::Family::kTcp || socket.state != "established") continue;
+      if (socket.family != model::Socket::Family::kTcp ||
+          socket.state != model::SocketState::kEstablished) {
+        continue;
+      }
       sockets_read = true;
       if (socket.tx_queue == 0 && socket.retransmits == 0) continue;
       unacknowledged += socket.tx_queue;

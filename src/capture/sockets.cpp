@@ -49,20 +49,6 @@ std::string type_name(unsigned type) {
   }
 }
 
-// unix_diag's states are TCP's numbers.
-std::string unix_state_name(unsigned state) {
-  switch (state) {
-    case TCP_ESTABLISHED:
-      return "connected";
-    case TCP_LISTEN:
-      return "listen";
-    case TCP_CLOSE:
-      return "unconnected";
-    default:
-      return "state " + std::to_string(state);
-  }
-}
-
 // One unix_diag_msg and its attributes (`body`: the message after its netlink header).
 model::Socket parse_unix_message(std::string_view body, std::size_t at) {
   if (body.size() < kUnixDiagMessage) {
@@ -72,7 +58,7 @@ model::Socket parse_unix_message(std::string_view body, std::size_t at) {
   model::Socket s;
   s.family = model::Socket::Family::kUnix;
   s.type = type_name(static_cast<unsigned char>(body[1]));
-  s.state = unix_state_name(static_cast<unsigned char>(body[2]));
+  s.state = model::socket_state_from_kernel(static_cast<unsigned char>(body[2]));  // TCP's numbers
   s.inode = read_at<std::uint32_t>(body, 4);
   for (std::size_t offset = kUnixDiagMessage; offset + kAttributeHeader <= body.size();) {
     const auto length = read_at<std::uint16_t>(body, offset);

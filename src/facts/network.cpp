@@ -20,35 +20,6 @@ namespace {
 constexpr std::size_t kMaxRecordedConnections = 4096;
 constexpr std::size_t kMaxListed = 16;
 
-std::string state_name(unsigned code) {
-  switch (code) {
-    case 0x01:
-      return "established";
-    case 0x02:
-      return "syn-sent";
-    case 0x03:
-      return "syn-recv";
-    case 0x04:
-      return "fin-wait1";
-    case 0x05:
-      return "fin-wait2";
-    case 0x06:
-      return "time-wait";
-    case 0x07:
-      return "close";
-    case 0x08:
-      return "close-wait";
-    case 0x09:
-      return "last-ack";
-    case 0x0A:
-      return "listen";
-    case 0x0B:
-      return "closing";
-    default:
-      return "unknown";
-  }
-}
-
 // "0100007F" (a host-order u32 printed by the kernel) → "127.0.0.1".
 std::string ipv4_from_hex(const std::string& hex) {
   const auto v = static_cast<std::uint32_t>(std::stoul(hex, nullptr, 16));
@@ -188,7 +159,7 @@ std::string check_host_ip(const std::string& host_ip, const NetworkFacts& n) {
 std::string check_store(const std::string& addr, const std::string& port, const NetworkFacts& n) {
   const int p = std::atoi(port.c_str());
   for (const auto& s : n.sockets) {
-    if (s.state == "listen" && s.local_port == p) {
+    if (s.state == model::SocketState::kListen && s.local_port == p) {
       return "ok: hosts the store (listening on " + s.local() + ")";
     }
   }
@@ -196,8 +167,9 @@ std::string check_store(const std::string& addr, const std::string& port, const 
   bool connecting = false;
   for (const auto& s : n.sockets) {
     if (s.remote_port != p || s.remote_ip != addr) continue;
-    if (s.state == "established") return "ok: connected to the store at " + store;
-    connecting = connecting || s.state == "syn-sent";
+    if (s.state == model::SocketState::kEstablished)
+      return "ok: connected to the store at " + store;
+    connecting = connecting || s.state == model::SocketState::kSynSent;
   }
   return connecting ? "mismatch: still connecting to the store at " + store
                     : "mismatch: no TCP connection to the store at " + store;
@@ -229,7 +201,8 @@ std::vector<TcpSocket> parse_proc_net_tcp(const std::string& text) {
       TcpSocket s;
       std::tie(s.local_ip, s.local_port) = endpoint_from_hex(local);
       std::tie(s.remote_ip, s.remote_port) = endpoint_from_hex(remote);
-      s.state = state_name(static_cast<unsigned>(std::stoul(state, nullptr, 16)));
+      s.state =
+          model::socket_state_from_kernel(static_cast<unsigned>(std::stoul(state, nullptr, 16)));
       s.inode = inode;
       const auto colon = queues.find(':');
       if (colon == std::string::npos) throw Error("no tx_queue:rx_queue in " + queues);
@@ -420,12 +393,13 @@ std::map<std::string, std::string> NetworkFacts::facts(
   std::size_t established = 0, connecting = 0;
   std::set<std::string> peer_addresses;
   for (const auto& s : sockets) {
-    if (s.state == "listen") listening.push_back(s.local());
-    if (s.state != "established" && s.state != "syn-sent") continue;
-    (s.state == "established" ? established : connecting) += 1;
+    const bool is_established = s.state == model::SocketState::kEstablished;
+    if (s.state == model::SocketState::kListen) listening.push_back(s.local());
+    if (!is_established && s.state != model::SocketState::kSynSent) continue;
+    (is_established ? established : connecting) += 1;
     peer_addresses.insert(s.remote_ip);
     if (tcp.size() < kMaxRecordedConnections) {
-      tcp.push_back(s.local() + (s.state == "established" ? ">" : "~") + s.remote());
+      tcp.push_back(s.local() + (is_established ? ">" : "~") + s.remote());
     }
   }
   if (!listening.empty()) out[model::fact_keys::kNetListening] = join(listening, ", ", kMaxListed);

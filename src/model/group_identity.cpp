@@ -66,15 +66,13 @@ std::string group_store_key(const ProcessGroupState& group, std::string_view nod
   if (!store) return "";
   std::string host = store->host;
   if (!numeric_address(host) || unspecified(host) || loopback(host)) {
-    // The address this process connected to on the store's port, when it has one.
-    const auto tcp = process.facts.find(fact_keys::kNetTcp);
-    if (tcp != process.facts.end()) {
-      for (const auto& c : parse_recorded_connections(tcp->second)) {
-        const auto remote = split_endpoint(c.remote);
-        if (c.established && remote && remote->port == store->port) {
-          host = remote->host;
-          break;
-        }
+    // The address this process connected to on the store's port, when it has one (its
+    // sockets, else its net.tcp fact: tcp_connections).
+    for (const auto& c : tcp_connections(process).value_or(std::vector<TcpConnection>{})) {
+      const auto remote = split_endpoint(c.remote);
+      if (c.state == SocketState::kEstablished && remote && remote->port == store->port) {
+        host = remote->host;
+        break;
       }
     }
   }

@@ -4,6 +4,10 @@
 
 namespace hangscope::model {
 
+std::string_view Socket::state_name() const {
+  return family == Family::kUnix ? unix_state_name(state) : tcp_state_name(state);
+}
+
 const std::vector<Frame>& FrameList::vector() const {
   static const std::vector<Frame> kNoFrames;
   return frames_ ? *frames_ : kNoFrames;

@@ -78,8 +78,10 @@ nlohmann::json dump_to_json(const model::ProcessDump& dump) {
 }
 
 nlohmann::json socket_to_json(const model::Socket& socket) {
-  nlohmann::json out = {
-      {"fd", socket.fd}, {"inode", socket.inode}, {"type", socket.type}, {"state", socket.state}};
+  nlohmann::json out = {{"fd", socket.fd},
+                        {"inode", socket.inode},
+                        {"type", socket.type},
+                        {"state", socket.state_name()}};
   if (socket.family == model::Socket::Family::kUnix) {
     out["family"] = "unix";
     out["path"] = nullable(socket.path);

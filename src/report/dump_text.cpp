@@ -208,10 +208,10 @@ std::string dump_to_text(const model::ProcessDump& dump) {
 std::string socket_to_text(const model::Socket& socket) {
   std::string out = "fd " + std::to_string(socket.fd);
   if (socket.family == model::Socket::Family::kTcp) {
-    out += " tcp " + printable(socket.state) + " " + printable(socket.local);
-    if (socket.state != "listen") out += " -> " + printable(socket.remote);
+    out += " tcp " + std::string(socket.state_name()) + " " + printable(socket.local);
+    if (socket.state != model::SocketState::kListen) out += " -> " + printable(socket.remote);
   } else {
-    out += " unix " + printable(socket.type) + " " + printable(socket.state);
+    out += " unix " + printable(socket.type) + " " + std::string(socket.state_name());
     if (!socket.path.empty()) out += " " + printable(socket.path);
     if (socket.peer_inode != 0) out += ", peer inode " + std::to_string(socket.peer_inode);
   }

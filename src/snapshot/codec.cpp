@@ -349,7 +349,8 @@ void encode_socket(const model::Socket& s, v1::Socket& out) {
   out.set_fd(s.fd);
   out.set_inode(s.inode);
   out.set_type(valid_utf8(s.type));
-  out.set_state(valid_utf8(s.state));
+  out.set_state(std::string(s.state_name()));
+  out.set_state_kind(static_cast<v1::SocketState>(s.state));  // numbered as the kernel
   out.set_path(valid_utf8(s.path));  // a path or abstract name is any bytes
   out.set_peer_inode(s.peer_inode);
   out.set_local(valid_utf8(s.local));
@@ -525,6 +526,18 @@ model::AsyncTask decode_task(const v1::AsyncTask& t, const StackLookup& stacks) 
   return task;
 }
 
+// The state when written typed (schema 2.6: the kernel's number), else the text older writers sent,
+// read once here.
+model::SocketState socket_state_of(const v1::Socket& in, model::Socket::Family family) {
+  const auto number = static_cast<unsigned>(in.state_kind());
+  if (in.state_kind() != v1::SOCKET_STATE_UNSPECIFIED &&
+      model::socket_state_from_kernel(number) != model::SocketState::kUnknown) {
+    return model::socket_state_from_kernel(number);
+  }
+  return family == model::Socket::Family::kUnix ? model::parse_unix_state(in.state())
+                                                : model::parse_tcp_state(in.state());
+}
+
 model::Socket decode_socket(const v1::Socket& in) {
   model::Socket s;
   s.family =
@@ -532,7 +545,7 @@ model::Socket decode_socket(const v1::Socket& in) {
   s.fd = in.fd();
   s.inode = in.inode();
   s.type = in.type();
-  s.state = in.state();
+  s.state = socket_state_of(in, s.family);
   s.path = in.path();
   s.peer_inode = in.peer_inode();
   s.local = in.local();

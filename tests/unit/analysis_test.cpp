@@ -348,7 +348,7 @@ TEST(Verdicts, EveryRankStuckInOneCollectiveIsATransportStall) {
   // Rank 2's connection to rank 0 holds bytes the peer never acknowledged.
   model::Socket socket;
   socket.family = model::Socket::Family::kTcp;
-  socket.state = "established";
+  socket.state = model::SocketState::kEstablished;
   socket.local = "203.0.113.2:41000";
   socket.remote = "203.0.113.1:38000";
   socket.tx_queue = 1024;

@@ -137,10 +137,10 @@ TEST(Network, ProcNetTcpRows) {
   const auto rows = parse_proc_net_tcp(tcp);
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0].local(), "127.0.0.1:8080");
-  EXPECT_EQ(rows[0].state, "listen");
+  EXPECT_EQ(rows[0].state, model::SocketState::kListen);
   EXPECT_EQ(rows[1].local(), "198.51.100.2:41668");
   EXPECT_EQ(rows[1].remote(), "198.51.100.1:29001");
-  EXPECT_EQ(rows[1].state, "established");
+  EXPECT_EQ(rows[1].state, model::SocketState::kEstablished);
   EXPECT_EQ(rows[1].inode, 12346u);
   // A connection whose link lost its traffic: 1,024 bytes unacknowledged, 5 retransmission
   // timeouts; 28 bytes not yet read.
@@ -204,11 +204,11 @@ TEST(Network, ChecksAgainstTheEnvironment) {
   gloo.local_port = 41000;
   gloo.remote_ip = "198.51.100.1";
   gloo.remote_port = 41001;
-  gloo.state = "established";
+  gloo.state = model::SocketState::kEstablished;
   TcpSocket connecting = gloo;
   connecting.local_ip = "198.51.100.2";
   connecting.remote_port = 29500;
-  connecting.state = "syn-sent";
+  connecting.state = model::SocketState::kSynSent;
   n.sockets = {gloo, connecting};
   const auto facts = n.facts({{"GLOO_SOCKET_IFNAME", "eth0"},
                               {"NCCL_SOCKET_IFNAME", "ib0"},
@@ -226,8 +226,8 @@ TEST(Network, ChecksAgainstTheEnvironment) {
   const auto recorded = model::parse_recorded_connections(facts.at("net.tcp"));
   ASSERT_EQ(recorded.size(), 2u);
   EXPECT_EQ(recorded[0].local, "203.0.113.9:41000");
-  EXPECT_TRUE(recorded[0].established);
-  EXPECT_FALSE(recorded[1].established);
+  EXPECT_EQ(recorded[0].state, model::SocketState::kEstablished);
+  EXPECT_EQ(recorded[1].state, model::SocketState::kSynSent);
 }
 
 TEST(Network, ARealProcessesOwnSockets) {

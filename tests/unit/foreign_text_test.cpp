@@ -211,8 +211,8 @@ TEST(ForeignText, DumpTextShowsEveryNameEscaped) {
   dump.distributed = distributed;
   model::Socket socket;
   socket.family = model::Socket::Family::kTcp;
-  socket.state = kForged;
-  socket.local = kControls;
+  socket.state = model::SocketState::kEstablished;
+  socket.local = kForged + kControls;
   socket.remote = kNotUtf8;
   dump.sockets.push_back(socket);
 

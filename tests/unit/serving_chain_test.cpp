@@ -12,6 +12,7 @@
 #include "analysis_builders.h"
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/diagnosis/diagnose.h"
+#include "hangscope/model/fact_keys.h"
 #include "hangscope/report/report.h"
 #include "hangscope/rules/rule.h"
 
@@ -648,20 +649,20 @@ model::Socket unix_socket(std::uint64_t inode, std::uint64_t peer, std::string p
   s.fd = 10;
   s.inode = inode;
   s.type = "stream";
-  s.state = "connected";
+  s.state = model::SocketState::kEstablished;  // connected
   s.path = std::move(path);
   s.peer_inode = peer;
   return s;
 }
 
 model::Socket tcp_socket(std::uint64_t inode, std::string local, std::string remote,
-                         std::string state = "established") {
+                         model::SocketState state = model::SocketState::kEstablished) {
   model::Socket s;
   s.family = model::Socket::Family::kTcp;
   s.fd = 11;
   s.inode = inode;
   s.type = "stream";
-  s.state = std::move(state);
+  s.state = state;
   s.local = std::move(local);
   s.remote = std::move(remote);
   return s;
@@ -702,8 +703,9 @@ model::Bundle crosswise_front(bool sockets) {
         api.dump->sockets = {unix_socket(5001, 6001)};
         engine.dump->sockets = {tcp_socket(7001, "10.0.0.2:41000", "10.0.0.1:5555")};
       } else if (sockets) {
-        api.dump->sockets = {tcp_socket(7000, "10.0.0.1:5555", "0.0.0.0:0", "listen"),
-                             tcp_socket(7002, "10.0.0.1:5555", "10.0.0.2:41000")};
+        api.dump->sockets = {
+            tcp_socket(7000, "10.0.0.1:5555", "0.0.0.0:0", model::SocketState::kListen),
+            tcp_socket(7002, "10.0.0.1:5555", "10.0.0.2:41000")};
         engine.dump->sockets = {unix_socket(6001, 5001, "/tmp/7c2e-input.ipc")};
       }
       s.processes.push_back(std::move(api));
@@ -761,6 +763,32 @@ TEST(ServingChain, ApiServersAreLinkedToTheEngineCoresTheyAreConnectedTo) {
 
 // A loopback TCP connection pairs processes of one node only: 127.0.0.1:5555 on two nodes is
 // two different sockets.
+// A process without captured sockets (an older file) pairs by its net.tcp fact
+// (model::tcp_connections); the fact names no listener, so the listening end is the one the
+// other process's sockets do not listen on: the same link, whichever side is read from the fact.
+TEST(ServingChain, AProcessWithoutSocketsPairsByItsNetTcpFact) {
+  for (const pid_t from_fact : {kEnginePid, kApiPid + 1}) {
+    auto bundle = crosswise_front(true);
+    for (auto& s : bundle.snapshots) {
+      for (auto& p : s.processes) {
+        if (p.pid != from_fact) continue;
+        p.dump->sockets.clear();
+        p.facts[model::fact_keys::kNetTcp] = from_fact == kEnginePid
+                                                 ? "10.0.0.2:41000>10.0.0.1:5555"
+                                                 : "10.0.0.1:5555>10.0.0.2:41000";
+      }
+    }
+    const auto a = diagnosis::diagnose(bundle);
+    const auto* first = chain_of(a, "127.0.0.1:40123");
+    ASSERT_NE(first, nullptr) << from_fact;
+    ASSERT_EQ(first->api_servers.size(), 1u) << from_fact;
+    EXPECT_EQ(first->api_servers[0].process->pid, kApiPid + 1) << from_fact;
+    EXPECT_EQ(first->api_servers[0].link,
+              "connected to engine core node0 pid 900 over tcp 10.0.0.1:5555")
+        << from_fact;
+  }
+}
+
 TEST(ServingChain, LoopbackConnectionsDoNotPairProcessesOfTwoNodes) {
   auto bundle = crosswise_front(false);
   for (auto& s : bundle.snapshots) {

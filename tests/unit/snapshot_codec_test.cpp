@@ -181,7 +181,13 @@ constexpr char kSchema24File[] = R"({"snapshots": [{
                "groups": [{"id": "0", "ranks": [0, 1]}],
                "entries": [{"pg": "0", "collectiveSeqId": "1", "state": "completed"},
                            {"pg": "0", "collectiveSeqId": "2", "state": "started"},
-                           {"pg": "0", "collectiveSeqId": "3", "state": "scheduled"}]}
+                           {"pg": "0", "collectiveSeqId": "3", "state": "scheduled"}]},
+    "sockets": [{"family": "UNIX", "fd": 5, "inode": "4100", "type": "stream",
+                 "state": "unconnected"},
+                {"family": "TCP", "fd": 7, "inode": "4200", "type": "stream",
+                 "state": "syn-sent", "local": "10.0.0.1:41000", "remote": "10.0.0.2:5555"},
+                {"family": "TCP", "fd": 8, "inode": "4201", "type": "stream",
+                 "state": "listen", "local": "10.0.0.1:5555", "remote": "0.0.0.0:0"}]
   }]
 }]})";
 
@@ -198,6 +204,12 @@ TEST(SnapshotSchema, AFileOfSchema2_4ReadsItsStatesFromTheText) {
       entry_states(nodes[0]),
       (std::vector<model::FlightState>{model::FlightState::kCompleted, model::FlightState::kStarted,
                                        model::FlightState::kScheduled}));
+  const auto& sockets = nodes[0].processes.at(0).dump.value().sockets;
+  ASSERT_EQ(sockets.size(), 3u);
+  EXPECT_EQ(sockets[0].state, model::SocketState::kClose);
+  EXPECT_EQ(sockets[0].state_name(), "unconnected");
+  EXPECT_EQ(sockets[1].state, model::SocketState::kSynSent);
+  EXPECT_EQ(sockets[2].state, model::SocketState::kListen);
 }
 
 TEST(SnapshotCodec, AsyncioTasksRoundTripWithSharedCoroutineChains) {
@@ -304,12 +316,12 @@ TEST(SnapshotCodec, SocketsRoundTripInBothFileForms) {
   listener.fd = 5;
   listener.inode = 4100;
   listener.type = "stream";
-  listener.state = "listen";
+  listener.state = model::SocketState::kListen;
   listener.path = "/tmp/8ccf1efe-8df7";
   model::Socket accepted = listener;
   accepted.fd = 9;
   accepted.inode = 4101;
-  accepted.state = "connected";
+  accepted.state = model::SocketState::kEstablished;
   accepted.path = "@odd\xff";
   accepted.peer_inode = 4102;
   model::Socket tcp;
@@ -317,7 +329,7 @@ TEST(SnapshotCodec, SocketsRoundTripInBothFileForms) {
   tcp.fd = 12;
   tcp.inode = 4200;
   tcp.type = "stream";
-  tcp.state = "established";
+  tcp.state = model::SocketState::kEstablished;
   tcp.local = "[2001:db8::1]:5555";
   tcp.remote = "[2001:db8::2]:41000";
   dump.sockets = {listener, accepted, tcp};
@@ -334,6 +346,32 @@ TEST(SnapshotCodec, SocketsRoundTripInBothFileForms) {
     EXPECT_EQ(sockets[1].peer_inode, 4102u) << name;
     EXPECT_EQ(sockets[2], tcp) << name;
   }
+  // Schema 2.6: the state as the kernel's number beside its name for the family; an older
+  // writer's text alone reads the same.
+  v1::NodeSnapshot wire;
+  snapshot::encode(node, wire);
+  const auto& sent = wire.processes(0).sockets();
+  ASSERT_EQ(sent.size(), 3);
+  EXPECT_EQ(sent[0].state(), "listen");
+  EXPECT_EQ(sent[0].state_kind(), v1::SOCKET_STATE_LISTEN);
+  EXPECT_EQ(sent[1].state(), "connected");
+  EXPECT_EQ(sent[1].state_kind(), v1::SOCKET_STATE_ESTABLISHED);
+  EXPECT_EQ(sent[2].state(), "established");
+  EXPECT_EQ(sent[2].state_kind(), v1::SOCKET_STATE_ESTABLISHED);
+  for (auto& s : *wire.mutable_processes(0)->mutable_sockets()) s.clear_state_kind();
+  const auto old = snapshot::decode(wire).processes.at(0).dump->sockets;
+  ASSERT_EQ(old.size(), 3u);
+  EXPECT_EQ(old[0].state, model::SocketState::kListen);
+  EXPECT_EQ(old[1].state, model::SocketState::kEstablished);
+  EXPECT_EQ(old[2].state, model::SocketState::kEstablished);
+  // A name no version writes reads as unknown; with both, the enum decides.
+  auto& first = *wire.mutable_processes(0)->mutable_sockets(0);
+  first.set_state("bound");
+  EXPECT_EQ(snapshot::decode(wire).processes.at(0).dump->sockets[0].state,
+            model::SocketState::kUnknown);
+  first.set_state_kind(v1::SOCKET_STATE_SYN_SENT);
+  EXPECT_EQ(snapshot::decode(wire).processes.at(0).dump->sockets[0].state,
+            model::SocketState::kSynSent);
 }
 
 TEST(SnapshotCodec, DecodedThreadsShareOneCopyOfAStackUntilChanged) {

@@ -95,11 +95,13 @@ TEST(UnixDiag, NamesTypesStatesAndPeersAreRead) {
   EXPECT_TRUE(answer.done);
   ASSERT_EQ(answer.sockets.size(), 5u);
   EXPECT_EQ(answer.sockets[0].inode, 4100u);
-  EXPECT_EQ(answer.sockets[0].state, "listen");
+  EXPECT_EQ(answer.sockets[0].state, model::SocketState::kListen);
+  EXPECT_EQ(answer.sockets[0].state_name(), "listen");
   EXPECT_EQ(answer.sockets[0].type, "stream");
   EXPECT_EQ(answer.sockets[0].path, "/tmp/a7f3-input.ipc");
   EXPECT_EQ(answer.sockets[0].peer_inode, 0u);
-  EXPECT_EQ(answer.sockets[1].state, "connected");
+  EXPECT_EQ(answer.sockets[1].state, model::SocketState::kEstablished);
+  EXPECT_EQ(answer.sockets[1].state_name(), "connected");
   EXPECT_EQ(answer.sockets[1].path, "/tmp/a7f3-input.ipc");
   EXPECT_EQ(answer.sockets[1].peer_inode, 4102u);
   EXPECT_EQ(answer.sockets[2].path, "");
@@ -107,7 +109,8 @@ TEST(UnixDiag, NamesTypesStatesAndPeersAreRead) {
   EXPECT_EQ(answer.sockets[3].type, "seqpacket");
   EXPECT_EQ(answer.sockets[3].path, "@vllm@x");  // abstract, its NULs as '@'; unknown attr skipped
   EXPECT_EQ(answer.sockets[4].type, "dgram");
-  EXPECT_EQ(answer.sockets[4].state, "unconnected");
+  EXPECT_EQ(answer.sockets[4].state, model::SocketState::kClose);
+  EXPECT_EQ(answer.sockets[4].state_name(), "unconnected");
   for (const auto& s : answer.sockets) EXPECT_EQ(s.family, model::Socket::Family::kUnix);
 }
 

@@ -11,12 +11,14 @@
 #include <utility>
 #include <vector>
 
+#include "hangscope/model/socket_state.h"
+
 namespace hangscope::facts {
 
 struct TcpSocket {
   std::string local_ip, remote_ip;  // dotted IPv4, or IPv6 text; IPv4-mapped IPv6 as IPv4
   int local_port = 0, remote_port = 0;
-  std::string state;  // "established", "listen", "syn-sent", "close-wait", … (lowercase)
+  model::SocketState state = model::SocketState::kUnknown;  // its name: model::tcp_state_name
   std::uint64_t inode = 0;
   std::uint32_t tx_queue = 0;     // bytes sent and not yet acknowledged (or not yet sent)
   std::uint32_t rx_queue = 0;     // bytes received and not yet read

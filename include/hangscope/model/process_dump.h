@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "hangscope/model/socket_state.h"
+
 namespace hangscope::model {
 
 struct Frame {
@@ -191,11 +193,10 @@ struct AsyncTask {
 struct Socket {
   enum class Family { kUnix, kTcp };  // kTcp: IPv4 and IPv6
   Family family = Family::kUnix;
-  int fd = -1;              // the first descriptor that holds it
-  std::uint64_t inode = 0;  // socket:[INODE]
-  std::string type;         // "stream" | "dgram" | "seqpacket"
-  // unix: "listen" | "connected" | "unconnected"; tcp: "established", "listen", "syn-sent", …
-  std::string state;
+  int fd = -1;                                // the first descriptor that holds it
+  std::uint64_t inode = 0;                    // socket:[INODE]
+  std::string type;                           // "stream" | "dgram" | "seqpacket"
+  SocketState state = SocketState::kUnknown;  // its name: state_name()
   // unix: the bound name (an accepted socket carries its listener's): a path, or "@name" for an
   // abstract name (its NUL bytes as '@', as ss prints them); "" when unnamed.
   std::string path;
@@ -208,6 +209,9 @@ struct Socket {
   std::uint32_t retransmits = 0;
 
   bool operator==(const Socket&) const = default;
+  // The state's name for the family: unix "listen" | "connected" | "unconnected"; tcp
+  // "established", "listen", "syn-sent", …
+  std::string_view state_name() const;
 };
 
 struct ProcessDump {

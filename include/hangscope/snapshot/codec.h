@@ -20,7 +20,9 @@ inline constexpr unsigned kSchemaMinor = 6;  // 1: the flight record as a messag
                                              // 3: sockets; 4: typed identity source (and the
                                              // other enums beside their text); 5: the
                                              // flight entry's state typed (FlightState); 6:
-                                             // groups outside the registry and their stores
+                                             // groups outside the registry and their
+                                             // stores, and the socket state typed
+                                             // (SocketState)
 
 void encode(const model::NodeSnapshot& node, v1::NodeSnapshot& out);
 
