@@ -23,6 +23,21 @@ HostPort split_endpoint(std::string_view endpoint) {
   return {std::string(endpoint.substr(0, colon)), std::string(endpoint.substr(colon + 1))};
 }
 
+bool is_ip_literal(std::string_view text) {
+  const std::string ip(text);
+  in_addr v4{};
+  in6_addr v6{};
+  return inet_pton(AF_INET, ip.c_str(), &v4) == 1 || inet_pton(AF_INET6, ip.c_str(), &v6) == 1;
+}
+
+bool is_unspecified_ip(std::string_view ip) {
+  const std::string text(ip);
+  in_addr v4{};
+  if (inet_pton(AF_INET, text.c_str(), &v4) == 1) return v4.s_addr == INADDR_ANY;
+  in6_addr v6{};
+  return inet_pton(AF_INET6, text.c_str(), &v6) == 1 && IN6_IS_ADDR_UNSPECIFIED(&v6);
+}
+
 bool is_loopback_ip(std::string_view ip) {
   const std::string text(ip);
   in_addr v4{};

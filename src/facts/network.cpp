@@ -69,13 +69,6 @@ std::uint32_t ipv4_value(const std::string& ip) {
   return ::inet_pton(AF_INET, ip.c_str(), &a) == 1 ? ntohl(a.s_addr) : 0;
 }
 
-bool is_ip_literal(const std::string& text) {
-  in6_addr a6{};
-  in_addr a4{};
-  return ::inet_pton(AF_INET, text.c_str(), &a4) == 1 ||
-         ::inet_pton(AF_INET6, text.c_str(), &a6) == 1;
-}
-
 // The interface names of PROC_PID/net/dev.
 std::vector<std::string> device_names(const std::string& dev_text) {
   std::vector<std::string> names;

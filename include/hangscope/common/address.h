@@ -16,6 +16,12 @@ struct HostPort {
 };
 HostPort split_endpoint(std::string_view endpoint);
 
+// Whether `text` is a numeric IPv4 or IPv6 address (inet_pton), not a name.
+bool is_ip_literal(std::string_view text);
+// Whether `ip` is the unspecified address (0.0.0.0, ::): "any", which a client reaches as its own
+// host.
+bool is_unspecified_ip(std::string_view ip);
+
 // Whether `ip` is a numeric loopback address: 127.0.0.0/8, ::1, or an IPv4-mapped ::ffff:127.x.
 // Parsed with inet_pton, so "127.example.com" or "127.0.0.1.nip.io" (names) are not loopback.
 bool is_loopback_ip(std::string_view ip);
