@@ -610,11 +610,12 @@ std::vector<Job> build_jobs(const model::Bundle& bundle, std::vector<std::string
           continue;
         }
         const bool is_rank = p.identity.role == model::ProcessRole::kRank;
+        const std::string& node_name = name;  // a structured binding: lambdas capture a name
         const auto sample_of = [&](ProcessKey key) -> RankEntry& {
           auto [it, added] = entries.try_emplace(std::move(key));
           if (added) mine.emplace_back(&it->first, &it->second);
           auto& entry = it->second;
-          entry.node = name;
+          entry.node = node_name;
           entry.pid = p.pid;
           entry.role = p.identity.role;
           entry.history.push_back(&p);
