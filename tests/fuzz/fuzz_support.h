@@ -42,7 +42,7 @@ inline void diagnose(std::vector<model::NodeSnapshot> nodes) {
   for (auto& node : nodes) {
     bool known = false;
     for (const auto& n : bundle.nodes) known = known || n.name == node.node_name;
-    if (!known) bundle.nodes.push_back({node.node_name, std::nullopt, "ok", "", 0});
+    if (!known) bundle.nodes.push_back({node.node_name, std::nullopt, model::NodeState::kOk, "", 0});
     bundle.snapshots.push_back(std::move(node));
   }
   rules::RuleSet rule_set;
