@@ -163,12 +163,14 @@ std::optional<model::ProcessGroupState> GroupDiscovery::read_stateless_group(
     std::uint64_t object, ObjectReader& objects) {
   const auto rank = objects.attribute(object, "rank");
   const auto size = objects.attribute(object, "world_size");
-  const auto r = rank ? objects.small_int(*rank) : std::nullopt;
-  const auto n = size ? objects.small_int(*size) : std::nullopt;
-  if (!r || !n || *n < 1 || *n > kMaxGroupSize || *r < 0 || *r >= *n) return std::nullopt;
+  // -1 and 0 for what could not be read: refused below (no optional read past its check, which
+  // GCC's TSan build cannot follow).
+  const int r = (rank ? objects.small_int(*rank) : std::nullopt).value_or(-1);
+  const int n = (size ? objects.small_int(*size) : std::nullopt).value_or(0);
+  if (n < 1 || n > kMaxGroupSize || r < 0 || r >= n) return std::nullopt;
   model::ProcessGroupState group;
-  group.size = *n;
-  group.group_rank = *r;
+  group.size = n;
+  group.group_rank = r;
   group.backend = "store";
   read_counters(object, objects, group);
   if (const auto store = objects.attribute(object, "store")) {
