@@ -166,6 +166,52 @@ class AgentService final : public v1::Agent::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status Observe(grpc::ServerContext* context, const v1::ObserveRequest* request,
+                       v1::ObserveReply* reply) override {
+    if (auto denied = authenticate(*context, "Observe")) return *denied;
+    std::int64_t window = static_cast<std::int64_t>(
+        std::min<std::uint64_t>(request->window_ns(), AgentLimits::kMaxObserveWindowNs));
+    if (request->window_ns() > static_cast<std::uint64_t>(AgentLimits::kMaxObserveWindowNs)) {
+      reply->add_notes("asked for a window of " + std::to_string(request->window_ns() / 1'000'000) +
+                       " ms; this agent observes at most 10 s at once");
+    }
+    const int probes = static_cast<int>(std::min<std::uint32_t>(
+        request->probes(), static_cast<std::uint32_t>(AgentLimits::kMaxObserveProbes)));
+    if (auto refused = check_pids(request->pids(), "Observe", *context)) return *refused;
+    if (!replay_.empty()) {
+      const auto* node = replay_.find(context->ExperimentalGetAuthority());
+      if (node == nullptr) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no replayed node");
+      *reply->add_snapshots() = node->samples.front();
+      *reply->add_snapshots() = node->samples.back();
+      return grpc::Status::OK;
+    }
+    // One observation at a time: a second watcher waits for the first one's window.
+    std::unique_lock<std::timed_mutex> lock(observe_mutex_, std::defer_lock);
+    if (!lock.try_lock_for(std::chrono::nanoseconds(window) + std::chrono::seconds(5))) {
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          "agent busy: another observation is running");
+    }
+    capture::ObserveOptions options;
+    options.pids.assign(request->pids().begin(), request->pids().end());
+    if (options.pids.empty()) options.pids = options_.pids;
+    options.select = options_.select;
+    options.node_name = options_.node_name;
+    options.window = std::chrono::nanoseconds(window);
+    options.probes = probes;
+    std::optional<std::array<model::NodeSnapshot, 2>> samples;
+    try {
+      samples = observer_.observe(options,
+                                  [&](std::int64_t due) { return sleep_until_due(due, *context); });
+    } catch (const Error& e) {
+      return grpc::Status(grpc::StatusCode::INTERNAL, e.what());
+    }
+    if (!samples) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
+    for (const auto& node : *samples) snapshot::encode(node, *reply->add_snapshots());
+    spdlog::debug("observe: {} process(es) for {}", (*samples)[1].processes.size(),
+                  context->peer());
+    return grpc::Status::OK;
+  }
+
  private:
   grpc::Status replay(const grpc::ServerContext& context, int samples, v1::CaptureReply* reply) {
     const auto* node = replay_.find(context.ExperimentalGetAuthority());
@@ -233,15 +279,25 @@ class AgentService final : public v1::Agent::Service {
                         " s, over the agent's limit of " +
                         std::to_string(AgentLimits::kMaxCaptureSpanNs / 1'000'000'000) + " s");
     }
-    if (request.pids_size() == 0) return std::nullopt;
+    return check_pids(request.pids(), "Capture", context);
+  }
+
+  // A request may name only processes the agent's command line allows (its --pid, or the ranks
+  // it discovers).
+  std::optional<grpc::Status> check_pids(
+      const google::protobuf::RepeatedField<google::protobuf::int32>& pids, const char* method,
+      const grpc::ServerContext& context) {
+    if (pids.empty()) return std::nullopt;
     const std::vector<pid_t> allowed =
         options_.pids.empty() ? capture::discover_processes() : options_.pids;
-    for (const pid_t pid : request.pids()) {
+    for (const pid_t pid : pids) {
       if (std::find(allowed.begin(), allowed.end(), pid) == allowed.end()) {
-        return refuse(grpc::StatusCode::PERMISSION_DENIED,
-                      "pid " + std::to_string(pid) +
-                          " is not among the processes this agent may inspect (its --pid, or "
-                          "the ranks it discovers)");
+        const std::string reason =
+            "pid " + std::to_string(pid) +
+            " is not among the processes this agent may inspect (its --pid, or the ranks it "
+            "discovers)";
+        spdlog::warn("{}: refused {} ({})", method, context.peer(), reason);
+        return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, reason);
       }
     }
     return std::nullopt;
@@ -265,6 +321,8 @@ class AgentService final : public v1::Agent::Service {
   std::shared_ptr<elf::ModuleCache> modules_ = std::make_shared<elf::ModuleCache>();
   std::mutex capture_mutex_;
   std::atomic<int> queued_{0};
+  capture::NodeObserver observer_;  // its described processes stay open between observations
+  std::timed_mutex observe_mutex_;
 };
 
 std::shared_ptr<grpc::ServerCredentials> server_credentials(const AgentOptions& options) {
@@ -591,6 +649,94 @@ AgentAnswer collect_from(const std::string& raw_address, const CollectRequest& r
       return answer;
     }
     std::this_thread::sleep_for(pause);
+  }
+  answer.notes.assign(reply.notes().begin(), reply.notes().end());
+  try {
+    for (const auto& s : reply.snapshots()) answer.snapshots.push_back(snapshot::decode(s));
+  } catch (const Error& e) {
+    answer.status = model::NodeState::kError;
+    answer.error = std::string("bad answer: ") + e.what();
+  }
+  return answer;
+}
+
+}  // namespace hangscope::agent
+
+namespace hangscope::agent {
+
+struct AgentObserver::Connection {
+  std::string address;
+  CollectRequest credentials;
+  std::unique_ptr<v1::Agent::Stub> stub;
+  std::string setup_error;                   // why no channel could be made
+  std::optional<std::int64_t> clock_offset;  // learned by Info; forgotten after a failure
+  std::string node_name;
+};
+
+AgentObserver::AgentObserver(const std::string& address, CollectRequest credentials)
+    : connection_(std::make_unique<Connection>()) {
+  auto& c = *connection_;
+  c.address = normalize_address(address);
+  c.credentials = std::move(credentials);
+  try {
+    c.stub = v1::Agent::NewStub(grpc::CreateChannel(c.address, channel_credentials(c.credentials)));
+  } catch (const Error& e) {
+    c.setup_error = e.what();
+  }
+}
+
+AgentObserver::~AgentObserver() = default;
+
+const std::string& AgentObserver::address() const {
+  return connection_->address;
+}
+
+AgentAnswer AgentObserver::observe(std::chrono::milliseconds window, int probes) {
+  auto& c = *connection_;
+  AgentAnswer answer;
+  answer.address = c.address;
+  if (!c.stub) {
+    answer.status = model::NodeState::kError;
+    answer.error = c.setup_error;
+    return answer;
+  }
+  const auto prepare = [&](grpc::ClientContext& context, std::chrono::milliseconds deadline) {
+    context.set_deadline(std::chrono::system_clock::now() + deadline);
+    if (!c.credentials.token.empty()) {
+      context.AddMetadata("authorization", "Bearer " + c.credentials.token);
+    }
+  };
+  if (!c.clock_offset) {
+    grpc::ClientContext info_context;
+    prepare(info_context, std::chrono::milliseconds(5000));
+    v1::InfoReply info;
+    const std::int64_t sent = unix_now_ns();
+    if (const auto status = c.stub->Info(&info_context, v1::InfoRequest(), &info); !status.ok()) {
+      fill_status(answer, status);
+      return answer;
+    }
+    c.clock_offset = info.clock_unix_ns() - (sent + unix_now_ns()) / 2;
+    c.node_name = info.node_name();
+  }
+  answer.node_name = c.node_name;
+  answer.clock_offset_ns = *c.clock_offset;
+  v1::ObserveRequest request;
+  request.set_window_ns(static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(window).count()));
+  request.set_probes(static_cast<std::uint32_t>(std::max(probes, 0)));
+  grpc::ClientContext context;
+  prepare(context, window + std::chrono::milliseconds(15000));
+  v1::ObserveReply reply;
+  if (const auto status = c.stub->Observe(&context, request, &reply); !status.ok()) {
+    fill_status(answer, status);
+    if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+      answer.status = model::NodeState::kRefused;
+      answer.error =
+          "the agent has no Observe call (a version older than this watcher): upgrade "
+          "it; watch never falls back to stopping captures";
+    }
+    c.clock_offset.reset();  // learned again: the agent may have restarted, or moved
+    return answer;
   }
   answer.notes.assign(reply.notes().begin(), reply.notes().end());
   try {

@@ -108,6 +108,12 @@ std::optional<model::DistributedState> PythonSession::read_process_groups() {
   return state;
 }
 
+void PythonSession::refresh_sequences(model::DistributedState& state) {
+  memory::PageCache pages(memory_);
+  python::ObjectReader objects(pages, maps_, layout_);
+  python::ProcessGroupReader::refresh_sequences(objects, state);
+}
+
 void PythonSession::add_groups_found(std::optional<model::DistributedState>& state) const {
   if (!groups_found_ || groups_found_->empty()) return;
   if (!state) state.emplace();

@@ -38,6 +38,9 @@ class PythonSession {
   // threads: their frames' locals then show the groups they name ("<process group 3>").
   std::optional<model::DistributedState> read_process_groups();
 
+  // The sequence numbers of `state`'s groups (read by read_process_groups) read again.
+  void refresh_sequences(model::DistributedState& state);
+
   // The groups the locals of the threads read so far named outside torch's registry (and the
   // stores of registry groups they named), added to `state` (created when torch's registry
   // gave none).

@@ -155,6 +155,9 @@ int run(int argc, char** argv) {
   runners[report] = register_report_command(*report);
   auto* rules = app.add_subcommand("rules", "List the signature rules, or check a rule file");
   runners[rules] = register_rules_command(*rules);
+  auto* watch = app.add_subcommand(
+      "watch", "Watch every job without stopping it; keep a bundle when one hangs");
+  runners[watch] = register_watch_command(*watch);
   // A command's own footer (its examples) replaces the main one: scripts read the exit codes
   // in every command's --help.
   for (auto& [command, runner] : runners) {

@@ -225,6 +225,30 @@ void ProcessGroupReader::read_native_groups(model::DistributedState& state) {
       "torch.distributed: this process's rank was not found in its C++ ProcessGroup(s)");
 }
 
+std::size_t ProcessGroupReader::refresh_sequences(ObjectReader& objects,
+                                                  model::DistributedState& state) {
+  std::size_t read = 0;
+  for (auto& g : state.groups) {
+    if (!g.sequence || g.address == 0) continue;
+    for (const bool indirect : {false, true}) {
+      const auto value = c10d::held_value(objects, g.address, indirect);
+      if (!value) continue;
+      std::array<std::byte, c10d::kSequenceOffset + sizeof(std::uint64_t)> bytes{};
+      if (!objects.read(*value, bytes.data(), bytes.size())) continue;
+      std::uint64_t sequence = 0;
+      std::memcpy(&sequence, bytes.data() + c10d::kSequenceOffset, sizeof sequence);
+      if (static_cast<std::uint8_t>(bytes[c10d::kSequenceFlagOffset]) != 1 ||
+          sequence < *g.sequence) {
+        continue;  // not this layout (or not this object any more): try the other holder
+      }
+      g.sequence = sequence;
+      ++read;
+      break;
+    }
+  }
+  return read;
+}
+
 // vLLM's and SGLang's GroupCoordinator: the parallel dimension of its torch groups, the rank in
 // it, and the groups torch's registry does not hold (stateless groups).
 void ProcessGroupReader::read_coordinators(std::string_view framework, std::uint64_t globals,

@@ -5,12 +5,14 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "hangscope/agent/credentials.h"
 #include "hangscope/capture/node_capture.h"
+#include "hangscope/capture/node_observer.h"
 #include "hangscope/model/bundle.h"
 
 namespace hangscope::agent {
@@ -29,6 +31,9 @@ struct AgentLimits {
   static constexpr int kMaxQueuedCaptures = 8;  // beyond: refused as busy, not queued
   static constexpr int kMaxServerThreads = 32;
   static constexpr int kMaxRequestBytes = 64 * 1024;
+  // Observe (watch mode): its window and the probes in it.
+  static constexpr std::int64_t kMaxObserveWindowNs = 10'000'000'000;
+  static constexpr int kMaxObserveProbes = 64;
 };
 
 struct AgentOptions {
@@ -84,6 +89,29 @@ struct CollectRequest {
 
 // Asks one agent (Info for its clock, then Capture); never throws for network problems.
 AgentAnswer collect_from(const std::string& address, const CollectRequest& request);
+
+// A watcher's connection to one agent (`hangscope watch`): one channel kept open between calls,
+// the agent's clock offset learned on the first call (and again after a failure), and the
+// non-stopping Observe call. Not thread-safe: one call at a time per agent.
+class AgentObserver {
+ public:
+  // `credentials`: token and TLS files as for collect_from (its sampling fields are unused).
+  AgentObserver(const std::string& address, CollectRequest credentials);
+  ~AgentObserver();
+  AgentObserver(const AgentObserver&) = delete;
+  AgentObserver& operator=(const AgentObserver&) = delete;
+
+  const std::string& address() const;
+  // One observation of `window` with `probes` reads in it: the answer's snapshots are the
+  // window's first and last reads. Never throws for network problems (they are the answer's
+  // status); an agent without Observe (an older version) answers kRefused with a reason that
+  // says so.
+  AgentAnswer observe(std::chrono::milliseconds window, int probes);
+
+ private:
+  struct Connection;
+  std::unique_ptr<Connection> connection_;
+};
 
 // "host", "host:port", "[v6]:port" → "host:port" with the default port filled in.
 std::string normalize_address(const std::string& address);

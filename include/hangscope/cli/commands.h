@@ -37,6 +37,7 @@ CommandRunner register_collect_command(CLI::App& app);
 CommandRunner register_diagnose_command(CLI::App& app);
 CommandRunner register_report_command(CLI::App& app);
 CommandRunner register_rules_command(CLI::App& app);
+CommandRunner register_watch_command(CLI::App& app);
 
 // What diagnose and report print on stdout.
 enum class Output {

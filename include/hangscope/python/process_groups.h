@@ -29,6 +29,12 @@ class ProcessGroupReader {
   // Object address → label, for the locals of frames (ObjectReader::set_labels).
   static std::map<std::uint64_t, std::string> labels(const model::DistributedState& state);
 
+  // The sequence numbers of `state`'s groups read again from their C++ ProcessGroups (each
+  // group's `address`), for the groups whose number an earlier read() found (torch 1.13's
+  // layout): a few bytes per group, no registry walk. A group that cannot be read again keeps
+  // its number; returns how many were read.
+  static std::size_t refresh_sequences(ObjectReader& objects, model::DistributedState& state);
+
  private:
   std::optional<std::uint64_t> module_globals(std::string_view module);
   std::optional<std::string> text(std::uint64_t object, std::size_t max = 256);
