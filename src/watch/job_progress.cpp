@@ -57,6 +57,9 @@ bool sequence_advanced(const model::ProcessRecord* before, const model::ProcessR
   return false;
 }
 
+// Polls after a rank exited within which its peers must stand still for a rank-dead incident.
+constexpr int kDeadPolls = 3;
+
 bool exited(const analysis::RankEntry& entry) {
   const auto* latest = entry.latest();
   return entry.state == analysis::RankState::kDead ||
@@ -85,7 +88,10 @@ RankReading read_rank(const analysis::RankEntry& entry) {
   const bool left_wait =
       waited_before && entry.history.size() > 1 &&
       (entry.progress.progressing == true || entry.wait.operation_key() != before.operation_key());
+  r.still = entry.history.size() > 1 && !entry.progress.cpu_grew && !entry.progress.stack_moved &&
+            entry.progress.progressing != true;
   if (sequence_advanced(first, latest) || left_wait) {
+    r.still = false;
     r.state = "progressing";
   } else if (waits_for_collective(entry.wait, latest)) {
     const bool undecided = !entry.progress.progressing && !entry.progress.undecided.empty();
@@ -157,20 +163,34 @@ std::vector<JobEvent> JobTracker::update(const std::vector<JobPoll>& polls) {
     s.label = poll.label;
     s.history.push_back(poll);
     while (s.history.size() > history_size_) s.history.pop_front();
-    std::vector<RankReading> waiting;
+    std::vector<RankReading> waiting;  // on peers, or standing still
     for (const auto& r : poll.ranks) {
-      if (r.state == "waiting") waiting.push_back(r);
+      if (r.state == "waiting" || (r.state != "exited" && r.still)) waiting.push_back(r);
     }
-    for (const auto& r : poll.ranks) {
-      if (r.state != "exited" || !s.dead_told.insert({r.node, r.pid}).second) continue;
-      if (waiting.empty() || s.incident_open) continue;  // a job ending, or already reported
+    // A rank that exited is told once its peers stand still in a later poll (they do not move
+    // on without it): a job that ends has its ranks leave within moments of each other, and a
+    // rank that finished early leaves peers that go on working.
+    bool told = false;
+    for (auto& [dead, age] : s.dead_pending) {
+      ++age;
+      if (told || waiting.empty() || poll.progressed || s.incident_open) continue;
       JobEvent e;
       e.kind = JobEvent::Kind::kRankDead;
       e.job = poll.job;
       e.label = poll.label;
-      e.dead = r;
+      e.dead = dead;
       e.waiting = waiting;
       events.push_back(std::move(e));
+      told = true;  // one incident for the ranks that exited together
+    }
+    std::erase_if(s.dead_pending, [&](const auto& p) { return told || p.second >= kDeadPolls; });
+    for (const auto& r : poll.ranks) {
+      if (r.state != "exited" || !s.dead_told.insert({r.node, r.pid}).second) continue;
+      if (!s.incident_open) s.dead_pending.push_back({r, 0});
+    }
+    waiting.clear();
+    for (const auto& r : poll.ranks) {
+      if (r.state == "waiting") waiting.push_back(r);
     }
     if (poll.progressed) {
       s.stalled_since.reset();

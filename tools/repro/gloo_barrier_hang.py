@@ -14,6 +14,13 @@ Scenarios (``--scenario``; the diverged rank is ``--diverged-rank``):
   uninterruptible       the others wait in ``dist.barrier()``; the diverged rank sits in state D:
                         posix_spawn (CLONE_VFORK) of a child that blocks opening a FIFO.
   allreduce-loop        no hang: every rank loops on small all-reduces (announces "progressing").
+  store-steps           no hang until a rank dies: every rank loops on steps of host work
+                        (HANGSCOPE_STEP_SECONDS, default 0.2 s) and a store-based step barrier
+                        (keys step/<n>/<rank> on the job's TCPStore), as weight-sync and
+                        checkpoint loops coordinate through the store (announces
+                        "progressing"). Kill a rank other than 0 and its peers wait in the
+                        store barrier forever (a store wait, unlike gloo's pairs, never sees a
+                        peer die).
   pipeline              two pipeline stages (even world size >= 4, titles VLLM::Worker_PP<s>_TP<t>):
                         the diverged stage-0 rank blocks on a lock and never sends; its stage-0
                         peers sent and wait in the stage barrier; stage 1 waits in dist.recv.
@@ -146,7 +153,8 @@ import time
 SCENARIOS = ("store-wait", "collective-mismatch", "busy", "stopped", "store-exit",
              "uninterruptible", "allreduce-loop", "pipeline", "symmetric-memory",
              "autotune-cache", "compiled-dag", "gpu-p2p-spin", "shm-broadcast-skip",
-             "warmup-timeout", "dp-dummy-desync", "collective-behind", "shm-ring-stall")
+             "warmup-timeout", "dp-dummy-desync", "collective-behind", "shm-ring-stall",
+             "store-steps")
 # The scenarios that run on the simulated vLLM / FlashInfer / Ray modules.
 SIM_SCENARIOS = ("symmetric-memory", "autotune-cache", "compiled-dag", "gpu-p2p-spin",
                  "shm-broadcast-skip", "warmup-timeout", "dp-dummy-desync", "shm-ring-stall")
@@ -268,6 +276,24 @@ def decode_step():
         step += 1
         if pause > 0:
             time.sleep(pause)
+
+
+def sync_step(store, rank, world_size, step):
+    """One step's store-based barrier: this rank's key for the step, then every rank's."""
+    store.set(f"step/{step}/{rank}", b"1")
+    store.wait([f"step/{step}/{r}" for r in range(world_size)], datetime.timedelta(hours=1))
+
+
+def store_step_loop(store, rank, world_size):
+    """store-steps: host work, then the step's store barrier, forever."""
+    import time
+
+    pause = float(os.environ.get("HANGSCOPE_STEP_SECONDS", "0.2"))
+    step = 0
+    while True:
+        time.sleep(pause)
+        sync_step(store, rank, world_size, step)
+        step += 1
 
 
 def decode_loop(recorder, rank, diverged):
@@ -861,6 +887,9 @@ def run_rank(args, parser):
     elif args.scenario == "allreduce-loop":
         announce(f"rank {rank} pid {os.getpid()} progressing")
         decode_step()
+    elif args.scenario == "store-steps":
+        announce(f"rank {rank} pid {os.getpid()} progressing")
+        store_step_loop(store, rank, world_size)
     elif args.scenario == "store-exit":
         announce(f"rank {rank} pid {os.getpid()} {'diverged' if diverged else 'waiting'}")
         if diverged:

@@ -32,6 +32,9 @@ struct RankReading {
   std::string evidence;  // the progress evidence, for people
   std::optional<std::uint64_t> sequence;  // the highest sequence number among its groups
   std::string exit;                       // for an exited rank: its exit when known
+  // Alive and standing still: no CPU, the same stack, nothing completed (also inside a call
+  // the Python frames do not name, such as a C++ store.wait() made from user code).
+  bool still = false;
 };
 
 // One job in one poll.
@@ -55,7 +58,7 @@ std::vector<JobPoll> read_polls(const model::Bundle& bundle);
 struct JobEvent {
   enum class Kind {
     kSuspect,   // waiting ranks and no completion for the required time: confirm it
-    kRankDead,  // a rank exited while peers of its job wait: an incident at once
+    kRankDead,  // a rank exited while peers of its job wait (still so one poll later)
   };
   Kind kind = Kind::kSuspect;
   std::string job;
@@ -103,6 +106,9 @@ class JobTracker {
     std::chrono::nanoseconds required{0};       // the stall that makes it suspect now
     bool incident_open = false;  // an incident was written: none again until it progresses
     std::set<std::pair<std::string, pid_t>> dead_told;  // ranks already reported exited
+    // Ranks that exited in a recent poll, with the polls seen since: told once their peers stand
+    // still in a later poll, forgotten after a few polls of peers that move on.
+    std::vector<std::pair<RankReading, int>> dead_pending;
     std::deque<JobPoll> history;
   };
   std::chrono::nanoseconds after_;
