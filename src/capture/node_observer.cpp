@@ -1,5 +1,6 @@
 #include "hangscope/capture/node_observer.h"
 
+#include <spdlog/spdlog.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,12 +12,14 @@
 #include "hangscope/common/clock.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
+#include "hangscope/common/phase_timer.h"
 #include "hangscope/elf/module_cache.h"
 #include "hangscope/elf/process_image.h"
 #include "hangscope/memory/process_memory.h"
 #include "hangscope/proc/maps.h"
 #include "hangscope/proc/process_fs.h"
 #include "hangscope/python/merge.h"
+#include "hangscope/waits/wait_point.h"
 #include "python_session.h"
 #include "wait_probes.h"
 
@@ -58,6 +61,26 @@ std::string zombie_exit(pid_t pid) {
   return "";
 }
 
+// Whose stacks an observation reads: ranks and the processes of a serving chain. A launcher,
+// a helper or an unrelated Python program on the node is followed by its /proc state only.
+bool stacks_matter(const model::ProcessRecord& r) {
+  switch (r.identity.role) {
+    case model::ProcessRole::kRank:
+    case model::ProcessRole::kEngine:
+    case model::ProcessRole::kApi:
+    case model::ProcessRole::kCoordinator:
+    case model::ProcessRole::kDriver:
+      return true;
+    default:
+      return !r.identity.job.empty();
+  }
+}
+
+// Whether a thread's frames (Python only) stand in a wait on peers: the threads probes watch.
+bool waits_on_peers(const model::ThreadDump& thread) {
+  return waits::waits_on_peers(waits::classify_thread(thread).kind);
+}
+
 std::vector<ProbedFrame> outermost_first(const std::vector<python::PyFrame>& frames) {
   std::vector<ProbedFrame> out;
   for (auto f = frames.rbegin(); f != frames.rend(); ++f)
@@ -92,10 +115,10 @@ struct NodeObserver::Watched {
   };
   std::map<std::uint64_t, Tally> tallies;
 
-  std::vector<python::PyThread> read_threads(int attempts) {
+  std::vector<python::PyThread> read_threads(int attempts, bool names = true) {
     if (!python) return {};
     try {
-      return python->read_threads(/*locals=*/false, attempts);
+      return python->read_threads(/*locals=*/false, attempts, names);
     } catch (const Error&) {
       return {};  // finalising or exited: no threads this time
     }
@@ -121,9 +144,10 @@ struct NodeObserver::Watched {
   // that seems to have left part of its stack is read once more and counts only when both agree
   // (as capture's probes between samples do).
   void probe() {
+    if (tallies.empty()) return;  // no thread waits on peers: nothing to read
     std::map<std::uint64_t, std::uint32_t> kept;
     bool moved = false;
-    for (const auto& t : read_threads(1)) {
+    for (const auto& t : read_threads(1, /*names=*/false)) {
       if (const auto k = kept_by(t)) {
         kept[t.thread_id] = *k;
         moved = moved || *k < tallies.at(t.thread_id).reference.size();
@@ -131,7 +155,7 @@ struct NodeObserver::Watched {
     }
     if (moved) {
       std::map<std::uint64_t, std::uint32_t> again;
-      for (const auto& t : read_threads(1)) {
+      for (const auto& t : read_threads(1, /*names=*/false)) {
         if (const auto k = kept_by(t)) again[t.thread_id] = *k;
       }
       std::erase_if(kept, [&](const auto& entry) {
@@ -159,7 +183,13 @@ struct NodeObserver::Watched {
       return now;
     }
     if (!now.dump) return now;
-    const auto threads = read_threads(2);
+    // One read; read again (until two agree) only when it caught a frame chain mid-change.
+    auto threads = read_threads(1);
+    if (std::any_of(threads.begin(), threads.end(),
+                    [](const python::PyThread& t) { return python::torn(t); })) {
+      threads = read_threads(2);
+    }
+    if (first) tallies.clear();
     for (const auto& py : threads) {
       model::ThreadDump t;
       auto tid = tid_of.find(py.thread_id);
@@ -185,7 +215,9 @@ struct NodeObserver::Watched {
       t.frames = t.python_frames;
       t.merge = "python only: nothing stopped (an observation)";
       if (first) {
-        tallies[py.thread_id] = {outermost_first(py.frames), {}};
+        // Probes watch the threads that wait on peers: whether they leave the wait between
+        // the first and last read is what a probe can tell; a thread at work moves anyway.
+        if (waits_on_peers(t)) tallies[py.thread_id] = {outermost_first(py.frames), {}};
       } else if (const auto it = tallies.find(py.thread_id);
                  it != tallies.end() && it->second.tally.taken > 0) {
         t.probes = it->second.tally;
@@ -228,6 +260,10 @@ void NodeObserver::describe_new(const std::vector<pid_t>& pids, const ObserveOpt
   o.process.locals = false;
   o.process.modules = modules_;
   const auto described = capture_node(o);
+  for (const auto& r : described.processes) {
+    spdlog::debug("observation: described pid {} ({}, {})", r.pid, r.comm,
+                  model::to_string(r.identity.role));
+  }
   std::set<pid_t> seen;
   for (const auto& r : described.processes) {
     seen.insert(r.pid);
@@ -243,7 +279,7 @@ void NodeObserver::describe_new(const std::vector<pid_t>& pids, const ObserveOpt
       w->record.dump->tasks.clear();
     }
     w->fs = std::make_unique<proc::ProcessFs>(r.pid);
-    if (r.dump && r.dump->python) {
+    if (r.dump && r.dump->python && stacks_matter(r)) {
       int error = 0;
       if (auto maps = proc::read_memory_map(r.pid, &error)) {
         w->image = std::make_unique<elf::ProcessImage>(*w->fs, std::move(*maps), modules_);
@@ -267,8 +303,10 @@ std::optional<std::array<model::NodeSnapshot, 2>> NodeObserver::observe(
   if (!modules_) modules_ = std::make_shared<elf::ModuleCache>();
   const auto begin = std::chrono::steady_clock::now();
   // Which processes: the known ones still there (same start), and the new ones described.
+  PhaseTimer timer("observation, ");
   std::vector<pid_t> fresh;
   const auto pids = candidates(options);
+  timer.lap("candidates");
   for (const pid_t pid : pids) {
     const auto stat = proc::ProcessFs(pid).task_stat(pid);
     if (!stat) continue;
@@ -282,6 +320,7 @@ std::optional<std::array<model::NodeSnapshot, 2>> NodeObserver::observe(
     if (stat->state != 'Z') fresh.push_back(pid);
   }
   describe_new(fresh, options);
+  timer.lap("new processes described");
 
   std::array<model::NodeSnapshot, 2> samples;
   const std::string host = hostname();
@@ -301,6 +340,8 @@ std::optional<std::array<model::NodeSnapshot, 2>> NodeObserver::observe(
     }
   };
   read_all(samples[0], true);
+  timer.lap("first read");
+  std::chrono::nanoseconds probing{0};
   const std::int64_t from = samples[0].capture_unix_ns;
   const std::int64_t until = from + options.window.count();
   if (options.probes > 0 && options.window.count() > 0) {
@@ -311,11 +352,16 @@ std::optional<std::array<model::NodeSnapshot, 2>> NodeObserver::observe(
       const std::int64_t at = from + k * slot + within(random);
       if (at >= until) break;
       if (!wait_until(at)) return std::nullopt;
+      const auto probe_began = std::chrono::steady_clock::now();
       for (auto& [pid, w] : processes_) w->probe();
+      probing += std::chrono::steady_clock::now() - probe_began;
     }
   }
   if (!wait_until(until)) return std::nullopt;
+  spdlog::debug("observation, probes: {:.3f} ms", static_cast<double>(probing.count()) / 1e6);
+  timer = PhaseTimer("observation, ");
   read_all(samples[1], false);
+  timer.lap("last read");
   samples[1].capture_time = std::chrono::steady_clock::now() - begin;
   return samples;
 }

@@ -68,9 +68,11 @@ bool same_outer_frames(const std::vector<python::PyThread>& a,
 
 }  // namespace
 
-std::vector<python::PyThread> PythonSession::read_threads(bool locals, int attempts) {
+std::vector<python::PyThread> PythonSession::read_threads(bool locals, int attempts, bool names) {
   python::StackReaderOptions options;
   options.locals = locals;
+  options.codes = &codes_;
+  options.thread_names = names;
   if (locals) {
     if (!groups_found_) {
       groups_found_ = std::make_unique<python::GroupDiscovery>(image_, group_labels_);

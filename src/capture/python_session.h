@@ -32,7 +32,8 @@ class PythonSession {
 
   // Reads every Python thread; retries when a walk broke (the process kept running).
   // Throws hangscope::Error when the interpreter cannot be read at all.
-  std::vector<python::PyThread> read_threads(bool locals, int attempts);
+  // `names`: threading's names of the threads (a dict walk; probes do without).
+  std::vector<python::PyThread> read_threads(bool locals, int attempts, bool names = true);
 
   // torch.distributed's groups in the process (nullopt: never imported). Read once, before the
   // threads: their frames' locals then show the groups they name ("<process group 3>").
@@ -65,6 +66,7 @@ class PythonSession {
   memory::MemoryReader& memory_;
   const proc::MemoryMap& maps_;
   std::map<std::uint64_t, std::string> group_labels_;
+  python::CodeCache codes_;  // code objects decoded by this session's reads
   // Groups met in frames' locals (read with locals only), labelled in group_labels_.
   std::unique_ptr<python::GroupDiscovery> groups_found_;
   // asyncio.tasks, looked up with the process groups' modules (their pages still cached):

@@ -57,7 +57,8 @@ std::vector<PyThread> StackReader::read_threads() {
     throw Error("_PyRuntime does not match the CPython " + layout_.version.to_string() + " layout");
   }
   const auto holder = gil_holder(*interp);
-  const auto names = thread_names(*interp);
+  const auto names =
+      options_.thread_names ? thread_names(*interp) : std::map<std::uint64_t, std::string>{};
   std::vector<PyThread> threads;
   std::set<std::uint64_t> seen;
   auto tstate = objects_.read_field(*interp, layout_.interp_threads_head);
@@ -129,9 +130,38 @@ const StackReader::CodeInfo& StackReader::code_info(std::uint64_t code) {
   if (const auto it = codes_.find(code); it != codes_.end()) return it->second;
   CodeInfo& info = codes_[code];
   std::vector<std::uint8_t> header(layout_.code_size);
+  if (options_.codes != nullptr) {
+    // A session's earlier decoding of this code object, when its header still says the same.
+    const auto cached = options_.codes->find(code);
+    if (cached != options_.codes->end() && (cached->second.with_locals || !options_.locals) &&
+        objects_.read(code, header.data(), header.size()) &&
+        field(header, layout_.code_name) == cached->second.name &&
+        field(header, layout_.code_filename) == cached->second.file &&
+        field(header, layout_.code_linetable) == cached->second.line_table &&
+        static_cast<int>(field(header, layout_.code_firstlineno)) == cached->second.first_line) {
+      info = *std::static_pointer_cast<CodeInfo>(cached->second.info);
+      return info;
+    }
+  }
   if (objects_.type_name(code) != "code" || !objects_.read(code, header.data(), header.size())) {
     return info;
   }
+  struct Remember {  // the decoded code object goes into the session's cache when valid
+    StackReader& reader;
+    std::uint64_t code;
+    const std::vector<std::uint8_t>& header;
+    CodeInfo& info;
+    ~Remember() {
+      if (reader.options_.codes == nullptr || !info.valid) return;
+      auto& entry = (*reader.options_.codes)[code];
+      entry.name = field(header, reader.layout_.code_name);
+      entry.file = field(header, reader.layout_.code_filename);
+      entry.line_table = field(header, reader.layout_.code_linetable);
+      entry.first_line = static_cast<int>(field(header, reader.layout_.code_firstlineno));
+      entry.with_locals = reader.options_.locals;
+      entry.info = std::make_shared<CodeInfo>(info);
+    }
+  } remember{*this, code, header, info};
   const auto name = objects_.string(field(header, layout_.code_name));
   const auto file = objects_.string(field(header, layout_.code_filename), 4096);
   const auto table = objects_.bytes(field(header, layout_.code_linetable));

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -52,8 +53,24 @@ class LocalsObserver {
   virtual void local(std::string_view name, std::uint64_t object, ObjectReader& objects) = 0;
 };
 
+// Code objects decoded by earlier reads of one process (a capture session's): each use checks the
+// code object's name, file, line table and first line against what was decoded, so an address a
+// freed code object left to another one is decoded anew. Repeated reads of a running process
+// (watch's observations, probes) then cost frame reads, not string and table decoding.
+struct CodeCacheEntry {
+  std::uint64_t name = 0, file = 0, line_table = 0;  // the header's pointers when decoded
+  int first_line = 0;
+  bool with_locals = false;    // the local names were decoded too
+  std::shared_ptr<void> info;  // StackReader's decoded form
+};
+using CodeCache = std::map<std::uint64_t, CodeCacheEntry>;
+
 struct StackReaderOptions {
   bool locals = false;
+  // Shared across reads of the same process (optional; must outlive the reader).
+  CodeCache* codes = nullptr;
+  // threading's thread names (a dict walk per read); watch's probes do without.
+  bool thread_names = true;
   LocalsObserver* observer = nullptr;  // with locals: told of each local first
   std::size_t max_frames = 4096;
   std::size_t max_threads = 4096;
