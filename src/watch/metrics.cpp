@@ -213,31 +213,38 @@ std::string metrics_label_value(std::string_view value) {
 void check_metrics_options(const MetricsOptions& options) {
   const Endpoint endpoint = parse_endpoint(options.endpoint);
   if (options.tls_cert.empty() != options.tls_key.empty()) {
-    throw Error("--metrics: a TLS certificate and its key go together (" +
-                std::string(options.tls_cert.empty() ? "a key without its certificate"
-                                                     : "a certificate without its key") +
-                ")");
+    throw Error(std::string(options.tls_cert.empty()
+                                ? "--metrics-tls-key without --metrics-tls-cert"
+                                : "--metrics-tls-cert without --metrics-tls-key") +
+                ": a TLS certificate and its key go together");
   }
   if (!options.tls_cert.empty()) {
     throw Error(
-        "--metrics: TLS is not available: this system's civetweb (the HTTP server of "
+        "--metrics-tls-cert: TLS is not available: this system's civetweb (the HTTP server of "
         "prometheus-cpp; Debian 12's 1.15) cannot serve HTTPS with OpenSSL 3 (it looks up "
-        "SSL_get_peer_certificate, which OpenSSL 3 no longer exports). Serve it on loopback, "
-        "or with a token behind a TLS-terminating proxy (docs/watch.md, \"Metrics\")");
+        "SSL_get_peer_certificate, which OpenSSL 3 no longer exports). Serve the metrics on "
+        "loopback, or with --metrics-token-file behind a TLS-terminating proxy (docs/watch.md, "
+        "\"Metrics\")");
   }
   if (is_loopback_host(endpoint.host) || options.insecure) return;
   const std::string where = "refusing to serve --metrics on " + endpoint.with_port(endpoint.port);
   if (options.token.empty()) {
     throw Error(where +
-                " without authentication: give a token (--token-file or HANGSCOPE_TOKEN; "
-                "scrapes then need HTTP basic auth with it as the password), listen on "
-                "127.0.0.1, or --insecure");
+                " without authentication: give --metrics-token-file (scrapes then need HTTP "
+                "basic auth with the token as the password), listen on 127.0.0.1, or "
+                "--insecure");
   }
-  // The agent's token checks: its length, and a token file only its owner reads.
+  // The agent's token checks: its length, and a token file only its owner reads. Their
+  // messages name the agent's option; here the file is --metrics-token-file's.
   const agent::CredentialCheck check =
       agent::check_server_credentials({"", "", "", options.token, options.token_file});
   if (!check.weaknesses.empty()) {
-    throw Error(where + ": " + check.weaknesses.front() + " (or --insecure)");
+    std::string weakness = check.weaknesses.front();
+    const std::string agent_option = "--token-file ";
+    if (weakness.rfind(agent_option, 0) == 0) {
+      weakness = "--metrics-token-file " + weakness.substr(agent_option.size());
+    }
+    throw Error(where + ": " + weakness + " (or --insecure)");
   }
 }
 

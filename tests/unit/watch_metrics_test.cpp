@@ -326,6 +326,7 @@ TEST(WatchMetrics, OptionsRefusedBeforeListening) {
   EXPECT_NE(message.find("--metrics"), std::string::npos) << message;
   EXPECT_NE(message.find("0.0.0.0:9464"), std::string::npos) << message;
   EXPECT_NE(message.find("without authentication"), std::string::npos) << message;
+  EXPECT_NE(message.find("--metrics-token-file"), std::string::npos) << message;
   options.insecure = true;
   EXPECT_EQ(check(options), "");
   options.insecure = false;
@@ -352,6 +353,7 @@ TEST(WatchMetrics, OptionsRefusedBeforeListening) {
   options.token_file = file.string();
   message = check(options);
   EXPECT_NE(message.find("chmod 600"), std::string::npos) << message;
+  EXPECT_NE(message.find("--metrics-token-file " + file.string()), std::string::npos) << message;
   std::filesystem::permissions(file, std::filesystem::perms(0600));
   EXPECT_EQ(check(options), "");
   std::filesystem::remove(file);
@@ -384,14 +386,16 @@ TEST(WatchMetrics, OptionsRefusedBeforeListening) {
   options.endpoint = "127.0.0.1:9464";
   options.tls_cert = "/etc/hangscope/metrics.crt";
   message = check(options);
-  EXPECT_NE(message.find("certificate without its key"), std::string::npos) << message;
+  EXPECT_NE(message.find("--metrics-tls-cert without --metrics-tls-key"), std::string::npos)
+      << message;
   options.tls_cert.clear();
   options.tls_key = "/etc/hangscope/metrics.key";
   message = check(options);
-  EXPECT_NE(message.find("key without its certificate"), std::string::npos) << message;
+  EXPECT_NE(message.find("--metrics-tls-key without --metrics-tls-cert"), std::string::npos)
+      << message;
   options.tls_cert = "/etc/hangscope/metrics.crt";
   message = check(options);
-  EXPECT_NE(message.find("TLS is not available"), std::string::npos) << message;
+  EXPECT_NE(message.find("--metrics-tls-cert: TLS is not available"), std::string::npos) << message;
 
   // The constructor checks too.
   options = {};

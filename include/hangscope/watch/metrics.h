@@ -30,13 +30,15 @@ struct MetricsOptions {
 // - endpoint: "PORT", ":PORT", "HOST:PORT" or "[IPv6]:PORT"; HOST is a numeric address or
 //   "localhost", never another name (what a name resolves to may change between this check and
 //   the bind). IPv6 only where the system's civetweb was built with it (Debian 12's was not).
-// - authentication: with a token, every scrape needs HTTP basic auth with the token as its
-//   password (any user name). A non-loopback host needs the token (at least
-//   agent::kMinTokenBytes, its file readable by its owner only) unless `insecure`.
-// - TLS: refused on this build. Debian 12's civetweb 1.15 loads OpenSSL by the name libssl.so
-//   and looks up SSL_get_peer_certificate, which OpenSSL 3 no longer exports: its worker calls
-//   a null pointer on the first HTTPS request. A cert without its key (or a key without its
-//   cert) is refused first.
+// - authentication: with a token (the CLI's --metrics-token-file), every scrape needs HTTP
+//   basic auth with the token as its password (any user name). A non-loopback host needs the
+//   token (at least agent::kMinTokenBytes, its file readable by its owner only) unless
+//   `insecure`.
+// - TLS (--metrics-tls-cert, --metrics-tls-key): refused on this build. Debian 12's civetweb
+//   1.15 loads OpenSSL by the name libssl.so and looks up SSL_get_peer_certificate, which
+//   OpenSSL 3 no longer exports: its worker calls a null pointer on the first HTTPS request. A
+//   cert without its key (or a key without its cert) is refused first.
+// The messages name these options (and --metrics, --insecure).
 void check_metrics_options(const MetricsOptions& options);
 
 // What a job's label value becomes: valid UTF-8, at most kMaxLabelBytes bytes; a longer value
