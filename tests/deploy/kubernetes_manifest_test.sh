@@ -7,9 +7,9 @@
 #      readiness), a memory limit, a GPU toleration, labels matching agent-hostfile.sh;
 #      and the watcher: a Deployment of one replica (Recreate) running `hangscope watch` with no
 #      host namespace and no capability, its --hostfile and --token-file files of the mounted
-#      ConfigMap and Secret, -o on its PersistentVolumeClaim, --metrics on port 9464 (token
-#      authenticated: no --insecure) behind a Service with Prometheus scrape annotations and a
-#      NetworkPolicy;
+#      ConfigMap and Secret, -o on its PersistentVolumeClaim, --metrics on port 9464 with
+#      --metrics-token-file from a Secret of its own (not the agents'; no --insecure) behind a
+#      Service with Prometheus scrape annotations and a NetworkPolicy;
 #   2. agent-hostfile.sh, run against a stand-in `kubectl` on PATH that prints recorded
 #      output of the real kubectl's jsonpath (ready, IPv6, pending and not-ready pods), asks
 #      kubectl the right question and prints one HOST:7447 line per ready agent;
@@ -160,6 +160,11 @@ assert files.get(arg("--token-file")) == ("secret", agent_secret, "token"), \
     f"--token-file {arg('--token-file')} is not the agents' Secret: {files}"
 assert files.get(arg("--hostfile")) == ("configMap", "hangscope-agents", "agents"), \
     f"--hostfile {arg('--hostfile')} is not the ConfigMap hangscope-agents: {files}"
+metrics_token = files.get(arg("--metrics-token-file"))
+assert metrics_token and metrics_token[0] == "secret", \
+    f"--metrics-token-file {arg('--metrics-token-file')} is no Secret's file: {files}"
+assert metrics_token[1] != agent_secret, \
+    "the metrics token is the agents' Secret: Prometheus would hold the token that captures nodes"
 out = arg("-o")
 claims = [claim for path, claim in writable if out.startswith(path + "/")]
 assert claims, f"-o {out} is on no PersistentVolumeClaim: {writable}"
@@ -177,7 +182,7 @@ assert policy["spec"]["podSelector"]["matchLabels"] == {"app": "hangscope-watch"
 assert [p for rule in policy["spec"]["ingress"] for p in rule["ports"] if p["port"] == 9464]
 print(f"  ok: Deployment hangscope-watch (1 replica, Recreate, no capability), --hostfile from"
       f" ConfigMap hangscope-agents, --token-file from {agent_secret}, -o on PVC {claims[0]},"
-      f" --metrics {metrics} behind Service + NetworkPolicy")
+      f" --metrics {metrics} with a token from {metrics_token[1]}, behind Service + NetworkPolicy")
 with open(sys.argv[2], "w") as f:
     f.write("\n".join(a for a in wargv[wargv.index("watch") + 1:] if a.startswith("-")) + "\n")
 EOF

@@ -3,8 +3,10 @@
 #   1. a torch.distributed gloo job of two ranks on this machine, hung (rank 1 waits for a
 #      TCPStore key nobody sets, rank 0 in the barrier: tools/repro/gloo_barrier_hang.py
 #      --scenario store-wait), in a process group of its own;
-#   2. `hangscope watch --after 6s --poll 1s -o DIR --metrics 127.0.0.1:PORT` on this node
-#      (no agent: the local node), HANGSCOPE_TOKEN unset so the loopback endpoint needs none;
+#   2. `hangscope watch --pid RANK0 --pid RANK1 --after 6s --poll 1s -o DIR --metrics
+#      127.0.0.1:PORT` on this node (no agent: the local node, only the job's two ranks, so other
+#      tests' ranks on this machine are neither watched nor sampled); no --metrics-token-file,
+#      so the loopback endpoint needs no authentication;
 #   3. Debian's /usr/bin/prometheus on 127.0.0.1 with a temporary --storage.tsdb.path and
 #      scrape_interval 1s on that endpoint;
 #   4. watch prints the incident line (its bundle under DIR, with report.md, report.json and
@@ -13,8 +15,6 @@
 #   5. SIGTERM ends watch with exit 0.
 # Every process it started (the job's process group, watch, prometheus) is killed on every exit
 # path; none is left running or stopped.
-# It runs alone (ctest RUN_SERIAL): watching the local node, watch sees every rank process of
-# this machine, and other tests' hung jobs would be watched (and, at an incident, sampled) too.
 # Usage: tests/deploy/watch_prometheus_test.sh HANGSCOPE_BINARY
 # Exit: 0 pass, 1 fail, 77 skip (not root; prometheus, curl or python3-torch missing).
 set -euo pipefail
@@ -84,12 +84,14 @@ for _ in $(seq 600); do
 done
 [ "$(grep -c '^rank [0-9]* pid [0-9]* ' "$work/job.out")" -ge 2 ] || fail "the ranks did not announce their wait in 60 s"
 sed 's/^/  /' "$work/job.out"
+mapfile -t ranks < <(sed -n 's/^rank [0-9]* pid \([0-9]*\) .*/\1/p' "$work/job.out")
+[ "${#ranks[@]}" -eq 2 ] || fail "expected two rank pids, got: ${ranks[*]}"
 
-echo "step: hangscope watch --after 6s --poll 1s --metrics on loopback"
+echo "step: hangscope watch --pid ${ranks[0]} --pid ${ranks[1]} --after 6s --poll 1s --metrics on loopback"
 metrics_port=$(free_port)
 : >"$work/watch.out"
-env -u HANGSCOPE_TOKEN "$binary" watch --after 6s --poll 1s -o "$work/incidents" \
-  --metrics "127.0.0.1:$metrics_port" >"$work/watch.out" 2>"$work/watch.err" &
+"$binary" watch --pid "${ranks[0]}" --pid "${ranks[1]}" --after 6s --poll 1s \
+  -o "$work/incidents" --metrics "127.0.0.1:$metrics_port" >"$work/watch.out" 2>"$work/watch.err" &
 watcher=$!
 for _ in $(seq 100); do
   curl -s -m 2 -o /dev/null "http://127.0.0.1:$metrics_port/metrics" && break

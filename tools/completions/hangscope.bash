@@ -65,7 +65,8 @@ _hangscope() {
       _hangscope_pids "$cur"
       return 0
       ;;
-    --token-file | --tls-cert | --tls-key | --tls-ca | --hostfile)
+    --token-file | --tls-cert | --tls-key | --tls-ca | --hostfile | --metrics-token-file | \
+      --metrics-tls-cert | --metrics-tls-key)
       _hangscope_files "$cur"
       return 0
       ;;
@@ -151,9 +152,10 @@ _hangscope() {
       fi
       ;;
     watch)
-      opts="-h --help --agents --hostfile --token-file --tls-ca --tls-cert --tls-key --samples
-            --interval --rules --locals --no-locals --quiet --after --poll -o --output --on-hang
-            --once --timeout --metrics --insecure --keep"
+      opts="-h --help --agents --hostfile --token-file --tls-ca --tls-cert --tls-key --pid --select
+            --samples --interval --rules --locals --no-locals --quiet --after --poll -o --output
+            --on-hang --once --timeout --metrics --metrics-token-file --metrics-tls-cert
+            --metrics-tls-key --insecure --keep"
       ;;
     rules)
       case "$sub" in
