@@ -6,7 +6,9 @@ find_package(spdlog CONFIG REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)  # SHA-256 of cache files
-find_package(prometheus-cpp CONFIG REQUIRED)  # watch --metrics (core and pull)
+# The watcher's /metrics endpoint: prometheus-cpp's core and pull (pull serves HTTP through
+# Debian's shared civetweb, whose civetweb::civetweb targets its package config finds too).
+find_package(prometheus-cpp CONFIG REQUIRED)
 find_package(PkgConfig REQUIRED)
 # libunwind's remote (generic) API: unwinding a copied stack through our own accessors.
 pkg_check_modules(LIBUNWIND REQUIRED IMPORTED_TARGET libunwind-generic)

@@ -13,9 +13,11 @@
 #                                                    cmake/debian/copyright, which also names the
 #                                                    statically linked gRPC/protobuf/abseil)
 #   /lib/systemd/system/hangscope-agent.service      tools/deploy/systemd/hangscope-agent.service
+#   /lib/systemd/system/hangscope-watch.service      tools/deploy/systemd/hangscope-watch.service
 #                                                    (P/lib/systemd/system for a P other than /usr)
 #   /etc/default/hangscope-agent                     tools/deploy/systemd/hangscope-agent.default
-#                                                    (SYSCONFDIR/default: see below; a conffile of
+#   /etc/default/hangscope-watch                     tools/deploy/systemd/hangscope-watch.default
+#                                                    (SYSCONFDIR/default: see below; conffiles of
 #                                                    the .deb)
 # Nothing of tests/ is installed.
 
@@ -46,8 +48,9 @@ install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/LICENSE ${_d
               ${PROJECT_SOURCE_DIR}/cmake/debian/copyright
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
-# The agent's systemd unit and its settings (docs/deploy-systemd.md): installed, but neither
-# enabled nor started by the package, since the agent needs /etc/hangscope/token first
+# The systemd units and their settings, the agent's (docs/deploy-systemd.md) and the watcher's
+# (docs/watch.md): installed, but neither enabled nor started by the package, since the agent
+# needs /etc/hangscope/token first and the watcher /etc/hangscope/agents too
 # (cmake/debian/postinst).
 #
 # Their directories depend on the prefix installed to, which only the install knows: cpack
@@ -57,19 +60,18 @@ install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/LICENSE ${_d
 # /usr/etc/default in the package, and CMAKE_INSTALL_FULL_SYSCONFDIR, computed at configure
 # time, /usr/local/etc. So the install code below recomputes CMAKE_INSTALL_FULL_SYSCONFDIR
 # with GNUInstallDirs' own rule for the prefix being installed to (/etc for /usr, so the
-# package lays /etc/default/hangscope-agent; /etc/opt/P for /opt/P; P/etc otherwise; an
+# package lays /etc/default/hangscope-{agent,watch}; /etc/opt/P for /opt/P; P/etc otherwise; an
 # absolute -DCMAKE_INSTALL_SYSCONFDIR as it is), and installs to absolute directories
 # (file(INSTALL) puts DESTDIR in front of them and lists the files in install_manifest.txt, as
 # install(FILES) would). The unit goes to /lib/systemd/system for /usr: Debian 12 packages
 # ship their units there (the move to /usr/lib/systemd/system comes with later releases);
 # P/lib/systemd/system otherwise (systemd reads /usr/local/lib/systemd/system too). For a prefix
-# other than /usr the unit's /usr/bin/hangscope and EnvironmentFile are rewritten to the
-# installed paths; the package's unit is the file in tools/deploy/systemd/ byte for byte.
-install(CODE "set(_hs_unit_src [[${PROJECT_SOURCE_DIR}/tools/deploy/systemd/hangscope-agent.service]])
-  set(_hs_default_src [[${PROJECT_SOURCE_DIR}/tools/deploy/systemd/hangscope-agent.default]])
+# other than /usr each unit's /usr/bin/hangscope and EnvironmentFile are rewritten to the
+# installed paths; the package's units are the files in tools/deploy/systemd/ byte for byte.
+install(CODE "set(_hs_systemd_src [[${PROJECT_SOURCE_DIR}/tools/deploy/systemd]])
   set(_hs_sysconfdir [[${CMAKE_INSTALL_SYSCONFDIR}]])
   set(_hs_bindir [[${CMAKE_INSTALL_BINDIR}]])
-  set(_hs_rewritten_unit [[${PROJECT_BINARY_DIR}/systemd/hangscope-agent.service]])")
+  set(_hs_rewritten_dir [[${PROJECT_BINARY_DIR}/systemd]])")
 install(CODE [[
   string(REGEX REPLACE "/+$" "" _hs_prefix "${CMAKE_INSTALL_PREFIX}")
   if(NOT IS_ABSOLUTE "${_hs_sysconfdir}") # GNUInstallDirs_get_absolute_install_dir's cases
@@ -89,19 +91,21 @@ install(CODE [[
   else()
     set(_hs_unitdir "${_hs_prefix}/lib/systemd/system")
   endif()
-  set(_hs_unit "${_hs_unit_src}")
-  if(NOT _hs_bindir STREQUAL "/usr/bin" OR NOT _hs_sysconfdir STREQUAL "/etc")
-    file(READ "${_hs_unit_src}" _hs_text)
-    string(REPLACE "ExecStart=/usr/bin/hangscope " "ExecStart=${_hs_bindir}/hangscope "
-           _hs_text "${_hs_text}")
-    string(REPLACE "EnvironmentFile=-/etc/default/hangscope-agent"
-           "EnvironmentFile=-${_hs_sysconfdir}/default/hangscope-agent" _hs_text "${_hs_text}")
-    set(_hs_unit "${_hs_rewritten_unit}")
-    file(WRITE "${_hs_unit}" "${_hs_text}")
-  endif()
-  file(INSTALL DESTINATION "${_hs_unitdir}" TYPE FILE FILES "${_hs_unit}")
-  file(INSTALL DESTINATION "${_hs_sysconfdir}/default" TYPE FILE RENAME hangscope-agent
-       FILES "${_hs_default_src}")
+  foreach(_hs_name hangscope-agent hangscope-watch)
+    set(_hs_unit "${_hs_systemd_src}/${_hs_name}.service")
+    if(NOT _hs_bindir STREQUAL "/usr/bin" OR NOT _hs_sysconfdir STREQUAL "/etc")
+      file(READ "${_hs_unit}" _hs_text)
+      string(REPLACE "ExecStart=/usr/bin/hangscope " "ExecStart=${_hs_bindir}/hangscope "
+             _hs_text "${_hs_text}")
+      string(REPLACE "EnvironmentFile=-/etc/default/${_hs_name}"
+             "EnvironmentFile=-${_hs_sysconfdir}/default/${_hs_name}" _hs_text "${_hs_text}")
+      set(_hs_unit "${_hs_rewritten_dir}/${_hs_name}.service")
+      file(WRITE "${_hs_unit}" "${_hs_text}")
+    endif()
+    file(INSTALL DESTINATION "${_hs_unitdir}" TYPE FILE FILES "${_hs_unit}")
+    file(INSTALL DESTINATION "${_hs_sysconfdir}/default" TYPE FILE RENAME ${_hs_name}
+         FILES "${_hs_systemd_src}/${_hs_name}.default")
+  endforeach()
 ]])
 
 # CPack: `cd build && cpack -G DEB` writes hangscope_<version>_<arch>.deb (the binary stripped)
@@ -132,14 +136,16 @@ set(CPACK_DEBIAN_PACKAGE_DESCRIPTION
     "Captures the native and Python stacks of every rank of a hung job without stopping it,
 then correlates all ranks in a wait-for graph and names the one that diverged and why.")
 # Depends computed by dpkg-shlibdeps from the binary's NEEDED libraries (gRPC, protobuf and
-# abseil are linked statically: cmake/HangscopeStaticRpc.cmake).
+# abseil are linked statically: cmake/HangscopeStaticRpc.cmake; prometheus-cpp and civetweb,
+# of `watch --metrics`, are shared: libprometheus-cpp-pull1.0, libcivetweb1, ...).
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # Graphviz's dot renders the bundle's tree.svg; without it the bundle has tree.dot only.
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS graphviz)
 set(CPACK_DEBIAN_DEBUGINFO_PACKAGE ON)
-# Maintainer scripts (cmake/debian/: the agent's unit kept disabled, cleaned up on purge; see
-# each script) and conffiles (/etc/default/hangscope-agent: an administrator's edits survive
-# upgrades, dpkg asks before replacing them, and only a purge deletes the file). With
+# Maintainer scripts (cmake/debian/: the agent's and the watcher's units kept disabled, cleaned
+# up on purge; see each script) and conffiles (/etc/default/hangscope-agent and
+# /etc/default/hangscope-watch: an administrator's edits survive upgrades, dpkg asks before
+# replacing them, and only a purge deletes them). With
 # STRICT_PERMISSION the scripts go into the package 0755 and conffiles 0644 whatever the
 # checkout's modes.
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA

@@ -12,6 +12,9 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   libunwind-dev libelf-dev libre2-dev
+  # `hangscope watch --metrics` (src/watch/metrics.cpp): prometheus-cpp's core and pull, which
+  # bring Debian's civetweb
+  prometheus-cpp-dev
   # real targets and peers for tests and benchmarks
   python3 python3-torch python3-setproctitle python3.11-dbg elfutils gdb graphviz
   # asyncio tasks on uvloop (tests/integration/asyncio_tasks_test.cpp): vLLM serves on it
@@ -20,6 +23,11 @@ packages=(
   # deployment paths (tests/deploy): systemd-analyze, a single-machine Slurm, the manifest's
   # YAML, zsh completions, the man page
   systemd slurm-wlm python3-yaml zsh man-db groff-base
+  # a real Prometheus server scraping `hangscope watch --metrics`, and curl for its query API
+  # (tests/deploy/watch_prometheus_test.sh runs /usr/bin/prometheus itself, on loopback with
+  # temporary storage; under systemd the package also enables prometheus.service on :9090:
+  # `systemctl disable --now prometheus` if this machine should not run one)
+  prometheus curl
   # the .deb (cpack -G DEB: dpkg-shlibdeps, file) and its install test on a fresh Debian 12
   # root (tests/deploy/deb_package_test.sh)
   dpkg-dev file debootstrap wget

@@ -152,7 +152,7 @@ watch::WatchOptions make_options(const WatchArguments& args) {
     try {
       watch::check_metrics_options(m);
     } catch (const Error& e) {
-      throw UsageError(std::string("--metrics ") + printable(args.metrics) + ": " + e.what());
+      throw UsageError(e.what());
     }
     o.metrics = m;
   } else if (!args.metrics_only.empty()) {

@@ -239,6 +239,7 @@ HookResult run_on_hang(const std::string& command, const std::string& bundle,
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::signal(SIGPIPE, SIG_DFL);  // the metrics server ignores it for the whole process
     ::execve("/bin/sh", const_cast<char**>(argv), envp.data());
     ::_exit(127);
   }

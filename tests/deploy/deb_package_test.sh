@@ -2,9 +2,11 @@
 # Builds the Debian package and installs it on a clean Debian 12 (bookworm) root:
 #   1. `cpack -G DEB` with BUILD_DIR's CPack configuration (output in a temporary directory,
 #      nothing written to BUILD_DIR) gives hangscope_<version>_<arch>.deb holding exactly the
-#      layout of docs/install.md (no test executable), with Depends computed by dpkg-shlibdeps,
-#      /etc/default/hangscope-agent as its conffile and the maintainer scripts of cmake/debian/
-#      (0755), and hangscope-dbgsym_<version>_<arch>.ddeb with the binary's debug information;
+#      layout of docs/install.md (no test executable), with Depends computed by dpkg-shlibdeps
+#      (naming prometheus-cpp's and civetweb's libraries, of `watch --metrics`),
+#      /etc/default/hangscope-agent and /etc/default/hangscope-watch as its conffiles and the
+#      maintainer scripts of cmake/debian/ (0755), and hangscope-dbgsym_<version>_<arch>.ddeb
+#      with the binary's debug information;
 #   2. a fresh minbase root (`debootstrap --variant=minbase bookworm ROOT MIRROR`, MIRROR being
 #      the Debian mirror this machine's apt uses), with proc mounted and /dev bound;
 #   3. `chroot ROOT apt-get install ./hangscope_*.deb`: apt takes the declared dependencies from
@@ -14,20 +16,27 @@
 #      frame (clock_nanosleep / nanosleep); the man page, the bash and zsh completions, the
 #      reference rules (each accepted by `hangscope rules check`) and the docs are where
 #      docs/install.md says;
-#   5. the agent's unit: /lib/systemd/system/hangscope-agent.service and the conffile
-#      /etc/default/hangscope-agent are the files of tools/deploy/systemd/, listed by dpkg; the
-#      unit is not enabled (no link in /etc/systemd/system) but deb-systemd-helper recorded the
-#      link enabling would make; no agent runs; `systemd-analyze verify --root=ROOT` accepts the
-#      installed unit (its ExecStart is the installed binary, man:hangscope(1) the installed page);
+#   5. the units, the agent's and the watcher's: /lib/systemd/system/hangscope-{agent,watch}.service
+#      and the conffiles /etc/default/hangscope-{agent,watch} are the files of
+#      tools/deploy/systemd/, listed by dpkg; no unit is enabled (no link in /etc/systemd/system)
+#      but deb-systemd-helper recorded the link enabling would make; nothing runs;
+#      `systemd-analyze verify --root=ROOT` accepts each installed unit (its ExecStart is the
+#      installed binary, man:hangscope(1) the installed page);
 #   6. the unit's ExecStart, expanded as systemd would with /etc/default/hangscope-agent (edited
 #      as an administrator would: HANGSCOPE_LISTEN=127.0.0.1:0, HANGSCOPE_AGENT_ARGS naming the
 #      node and a sleep in the root) and a token written as docs/deploy-systemd.md says, run by
 #      hand in the root (systemd is not PID 1 here): a host-side `hangscope diagnose --agents`
 #      with the token gets the node's snapshot of the sleep, one with a wrong token is refused,
 #      and SIGTERM stops the agent with exit 0;
-#   7. `dpkg --remove`: the unit and binary go, the edited conffile and the state stay; then, with
-#      the link `systemctl enable` would make, `dpkg --purge`: no file of the package is left, nor
-#      the link, nor deb-systemd-helper's state; /etc/hangscope/token is kept (cmake/debian/postrm).
+#   7. the watcher's unit the same way, with /etc/default/hangscope-watch's defaults edited only
+#      where a test must (metrics on port 0, --timeout) and /etc/hangscope/agents naming that
+#      agent: its /metrics (loopback, no token by default) counts polls of the node deb-root,
+#      reachable; it exits 0 at --timeout, and its incident directory under /var/lib/hangscope
+#      holds no incident (a sleep is no rank);
+#   8. `dpkg --remove`: the units and binary go, the edited conffiles and the state stay; then,
+#      with the links `systemctl enable` would make, `dpkg --purge`: no file of the package is
+#      left, nor the links, nor deb-systemd-helper's state; /etc/hangscope/token is kept
+#      (cmake/debian/postrm).
 # Cache: the pristine debootstrap root is kept as /var/cache/hangscope-test/bookworm-minbase.tar
 # (HANGSCOPE_TEST_ROOT_CACHE overrides the path) and each run extracts a fresh copy of it. The
 # cache only saves debootstrap's download and unpacking time; a missing cache is rebuilt (and
@@ -59,11 +68,11 @@ fi
 export PATH=$PATH:/usr/sbin:/sbin # debootstrap, chroot: not on every root's PATH
 missing=()
 for tool in cpack dpkg-shlibdeps dpkg-deb file objcopy readelf debootstrap chroot mount umount \
-  wget tar flock systemd-analyze; do
+  wget tar flock systemd-analyze curl; do
   command -v "$tool" >/dev/null || missing+=("$tool")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
-  echo "SKIP: ${missing[*]} not installed (apt-get install dpkg-dev debootstrap file binutils wget systemd)"
+  echo "SKIP: ${missing[*]} not installed (apt-get install dpkg-dev debootstrap file binutils wget systemd curl)"
   exit 77
 fi
 [ -f "$build_dir/CPackConfig.cmake" ] || {
@@ -191,6 +200,9 @@ echo "  Depends: $depends"
 [ "$(dpkg-deb -f "$deb" Package)" = hangscope ] || fail "Package is not hangscope"
 grep -q "^hangscope $version " <<<"$("$binary" --version)" || fail "the package's version $version is not $binary's: $("$binary" --version | head -1)"
 grep -q 'libc6' <<<"$depends" || fail "Depends does not name libc6 (dpkg-shlibdeps did not run?)"
+for library in libprometheus-cpp-pull libcivetweb1; do
+  grep -q "$library" <<<"$depends" || fail "Depends does not name $library (watch --metrics)"
+done
 [ -n "$(dpkg-deb -f "$deb" Maintainer)" ] || fail "no Maintainer"
 [ -n "$(dpkg-deb -f "$deb" Section)" ] || fail "no Section"
 [ "$(dpkg-deb -f "$deb" Description | wc -l)" -ge 2 ] || fail "Description has no extended part"
@@ -207,12 +219,14 @@ step "package contents = the documented layout (no test executable)"
   done
   echo ./usr/share/doc/hangscope/copyright
   echo ./lib/systemd/system/hangscope-agent.service
+  echo ./lib/systemd/system/hangscope-watch.service
   echo ./etc/default/hangscope-agent
+  echo ./etc/default/hangscope-watch
 } | sort >"$work/expected.txt"
 dpkg-deb --fsys-tarfile "$deb" | tar -t | grep -v '/$' | sort >"$work/contents.txt"
 diff -u "$work/expected.txt" "$work/contents.txt" || fail "the package's files differ from the layout (- expected, + packaged)"
-[ "$(dpkg-deb -I "$deb" conffiles)" = /etc/default/hangscope-agent ] ||
-  fail "conffiles is not /etc/default/hangscope-agent: $(dpkg-deb -I "$deb" conffiles 2>&1)"
+[ "$(dpkg-deb -I "$deb" conffiles)" = "$(printf '%s\n' /etc/default/hangscope-agent /etc/default/hangscope-watch)" ] ||
+  fail "conffiles are not /etc/default/hangscope-{agent,watch}: $(dpkg-deb -I "$deb" conffiles 2>&1)"
 control=$(dpkg-deb --ctrl-tarfile "$deb" | tar -tv)
 for script in postinst prerm postrm; do
   grep -Eq "^-rwxr-xr-x .* \./$script\$" <<<"$control" || fail "no 0755 $script in the control archive: $control"
@@ -327,50 +341,62 @@ unit=/lib/systemd/system/hangscope-agent.service
 defaults=/etc/default/hangscope-agent
 wants_link=/etc/systemd/system/multi-user.target.wants/hangscope-agent.service
 dsh_state=/var/lib/systemd/deb-systemd-helper-enabled/hangscope-agent.service.dsh-also
+watch_unit=/lib/systemd/system/hangscope-watch.service
+watch_defaults=/etc/default/hangscope-watch
+watch_wants_link=/etc/systemd/system/multi-user.target.wants/hangscope-watch.service
+watch_dsh_state=/var/lib/systemd/deb-systemd-helper-enabled/hangscope-watch.service.dsh-also
 agents_in_root() { # pids of the processes running the root's hangscope (one find, no fork per pid)
   find /proc -mindepth 2 -maxdepth 2 -name exe -lname "$root/usr/bin/hangscope*" 2>/dev/null |
     cut -d/ -f3 || true
 }
-step "the agent's unit: installed, a conffile, not enabled, not running"
-cmp -s "$root$unit" "$source_dir/tools/deploy/systemd/hangscope-agent.service" ||
-  fail "$unit is not tools/deploy/systemd/hangscope-agent.service"
-cmp -s "$root$defaults" "$source_dir/tools/deploy/systemd/hangscope-agent.default" ||
-  fail "$defaults is not tools/deploy/systemd/hangscope-agent.default"
+step "the units (agent, watcher): installed, conffiles, not enabled, not running"
 in_root dpkg -L hangscope >"$work/dpkg-L.txt"
-grep -qx "$unit" "$work/dpkg-L.txt" || fail "dpkg -L does not list $unit"
-grep -qx "$defaults" "$work/dpkg-L.txt" || fail "dpkg -L does not list $defaults"
 # shellcheck disable=SC2016 # ${...} are dpkg-query's fields
 conffiles=$(in_root dpkg-query -W --showformat='${Conffiles}' hangscope)
-grep -Eq "^ $defaults [0-9a-f]{32}\$" <<<"$conffiles" || fail "dpkg's conffiles of hangscope: '$conffiles'"
-if [ -e "$root$wants_link" ] || [ -L "$root$wants_link" ]; then fail "the unit is enabled: $wants_link"; fi
-enabled=$(find "$root/etc/systemd" -name 'hangscope-agent*' 2>/dev/null || true)
-[ -z "$enabled" ] || fail "hangscope-agent under /etc/systemd: $enabled"
-# update-state in the postinst: the link enabling would make is recorded, so purge removes it.
-grep -qx "$wants_link" "$root$dsh_state" 2>/dev/null || fail "no $wants_link in $dsh_state"
-[ -z "$(agents_in_root)" ] || fail "an agent runs in the root after the install: $(agents_in_root | xargs)"
+for name in hangscope-agent hangscope-watch; do
+  u=/lib/systemd/system/$name.service d=/etc/default/$name
+  link=/etc/systemd/system/multi-user.target.wants/$name.service
+  cmp -s "$root$u" "$source_dir/tools/deploy/systemd/$name.service" ||
+    fail "$u is not tools/deploy/systemd/$name.service"
+  cmp -s "$root$d" "$source_dir/tools/deploy/systemd/$name.default" ||
+    fail "$d is not tools/deploy/systemd/$name.default"
+  grep -qx "$u" "$work/dpkg-L.txt" || fail "dpkg -L does not list $u"
+  grep -qx "$d" "$work/dpkg-L.txt" || fail "dpkg -L does not list $d"
+  grep -Eq "^ $d [0-9a-f]{32}\$" <<<"$conffiles" || fail "dpkg's conffiles of hangscope lack $d: '$conffiles'"
+  if [ -e "$root$link" ] || [ -L "$root$link" ]; then fail "the unit is enabled: $link"; fi
+  enabled=$(find "$root/etc/systemd" -name "$name*" 2>/dev/null || true)
+  [ -z "$enabled" ] || fail "$name under /etc/systemd: $enabled"
+  # update-state in the postinst: the link enabling would make is recorded, so purge removes it.
+  state=/var/lib/systemd/deb-systemd-helper-enabled/$name.service.dsh-also
+  grep -qx "$link" "$root$state" 2>/dev/null || fail "no $link in $state"
+done
+[ -z "$(agents_in_root)" ] || fail "hangscope runs in the root after the install: $(agents_in_root | xargs)"
 [ ! -e "$root/etc/hangscope" ] || fail "the package created /etc/hangscope"
-echo "  ok: $unit and $defaults (conffile) from tools/deploy/systemd, no link in /etc/systemd, state recorded, no agent"
+[ ! -e "$root/var/lib/hangscope" ] || fail "the package created /var/lib/hangscope (systemd's StateDirectory)"
+echo "  ok: $unit, $watch_unit and $defaults, $watch_defaults (conffiles) from tools/deploy/systemd, no link in /etc/systemd, state recorded, nothing runs"
 
-step "systemd-analyze verify --root=ROOT $unit"
-# The minbase root has no systemd, so none of the targets the unit depends on (sysinit.target,
+step "systemd-analyze verify --root=ROOT $unit $watch_unit"
+# The minbase root has no systemd, so none of the targets the units depend on (sysinit.target,
 # network-online.target, ...): they are taken from this machine's systemd, copied into the
 # root (SYSTEMD_UNIT_PATH is read under --root), after the root's own unit directory. Installing
 # systemd in the root instead adds 12 s (12 packages, 7.6 MB).
 units=/run/hangscope-test-units
 mkdir -p "$root$units"
 cp -a /lib/systemd/system/. "$root$units/"
-rm -rf "$root$units"/hangscope-agent*
+rm -rf "$root$units"/hangscope-agent* "$root$units"/hangscope-watch*
 man_option=(--man=no)
 command -v man >/dev/null && man_option=(--man=yes) # the installed page, through MANPATH
-if ! MANPATH=$root/usr/share/man SYSTEMD_LOG_LEVEL=notice SYSTEMD_UNIT_PATH=/lib/systemd/system:$units \
-  systemd-analyze verify --root="$root" "${man_option[@]}" "$unit" >"$work/verify.log" 2>&1; then
-  cat "$work/verify.log"
-  fail "systemd-analyze verify --root=ROOT $unit"
-fi
-if [ -s "$work/verify.log" ]; then
-  cat "$work/verify.log"
-  fail "systemd-analyze verify printed warnings"
-fi
+for u in "$unit" "$watch_unit"; do
+  if ! MANPATH=$root/usr/share/man SYSTEMD_LOG_LEVEL=notice SYSTEMD_UNIT_PATH=/lib/systemd/system:$units \
+    systemd-analyze verify --root="$root" "${man_option[@]}" "$u" >"$work/verify.log" 2>&1; then
+    cat "$work/verify.log"
+    fail "systemd-analyze verify --root=ROOT $u"
+  fi
+  if [ -s "$work/verify.log" ]; then
+    cat "$work/verify.log"
+    fail "systemd-analyze verify $u printed warnings"
+  fi
+done
 rm -rf "${root:?}$units"
 echo "  ok (${man_option[*]})"
 
@@ -391,6 +417,8 @@ assignments() { # KEY=VALUE lines on stdin -> sh assignments; # and ; lines are 
   local line key value q="'"
   while IFS= read -r line || [ -n "$line" ]; do
     case "$line" in '' | '#'* | ';'*) continue ;; esac
+    # Environment="KEY=VALUE with spaces": systemd's quotes around a whole assignment.
+    if [[ "$line" =~ ^\"(.*)\"$ ]]; then line=${BASH_REMATCH[1]}; fi
     [[ "$line" =~ ^[[:space:]]*([A-Za-z_][A-Za-z0-9_]*)=[[:space:]]*(.*[^[:space:]])?[[:space:]]*$ ]] ||
       fail "not KEY=VALUE: $line" >&2
     key=${BASH_REMATCH[1]} value=${BASH_REMATCH[2]}
@@ -398,14 +426,16 @@ assignments() { # KEY=VALUE lines on stdin -> sh assignments; # and ; lines are 
     printf "export %s='%s'\n" "$key" "${value//$q/$q\\$q$q}"
   done
 }
-environment_file=$(sed -n 's/^EnvironmentFile=-\{0,1\}//p' "$root$unit")
-[ "$environment_file" = "$defaults" ] || fail "the unit's EnvironmentFile is '$environment_file', not $defaults"
-{
-  sed -n 's/^Environment=//p' "$root$unit" | assignments
-  assignments <"$root$defaults"
+exec_start() { # UNIT DEFAULTS: the shell script that runs UNIT's ExecStart as systemd would
+  local environment_file
+  environment_file=$(sed -n 's/^EnvironmentFile=-\{0,1\}//p' "$root$1")
+  [ "$environment_file" = "$2" ] || fail "$1's EnvironmentFile is '$environment_file', not $2"
+  sed -n 's/^Environment=//p' "$root$1" | assignments
+  assignments <"$root$2"
   echo 'set -f'
-  sed -n 's/^ExecStart=/exec /p' "$root$unit" | sed -E 's/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/"${\1}"/g'
-} >"$work/exec-start.sh"
+  sed -n 's/^ExecStart=/exec /p' "$root$1" | sed -E 's/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/"${\1}"/g'
+}
+exec_start "$unit" "$defaults" >"$work/exec-start.sh"
 sed 's/^/  | /' "$work/exec-start.sh"
 # chroot itself in the background (not through in_root, a function run in a subshell), so
 # $! is the agent's pid: chroot, env and sh exec each other. Its output files exist before it
@@ -439,25 +469,80 @@ echo wrong-token >"$work/wrong-token"
 "$binary" diagnose --agents "127.0.0.1:$port" --token-file "$work/wrong-token" --samples 1 --quiet \
   -o "$work/diagnose-wrong" >/dev/null 2>&1 || true
 grep -q '"status": "refused"' "$work/diagnose-wrong/nodes.json" || fail "a wrong token was not refused"
+echo "  ok: port $port, the sleep's stack through the token, a wrong token refused"
+
+step "the watcher's ExecStart by hand in the root, with $watch_defaults, the token and that agent"
+# As an administrator would (docs/watch.md): the agents' hostfile beside the token; the settings
+# kept but for what a test must change: metrics on a free port (9464 may be taken here) and
+# --timeout, so that the watcher ends by itself. /var/lib/hangscope is what systemd makes for
+# StateDirectory=hangscope before it starts the unit.
+echo "127.0.0.1:$port" >"$root/etc/hangscope/agents"
+chmod 600 "$root/etc/hangscope/agents"
+in_root install -d -m 0700 /var/lib/hangscope
+sed -i 's/ --metrics 127\.0\.0\.1:9464$/ --metrics 127.0.0.1:0 --timeout 8s/' "$root$watch_defaults"
+grep -q -- ' -o /var/lib/hangscope/watch --metrics 127.0.0.1:0 --timeout 8s$' "$root$watch_defaults" ||
+  fail "$watch_defaults: the default HANGSCOPE_WATCH_ARGS not found to edit"
+exec_start "$watch_unit" "$watch_defaults" >"$work/watch-exec-start.sh"
+sed 's/^/  | /' "$work/watch-exec-start.sh"
+: >"$work/watch.out"
+: >"$work/watch.err"
+chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C.UTF-8 \
+  sh -c "$(cat "$work/watch-exec-start.sh")" >"$work/watch.out" 2>"$work/watch.err" &
+watcher=$!
+metrics_port=""
+for _ in $(seq 100); do
+  metrics_port=$(sed -n 's#.*metrics on http://127\.0\.0\.1:\([0-9][0-9]*\)/metrics.*#\1#p' "$work/watch.err")
+  [ -n "$metrics_port" ] && break
+  kill -0 "$watcher" 2>/dev/null || break
+  sleep 0.1
+done
+[ -n "$metrics_port" ] || fail "the watcher did not serve metrics: $(cat "$work/watch.out" "$work/watch.err")"
+# On loopback without --metrics-token-file: no authentication (docs/watch.md, "Metrics").
+scrape() { curl -s -m 5 "http://127.0.0.1:$metrics_port/metrics"; }
+value() { awk -v name="$1" '$1 == name { print $2 }'; }
+polls=0
+for _ in $(seq 60); do
+  polls=$(scrape | value hangscope_watch_polls_total)
+  [ "${polls:-0}" != 0 ] && break
+  sleep 0.1
+done
+[ "${polls:-0}" != 0 ] || fail "no successful poll in the watcher's metrics: $(scrape)"
+scrape >"$work/metrics.txt"
+[ "$(value hangscope_watch_nodes_unreachable <"$work/metrics.txt")" = 0 ] ||
+  fail "the agent is unreachable for the watcher: $(grep unreachable "$work/metrics.txt")"
+grep -q '^hangscope_watch_node_unreachable{node=".*"} 0$' "$work/metrics.txt" ||
+  fail "no node in the watcher's metrics: $(grep unreachable "$work/metrics.txt")"
+rc=0
+wait "$watcher" || rc=$?
+[ "$rc" -eq 0 ] || fail "the watcher exited $rc at --timeout: $(tail -5 "$work/watch.err")"
+[ ! -s "$work/watch.out" ] || fail "the watcher printed an incident: $(cat "$work/watch.out")"
+# -o is made when needed: without an incident it may not exist, and holds nothing if it does.
+if [ -d "$root/var/lib/hangscope/watch" ] && [ -n "$(ls -A "$root/var/lib/hangscope/watch")" ]; then
+  fail "/var/lib/hangscope/watch is not empty: $(ls -A "$root/var/lib/hangscope/watch")"
+fi
+echo "  ok: metrics on port $metrics_port ($polls polls, the node reachable), --timeout -> exit 0, no incident"
 kill -TERM "$agent"
 rc=0
 wait "$agent" || rc=$?
 [ "$rc" -eq 0 ] || fail "the agent exited $rc on SIGTERM: $(tail -3 "$work/agent.err")"
 { kill -9 "$sleeper" && wait "$sleeper"; } 2>/dev/null || true
-[ -z "$(agents_in_root)" ] || fail "an agent still runs: $(agents_in_root | xargs)"
-echo "  ok: port $port, the sleep's stack through the token, a wrong token refused, SIGTERM -> exit 0"
+[ -z "$(agents_in_root)" ] || fail "hangscope still runs: $(agents_in_root | xargs)"
+echo "  ok: the agent's SIGTERM -> exit 0"
 
 step "dpkg --remove hangscope, then dpkg --purge hangscope"
 run_logged "$work/dpkg-remove.log" in_root dpkg --remove hangscope
 # shellcheck disable=SC2016 # ${Status} is dpkg-query's field
 status=$(in_root dpkg-query -W --showformat='${Status}' hangscope)
 [ "$status" = "deinstall ok config-files" ] || fail "after dpkg --remove: $status"
-for f in /usr/bin/hangscope "$unit"; do [ ! -e "$root$f" ] || fail "$f left after dpkg --remove"; done
+for f in /usr/bin/hangscope "$unit" "$watch_unit"; do [ ! -e "$root$f" ] || fail "$f left after dpkg --remove"; done
 grep -q '^HANGSCOPE_LISTEN=127.0.0.1:0$' "$root$defaults" || fail "the edited $defaults did not survive dpkg --remove"
-[ -f "$root$dsh_state" ] || fail "$dsh_state removed before the purge"
-# What `systemctl enable hangscope-agent` would have made (there is no systemctl in the root).
+grep -q -- '--timeout 8s$' "$root$watch_defaults" || fail "the edited $watch_defaults did not survive dpkg --remove"
+for f in "$dsh_state" "$watch_dsh_state"; do [ -f "$root$f" ] || fail "$f removed before the purge"; done
+# What `systemctl enable hangscope-agent hangscope-watch` would have made (there is no systemctl
+# in the root).
 mkdir -p "$(dirname "$root$wants_link")"
 ln -s "$unit" "$root$wants_link"
+ln -s "$watch_unit" "$root$watch_wants_link"
 run_logged "$work/dpkg-purge.log" in_root dpkg --purge hangscope
 if in_root dpkg-query -W hangscope >/dev/null 2>&1; then fail "dpkg still knows hangscope after the purge"; fi
 left=()
@@ -465,15 +550,16 @@ while read -r f; do
   # A directory left is one other packages share (/usr/bin, /etc/default, ...).
   if { [ -e "$root$f" ] || [ -L "$root$f" ]; } && [ ! -d "$root$f" ]; then left+=("$f"); fi
 done <"$work/dpkg-L.txt"
-for f in /usr/share/hangscope /usr/share/doc/hangscope "$wants_link"; do
+for f in /usr/share/hangscope /usr/share/doc/hangscope "$wants_link" "$watch_wants_link"; do
   if [ -e "$root$f" ] || [ -L "$root$f" ]; then left+=("$f"); fi
 done
 [ "${#left[@]}" -eq 0 ] || fail "left after the purge: ${left[*]}"
 # (The root's other packages keep theirs: apt-daily.timer, e2scrub_all.timer, ...)
-state=$({ find "$root"/var/lib/systemd -path '*/deb-systemd-*' -name 'hangscope-agent*' 2>/dev/null || true; } |
+state=$({ find "$root"/var/lib/systemd -path '*/deb-systemd-*' -name 'hangscope-*' 2>/dev/null || true; } |
   sed "s#^$root##")
 [ -z "$state" ] || fail "deb-systemd-helper state left after the purge: $state"
 [ -s "$root/etc/hangscope/token" ] || fail "the purge removed the administrator's /etc/hangscope/token"
-echo "  ok: remove kept the edited conffile and the state; purge left nothing of $(wc -l <"$work/dpkg-L.txt") paths, the link or the state; the token kept"
+[ -d "$root/var/lib/hangscope" ] || fail "the purge removed the watcher's state directory /var/lib/hangscope"
+echo "  ok: remove kept the edited conffiles and the state; purge left nothing of $(wc -l <"$work/dpkg-L.txt") paths, the links or the state; the token and /var/lib/hangscope kept"
 step_end
 echo "PASS"

@@ -5,11 +5,17 @@
 #      (and nothing beyond DAC_READ_SEARCH), no privilege escalation, the token Secret mounted
 #      where --token-file points, port 7447 (listen, containerPort, hostPort, tcpSocket
 #      readiness), a memory limit, a GPU toleration, labels matching agent-hostfile.sh;
+#      and the watcher: a Deployment of one replica (Recreate) running `hangscope watch` with no
+#      host namespace and no capability, its --hostfile and --token-file files of the mounted
+#      ConfigMap and Secret, -o on its PersistentVolumeClaim, --metrics on port 9464 with
+#      --metrics-token-file from a Secret of its own (not the agents'; no --insecure) behind a
+#      Service with Prometheus scrape annotations and a NetworkPolicy;
 #   2. agent-hostfile.sh, run against a stand-in `kubectl` on PATH that prints recorded
 #      output of the real kubectl's jsonpath (ready, IPv6, pending and not-ready pods), asks
 #      kubectl the right question and prints one HOST:7447 line per ready agent;
 #   3. with HANGSCOPE_BINARY: `hangscope diagnose --hostfile <(agent-hostfile.sh ...)
-#      --token-file F` reaches a real agent on 127.0.0.1 and exits 0 or 3.
+#      --token-file F` reaches a real agent on 127.0.0.1 and exits 0 or 3; `hangscope watch
+#      --help` has every option the watcher's Deployment gives it.
 # Usage: tests/deploy/kubernetes_manifest_test.sh [HANGSCOPE_BINARY]
 # Exit: 0 pass, 1 fail, 77 skip (no python3 with PyYAML).
 set -euo pipefail
@@ -47,7 +53,7 @@ fail() {
 }
 
 echo "check: hangscope-agent.yaml parses and has the required fields"
-"$python" - "$manifest" <<'EOF' || fail "manifest"
+"$python" - "$manifest" "$work/watch-options" <<'EOF' || fail "manifest"
 import sys, yaml
 
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
@@ -104,6 +110,81 @@ for m in c["volumeMounts"]:
 assert mounted, f"--token-file {token_file} is not a file of the mounted Secret"
 print(f"  ok: Namespace + DaemonSet, hostPID, hostNetwork, caps drop ALL add {caps['add']},"
       f" Secret {list(secret_volumes.values())[0]['secretName']} at {token_file}, port 7447")
+agent_secret = list(secret_volumes.values())[0]["secretName"]
+
+# The watcher.
+(dep,) = [d for d in docs if d.get("kind") == "Deployment"]
+assert dep["apiVersion"] == "apps/v1" and dep["metadata"]["name"] == "hangscope-watch"
+assert dep["metadata"]["namespace"] == "hangscope", "watcher not in namespace hangscope"
+spec = dep["spec"]
+assert spec["replicas"] == 1, "the watcher must have one replica (two would write each incident twice)"
+assert spec["strategy"]["type"] == "Recreate", "two watchers would overlap during a rolling update"
+wlabels = spec["template"]["metadata"]["labels"]
+assert spec["selector"]["matchLabels"] == {"app": "hangscope-watch"} and wlabels.get("app") == "hangscope-watch"
+wpod = spec["template"]["spec"]
+for host in ("hostPID", "hostNetwork", "hostIPC"):
+    assert not wpod.get(host), f"the watcher needs no {host}"
+assert wpod.get("automountServiceAccountToken") is False
+(w,) = wpod["containers"]
+wargv = w["command"] + w.get("args", [])
+assert wargv[0].endswith("hangscope") and "watch" in wargv, f"not hangscope watch: {wargv}"
+assert "--once" not in wargv and "--insecure" not in wargv, f"watch args: {wargv}"
+def arg(name):
+    assert name in wargv, f"watch has no {name}: {wargv}"
+    return wargv[wargv.index(name) + 1]
+metrics = arg("--metrics")
+assert metrics.endswith(":9464") and not metrics.startswith("127."), f"--metrics {metrics}"
+wsc = w["securityContext"]
+assert wsc["capabilities"]["drop"] == ["ALL"] and not wsc["capabilities"].get("add"), "watcher capabilities"
+assert wsc.get("privileged") is False and wsc.get("allowPrivilegeEscalation") is False
+assert wsc.get("readOnlyRootFilesystem") is True
+assert "memory" in w["resources"]["limits"], "watcher: no memory limit"
+assert [p for p in w["ports"] if p["containerPort"] == 9464 and p.get("name") == "metrics"], "port 9464"
+assert w["readinessProbe"]["tcpSocket"]["port"] in (9464, "metrics"), "readiness not tcpSocket 9464"
+# Where each file of the mounted volumes appears.
+files, writable = {}, []
+volumes = {v["name"]: v for v in wpod["volumes"]}
+for m in w["volumeMounts"]:
+    v = volumes[m["name"]]
+    sources = v["projected"]["sources"] if "projected" in v else [v]
+    for source in sources:
+        for kind in ("secret", "configMap"):
+            if kind in source:
+                name = source[kind].get("secretName") or source[kind].get("name")
+                for item in source[kind]["items"]:
+                    files[m["mountPath"] + "/" + item["path"]] = (kind, name, item["key"])
+                assert m.get("readOnly") is True, f"{m['mountPath']} not readOnly"
+    if "persistentVolumeClaim" in v:
+        writable.append((m["mountPath"], v["persistentVolumeClaim"]["claimName"]))
+assert files.get(arg("--token-file")) == ("secret", agent_secret, "token"), \
+    f"--token-file {arg('--token-file')} is not the agents' Secret: {files}"
+assert files.get(arg("--hostfile")) == ("configMap", "hangscope-agents", "agents"), \
+    f"--hostfile {arg('--hostfile')} is not the ConfigMap hangscope-agents: {files}"
+metrics_token = files.get(arg("--metrics-token-file"))
+assert metrics_token and metrics_token[0] == "secret", \
+    f"--metrics-token-file {arg('--metrics-token-file')} is no Secret's file: {files}"
+assert metrics_token[1] != agent_secret, \
+    "the metrics token is the agents' Secret: Prometheus would hold the token that captures nodes"
+out = arg("-o")
+claims = [claim for path, claim in writable if out.startswith(path + "/")]
+assert claims, f"-o {out} is on no PersistentVolumeClaim: {writable}"
+assert any(d.get("kind") == "PersistentVolumeClaim" and d["metadata"]["name"] == claims[0] for d in docs), \
+    f"no PersistentVolumeClaim {claims[0]}"
+(svc,) = [d for d in docs if d.get("kind") == "Service"]
+assert svc["metadata"]["namespace"] == "hangscope" and svc["spec"]["selector"] == {"app": "hangscope-watch"}
+assert [p for p in svc["spec"]["ports"] if p["port"] == 9464 and p["targetPort"] in (9464, "metrics")], "Service port"
+for where, annotations in (("Service", svc["metadata"].get("annotations", {})),
+                           ("pod", spec["template"]["metadata"].get("annotations", {}))):
+    assert annotations.get("prometheus.io/scrape") == "true", f"{where}: no prometheus.io/scrape"
+    assert annotations.get("prometheus.io/port") == "9464", f"{where}: prometheus.io/port"
+(policy,) = [d for d in docs if d.get("kind") == "NetworkPolicy"]
+assert policy["spec"]["podSelector"]["matchLabels"] == {"app": "hangscope-watch"}
+assert [p for rule in policy["spec"]["ingress"] for p in rule["ports"] if p["port"] == 9464]
+print(f"  ok: Deployment hangscope-watch (1 replica, Recreate, no capability), --hostfile from"
+      f" ConfigMap hangscope-agents, --token-file from {agent_secret}, -o on PVC {claims[0]},"
+      f" --metrics {metrics} with a token from {metrics_token[1]}, behind Service + NetworkPolicy")
+with open(sys.argv[2], "w") as f:
+    f.write("\n".join(a for a in wargv[wargv.index("watch") + 1:] if a.startswith("-")) + "\n")
 EOF
 
 echo "check: agent-hostfile.sh against a stand-in kubectl"
@@ -183,4 +264,11 @@ fi
 [ -f "$work/bundle/report.md" ] || fail "no report.md"
 grep -q '"status": *"ok"' "$work/bundle/nodes.json" || fail "the agent's node is not ok in nodes.json"
 echo "  ok: diagnose exited $rc, node answered, report.md written"
+
+echo "check: hangscope watch --help has every option of the watcher's Deployment"
+"$binary" watch --help >"$work/watch-help" 2>&1 || fail "hangscope watch --help: $(cat "$work/watch-help")"
+while read -r option; do
+  grep -Eq -- "(^|[ ,])$option([ ,]|$)" "$work/watch-help" || fail "hangscope watch has no $option"
+done <"$work/watch-options"
+echo "  ok: $(tr '\n' ' ' <"$work/watch-options")"
 echo "PASS"

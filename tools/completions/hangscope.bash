@@ -31,7 +31,7 @@ _hangscope() {
   [ "$cword" -gt 0 ] && prev=${words[cword - 1]}
 
   local global_opts="-h --help --version -v --verbose --log-level"
-  local commands="dump collect diagnose report rules"
+  local commands="dump collect diagnose report rules watch"
 
   # The command (and, for rules, its subcommand) is the first word that is not an option or
   # the value of --log-level.
@@ -65,7 +65,8 @@ _hangscope() {
       _hangscope_pids "$cur"
       return 0
       ;;
-    --token-file | --tls-cert | --tls-key | --tls-ca | --hostfile)
+    --token-file | --tls-cert | --tls-key | --tls-ca | --hostfile | --metrics-token-file | \
+      --metrics-tls-cert | --metrics-tls-key)
       _hangscope_files "$cur"
       return 0
       ;;
@@ -74,7 +75,10 @@ _hangscope() {
       return 0
       ;;
     -o | --output)
-      if [ "$command" = diagnose ]; then _hangscope_files "$cur" dirs; else _hangscope_files "$cur"; fi
+      case "$command" in
+        diagnose | watch) _hangscope_files "$cur" dirs ;;
+        *) _hangscope_files "$cur" ;;
+      esac
       return 0
       ;;
     --log | --flight-records | --core | --cores | --exe)
@@ -85,8 +89,24 @@ _hangscope() {
       COMPREPLY=($(compgen -W "500ms 1s 2s 5s 1m" -- "$cur"))
       return 0
       ;;
+    --after)
+      COMPREPLY=($(compgen -W "30s 1m 5m 10m 30m" -- "$cur"))
+      return 0
+      ;;
+    --poll)
+      COMPREPLY=($(compgen -W "1s 2s 5s 10s" -- "$cur"))
+      return 0
+      ;;
+    --timeout)
+      COMPREPLY=($(compgen -W "1m 10m 1h" -- "$cur"))
+      return 0
+      ;;
+    --on-hang)
+      COMPREPLY=($(compgen -c -- "$cur"))
+      return 0
+      ;;
     --samples | --max-stack-kib | --stop-timeout-ms | --listen | --agents | --node-name | --select | \
-      --max-input-mib)
+      --max-input-mib | --metrics | --keep)
       return 0 # free values
       ;;
   esac
@@ -130,6 +150,12 @@ _hangscope() {
         _hangscope_files "$cur" dirs
         return 0
       fi
+      ;;
+    watch)
+      opts="-h --help --agents --hostfile --token-file --tls-ca --tls-cert --tls-key --pid --select
+            --samples --interval --rules --locals --no-locals --quiet --after --poll -o --output
+            --on-hang --once --timeout --metrics --metrics-token-file --metrics-tls-cert
+            --metrics-tls-key --insecure --keep"
       ;;
     rules)
       case "$sub" in
