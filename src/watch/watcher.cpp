@@ -59,7 +59,26 @@ std::string ranks_text(const std::vector<RankReading>& ranks) {
 
 // The verdict watch itself makes when a rank exited while its peers waited: the capture taken
 // afterwards no longer holds that rank, so the analysis cannot see it die.
-analysis::Verdict rank_dead_verdict(const JobEvent& e) {
+// Where the waiting ranks wait, as the confirming capture (native stacks too) shows it: a store
+// wait called from user code has no Python frame of its own for the observations to name.
+std::string where_they_wait(const JobEvent& e, const analysis::Analysis& analysis) {
+  for (const auto& job : analysis.jobs) {
+    if (job.key != e.job) continue;
+    for (const auto& w : e.waiting) {
+      for (const auto& entry : job.ranks) {
+        if (entry.node == w.node && entry.pid == w.pid && !entry.wait.primitive.empty()) {
+          return entry.wait.describe();
+        }
+      }
+    }
+  }
+  for (const auto& w : e.waiting) {
+    if (!w.where.empty()) return w.where;
+  }
+  return "";
+}
+
+analysis::Verdict rank_dead_verdict(const JobEvent& e, const std::string& where_waiting) {
   analysis::Verdict v;
   v.id = analysis::verdict_ids::kRankDead;
   v.kind = analysis::VerdictKind::kGeneric;
@@ -71,8 +90,7 @@ analysis::Verdict rank_dead_verdict(const JobEvent& e) {
     if (w.rank) v.waiting_ranks.insert(*w.rank);
   }
   const std::string how = e.dead.exit.empty() ? "exited" : "exited (" + e.dead.exit + ")";
-  const std::string where =
-      e.waiting.empty() || e.waiting.front().where.empty() ? "" : " in " + e.waiting.front().where;
+  const std::string where = where_waiting.empty() ? "" : " in " + where_waiting;
   v.summary = "Rank " + (e.dead.rank ? std::to_string(*e.dead.rank) : std::string("?")) + " (" +
               e.dead.node + " pid " + std::to_string(e.dead.pid) + ") " + how + " while " +
               ranks_text(e.waiting) + " waited" + where + "; they wait for it until their timeout.";
@@ -238,7 +256,7 @@ class Watcher {
     analysis::Analysis analysis = found;
     if (e.kind == JobEvent::Kind::kRankDead) {
       incident.kind = "rank-dead";
-      auto verdict = rank_dead_verdict(e);
+      auto verdict = rank_dead_verdict(e, where_they_wait(e, found));
       analysis.verdicts.insert(analysis.verdicts.begin(), verdict);
       analysis.conclusion = verdict.summary;
       incident.verdict = verdict.id;
