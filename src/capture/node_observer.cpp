@@ -184,10 +184,11 @@ struct NodeObserver::Watched {
     }
     if (!now.dump) return now;
     // One read; read again (until two agree) only when it caught a frame chain mid-change.
-    auto threads = read_threads(1);
+    // threading's names are left out (a dict walk per read): the tids name the threads.
+    auto threads = read_threads(1, /*names=*/false);
     if (std::any_of(threads.begin(), threads.end(),
                     [](const python::PyThread& t) { return python::torn(t); })) {
-      threads = read_threads(2);
+      threads = read_threads(2, /*names=*/false);
     }
     if (first) tallies.clear();
     for (const auto& py : threads) {
@@ -203,9 +204,6 @@ struct NodeObserver::Watched {
           t.state = s->state;
           t.utime_ticks = s->utime_ticks;
           t.stime_ticks = s->stime_ticks;
-        }
-        if (const auto s = fs->task_status(t.tid)) {
-          t.context_switches = s->voluntary_switches + s->involuntary_switches;
         }
       }
       t.py_thread_id = py.thread_id;

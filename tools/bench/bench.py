@@ -121,6 +121,75 @@ def start_gloo_job(procs, world, diverged):
     return {int(m.group(1)): int(m.group(2)) for m in matches}
 
 
+def ticks(pid):
+    """utime + stime of a process, in clock ticks (/proc/PID/stat fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def stopped_threads(pids):
+    """Threads of `pids` in a stop (state t or T) right now."""
+    found = []
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if state in ("t", "T"):
+                found.append(int(tid))
+    return found
+
+
+# --- watch ------------------------------------------------------------------------------------
+
+def bench_watch(procs, args, results, rhythm, seconds):
+    """The agent's own CPU while `hangscope watch` observes a node of 8 real gloo ranks for
+    `seconds` (poll 2 s), and the watcher's; the ranks' threads are sampled meanwhile: none may
+    ever be in a ptrace stop. `rhythm`: "hung" (store-wait: seven ranks in a barrier) or
+    "busy" (an all-reduce every 20 ms on every rank)."""
+    if rhythm == "hung":
+        ranks = start_gloo_job(procs, 8, 5)
+    else:
+        env = dict(os.environ, HANGSCOPE_STEP_SECONDS="0.02")
+        job = procs.start([PYTHON, SCENARIO, "--scenario", "allreduce-loop", "--world-size", "8"],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        matches = wait_for_lines(job, r"^rank (\d+) pid (\d+) progressing", 8, 240)
+        ranks = {int(m.group(1)): int(m.group(2)) for m in matches}
+    pid_args = []
+    for pid in ranks.values():
+        pid_args += ["--pid", str(pid)]
+    agent = procs.start([HANGSCOPE, "collect", "--listen", "127.0.0.1:0"] + pid_args,
+                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    address = wait_for_lines(agent, r"^listening on (\S+)", 1, 30)[0].group(1)
+    out = tempfile.mkdtemp(prefix="hangscope-bench-watch-")
+    watcher = procs.start([HANGSCOPE, "watch", "--agents", address, "--poll", "2s", "--after",
+                           "30m", "--quiet", "-o", out],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(10)  # the first observation describes the processes once: not the steady cost
+    agent_before, watch_before, began = ticks(agent.pid), ticks(watcher.pid), time.time()
+    stops = 0
+    while time.time() - began < seconds:
+        stops += len(stopped_threads(ranks.values()))
+        time.sleep(0.2)
+    elapsed = time.time() - began
+    agent_ticks, watch_ticks = ticks(agent.pid) - agent_before, ticks(watcher.pid) - watch_before
+    hz = os.sysconf("SC_CLK_TCK")
+    os.killpg(watcher.pid, signal.SIGTERM)
+    os.killpg(agent.pid, signal.SIGKILL)
+    shutil.rmtree(out, ignore_errors=True)
+    return {"ranks": len(ranks), "seconds": round(elapsed), "poll_s": 2,
+            "agent_core_pct": 100.0 * agent_ticks / hz / elapsed,
+            "watch_core_pct": 100.0 * watch_ticks / hz / elapsed,
+            "stopped_thread_samples": stops}
+
+
 def tool_versions():
     def first_line(argv):
         try:
@@ -412,6 +481,23 @@ def write_markdown(results, path):
                 f"{verdict(r['json_s'] < limit)}, agents {verdict(r['agents_s'] < limit)}; "
                 f"< 1 GiB: {verdict(worst_rss < 1024 * 1024)} |")
         lines.append("")
+    watching = results.get("watch", {})
+    if watching:
+        lines += ["## Watching", "",
+                  "`hangscope watch --agents ADDR --poll 2s` observing one node of 8 real gloo "
+                  "ranks through its agent (`collect --pid` of the 8 ranks). CPU is each "
+                  "process's utime + stime over the whole window, after a first 10 s (the "
+                  "first observation describes each process once). The ranks' threads are "
+                  "sampled every 200 ms meanwhile: a thread in a ptrace stop would be counted.", "",
+                  "| job | window | agent (one core) | watcher, the head (one core) | threads seen "
+                  "stopped | target: agent <= 0.5 % |",
+                  "|---|---|---|---|---|---|"]
+        for rhythm, r in watching.items():
+            lines.append(
+                f"| {rhythm} | {r['seconds']} s | {r['agent_core_pct']:.2f} % | "
+                f"{r['watch_core_pct']:.2f} % | {r['stopped_thread_samples']} | "
+                f"{verdict(r['agent_core_pct'] <= 0.5)} |")
+        lines.append("")
     lines += ["## Notes", "", results.get("notes", "").strip(), ""]
     with open(path, "w") as f:
         f.write("\n".join(lines))
@@ -428,7 +514,10 @@ def main():
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--gdb-runs", type=int, default=3)
     parser.add_argument("--scale-nodes", type=int, nargs="*", default=[512, 4096])
-    parser.add_argument("--only", nargs="*", default=["capture", "pause", "node", "scale"])
+    parser.add_argument("--only", nargs="*",
+                        default=["capture", "pause", "node", "scale", "watch"])
+    parser.add_argument("--watch-seconds", type=int, default=300,
+                        help="the watching window per job rhythm (issue 35: at least 5 minutes)")
     parser.add_argument("--render-only", action="store_true",
                         help="rewrite the page from the last run's .json (after editing notes)")
     args = parser.parse_args()
@@ -444,7 +533,7 @@ def main():
     now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     results = {}
     json_path = os.path.splitext(args.out)[0] + ".json"
-    everything = {"capture", "pause", "node", "scale"}
+    everything = {"capture", "pause", "node", "scale", "watch"}
     if not everything <= set(args.only) and os.path.exists(json_path):
         # A partial run replaces only its own sections; each section keeps the date it ran, and
         # every ratio inside a section still compares tools timed in that section's run.
@@ -478,6 +567,13 @@ def main():
             if "scale" in args.only:
                 bench_scale(procs, args, results, workdir, real)
                 print("scale:", json.dumps(results["scale"]), flush=True)
+        if "watch" in args.only:
+            results["watch"] = {}
+            for rhythm in ("hung", "busy"):
+                results["watch"][rhythm] = bench_watch(procs, args, results, rhythm,
+                                                       args.watch_seconds)
+                procs.stop_all()
+                print("watch:", rhythm, json.dumps(results["watch"][rhythm]), flush=True)
     finally:
         procs.stop_all()
         shutil.rmtree(workdir, ignore_errors=True)
