@@ -35,6 +35,7 @@
 #include "hangscope/model/store_keys.h"
 #include "hangscope/proc/process_fs.h"
 #include "hangscope/waits/frameworks.h"
+#include "hangscope/waits/serving_roles.h"
 #include "hangscope/waits/wait_point.h"
 #include "record_identity.h"
 
@@ -637,6 +638,8 @@ model::NodeSnapshot capture_node(const NodeCaptureOptions& options) {
   for (auto& r : node.processes) identify_from_memory(r);
   mark_launchers(node.processes);
   mark_helpers(node.processes);
+  // Engine cores, API servers and DP coordinators (a launcher of ranks may be an engine core).
+  waits::assign_serving_roles(node.processes);
   collect_flight_records(node, dump_env, options);
   collect_nccl_ras(node, dump_env);
   if (options.query_store) collect_store_queries(node, dump_env);
