@@ -192,6 +192,9 @@ std::vector<pid_t> NodeObserver::candidates(const ObserveOptions& options) {
     discovery_->found = discover_processes();
     discovery_->at = now;
     discovery_->done = true;
+    // Processes left out earlier that are gone are forgotten: a watch runs for months.
+    const std::set<pid_t> present(discovery_->found.begin(), discovery_->found.end());
+    std::erase_if(discovery_->rejected, [&](const auto& r) { return !present.count(r.first); });
   }
   return discovery_->found;
 }

@@ -57,6 +57,9 @@ bool sequence_advanced(const model::ProcessRecord* before, const model::ProcessR
   return false;
 }
 
+// Rank readings a job's history keeps at most (watch.json's observations).
+constexpr std::size_t kHistoryReadings = 200'000;
+
 // Polls after a rank exited within which its peers must stand still for a rank-dead incident.
 constexpr int kDeadPolls = 3;
 
@@ -162,7 +165,11 @@ std::vector<JobEvent> JobTracker::update(const std::vector<JobPoll>& polls) {
     if (fresh) s.required = after_;
     s.label = poll.label;
     s.history.push_back(poll);
-    while (s.history.size() > history_size_) s.history.pop_front();
+    // The polls kept hold at most kHistoryReadings rank readings: a job of 100,000 ranks keeps
+    // its last two polls, one of 8 ranks the last history_size_.
+    const std::size_t kept = std::clamp<std::size_t>(
+        kHistoryReadings / std::max<std::size_t>(poll.ranks.size(), 1), 2, history_size_);
+    while (s.history.size() > kept) s.history.pop_front();
     std::vector<RankReading> waiting;  // on peers, or standing still
     for (const auto& r : poll.ranks) {
       if (r.state == "waiting" || (r.state != "exited" && r.still)) waiting.push_back(r);
