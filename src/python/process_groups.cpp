@@ -11,7 +11,7 @@ namespace {
 
 constexpr std::size_t kMaxGroups = 4096;
 
-constexpr std::size_t kNativeBytes = 256;  // of the C++ object searched for rank and size
+constexpr std::size_t kNativeBytes = ProcessGroupReader::kNativeObjectBytes;
 // Other layouts than torch 1.13's (c10d_objects.h) are searched (read_native_groups).
 
 // A wrapper's module-level groups and the parallel dimension each one is.
@@ -218,6 +218,7 @@ void ProcessGroupReader::read_native_groups(model::DistributedState& state) {
       if (static_cast<std::uint8_t>(n.bytes[c10d::kSequenceFlagOffset]) == 1 && sequence != 0) {
         n.group->sequence = sequence;
       }
+      n.group->timeout_ms = collective_timeout(n.bytes, n.group->backend);
     }
     return;
   }
@@ -247,6 +248,40 @@ std::size_t ProcessGroupReader::refresh_sequences(ObjectReader& objects,
     }
   }
   return read;
+}
+
+// The group's collective timeout from its backend's options (c10d_objects.h): the pointer at
+// torch 1.13 gloo's place first, then any pointer of the object's first bytes whose target holds
+// a timeout of at most a week and the group's own backend name as a std::string right after it.
+std::optional<std::int64_t> ProcessGroupReader::collective_timeout(
+    const std::array<std::byte, kNativeBytes>& native, const std::string& backend) {
+  if (backend.empty() || backend.size() > 15) return std::nullopt;  // a short string's buffer
+  constexpr std::int64_t kWeekMs = 7LL * 24 * 3600 * 1000;
+  std::vector<std::size_t> places = {c10d::kGlooOptionsPointer};
+  for (std::size_t o = 8; o + 8 <= kNativeBytes; o += 8) {
+    if (o != c10d::kGlooOptionsPointer) places.push_back(o);
+  }
+  for (const std::size_t place : places) {
+    std::uint64_t options = 0;
+    std::memcpy(&options, native.data() + place, sizeof options);
+    if (!objects_.plausible(options)) continue;
+    std::array<std::byte, c10d::kOptionsBackend + 32> bytes{};
+    if (!objects_.read(options, bytes.data(), bytes.size())) continue;
+    std::int64_t timeout = 0;
+    std::uint64_t data = 0, size = 0;
+    std::memcpy(&timeout, bytes.data() + c10d::kOptionsTimeout, sizeof timeout);
+    std::memcpy(&data, bytes.data() + c10d::kOptionsBackend, sizeof data);
+    std::memcpy(&size, bytes.data() + c10d::kOptionsBackend + 8, sizeof size);
+    if (timeout <= 0 || timeout > kWeekMs || size != backend.size() ||
+        data != options + c10d::kOptionsBackend + 16) {
+      continue;
+    }
+    if (std::memcmp(bytes.data() + c10d::kOptionsBackend + 16, backend.data(), size) != 0) {
+      continue;
+    }
+    return timeout;
+  }
+  return std::nullopt;
 }
 
 // vLLM's and SGLang's GroupCoordinator: the parallel dimension of its torch groups, the rank in

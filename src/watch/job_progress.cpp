@@ -143,6 +143,14 @@ std::vector<JobPoll> read_polls(const model::Bundle& bundle) {
         poll.until_unix_ns = std::max(poll.until_unix_ns, times.back());
       }
       poll.ranks.push_back(read_rank(entry));
+      if (const auto* latest = entry.latest();
+          latest && latest->dump && latest->dump->distributed) {
+        for (const auto& g : latest->dump->distributed->groups) {
+          if (g.timeout_ms && (!poll.timeout_ms || *g.timeout_ms < *poll.timeout_ms)) {
+            poll.timeout_ms = g.timeout_ms;
+          }
+        }
+      }
     }
     if (poll.alive() == 0 && poll.ranks.empty()) continue;
     poll.progressed = poll.progressing() > 0;
@@ -151,8 +159,8 @@ std::vector<JobPoll> read_polls(const model::Bundle& bundle) {
   return out;
 }
 
-JobTracker::JobTracker(std::chrono::nanoseconds after, std::size_t history)
-    : after_(after), history_size_(std::max<std::size_t>(history, 1)) {}
+JobTracker::JobTracker(std::chrono::nanoseconds after, bool after_given, std::size_t history)
+    : after_(after), after_given_(after_given), history_size_(std::max<std::size_t>(history, 1)) {}
 
 std::vector<JobEvent> JobTracker::update(const std::vector<JobPoll>& polls) {
   std::vector<JobEvent> events;
@@ -162,7 +170,17 @@ std::vector<JobEvent> JobTracker::update(const std::vector<JobPoll>& polls) {
     present.insert(poll.job);
     auto [it, fresh] = jobs_.try_emplace(poll.job);
     State& s = it->second;
-    if (fresh) s.required = after_;
+    if (fresh) s.after = s.required = after_;
+    if (!after_given_ && poll.timeout_ms) {
+      // Half the job's own collective timeout, when shorter: the evidence is kept before the
+      // watchdog's timeout tears the job down.
+      const auto half = std::chrono::milliseconds(*poll.timeout_ms / 2);
+      const std::chrono::nanoseconds own = std::min<std::chrono::nanoseconds>(after_, half);
+      if (own != s.after) {
+        if (s.required == s.after) s.required = own;
+        s.after = own;
+      }
+    }
     s.label = poll.label;
     s.history.push_back(poll);
     // The polls kept hold at most kHistoryReadings rank readings: a job of 100,000 ranks keeps
@@ -202,7 +220,7 @@ std::vector<JobEvent> JobTracker::update(const std::vector<JobPoll>& polls) {
     if (poll.progressed) {
       s.stalled_since.reset();
       s.incident_open = false;
-      s.required = after_;
+      s.required = s.after;
     } else if (waiting.empty()) {
       s.stalled_since.reset();
     } else if (!s.stalled_since) {

@@ -120,7 +120,7 @@ class Watcher {
         feedback_(feedback),
         stop_(stop),
         observations_(options.agents, options.request, options.observe),
-        tracker_(options.after),
+        tracker_(options.after, options.after_given),
         rules_(
             rules::load_rules(rules::kSystemRulesDir, options.rules_dir, options.max_rule_bytes)) {
     for (const auto& e : rules_.errors) feedback_.warning("skipped rule: " + e);

@@ -6,6 +6,8 @@
 // "Membership", says what is read where.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -19,6 +21,9 @@ namespace hangscope::python {
 
 class ProcessGroupReader {
  public:
+  // The bytes of a C++ ProcessGroup searched for its rank, size and options.
+  static constexpr std::size_t kNativeObjectBytes = 256;
+
   ProcessGroupReader(ObjectReader& objects, std::uint64_t runtime_address)
       : objects_(objects), layout_(objects.layout()), runtime_(runtime_address) {}
 
@@ -41,6 +46,8 @@ class ProcessGroupReader {
   void read_registry(std::uint64_t globals, model::DistributedState& state);
   std::optional<std::uint64_t> default_group(std::uint64_t globals, std::string& registry);
   void read_native_groups(model::DistributedState& state);
+  std::optional<std::int64_t> collective_timeout(
+      const std::array<std::byte, kNativeObjectBytes>& native, const std::string& backend);
   void read_coordinators(std::string_view framework, std::uint64_t globals,
                          model::DistributedState& state);
   void read_megatron(std::uint64_t globals, model::DistributedState& state);
