@@ -6,8 +6,9 @@
 //   - a job that runs healthy for 20 s and then hangs (parallel_job.py --stall-after): the
 //     incident within --after + 30 s, naming the culprit; the bundle still complete and
 //     re-rendered by `hangscope report` once the job's ranks are killed;
-//   - a busy straggler with a failing --on-hang; then SIGTERM while watching and while an
-//     incident is being captured and written: exit 0, no half-written incident directory;
+//   - a busy straggler with a failing --on-hang; a second job hung beside it, each incident's
+//     report leading with its own job; then SIGTERM while watching and while an incident is
+//     being captured and written: exit 0, no half-written incident directory;
 //   - a rank SIGKILLed mid-run while its peers wait in a store barrier: a rank-dead incident;
 //   - four healthy jobs under one watch for 60 s (busy, slow, a loop with no pause, an idle
 //     vLLM-style server): no incident, no confirming capture, and no rank thread ever seen in a
@@ -612,17 +613,25 @@ TEST(Watch, AJobThatHangsAfterRunningHealthyIsKeptWithTheCulprit) {
 
 // One rank spins in Python (gloo_barrier_hang.py --scenario busy) while the others wait in
 // dist.barrier(): an incident naming it, with an --on-hang that fails (exit 7): the incident is
-// still written and watch still exits 3. Then, on the same hung job, SIGTERM: while watch only
-// watches (no incident yet), and at two moments of an incident's capture and write (when it
-// asks the agents, when their answers are in): exit 0 each time, no `.<name>.partial` left,
-// every incident directory complete.
-TEST(Watch, ABusyStragglerIsAnIncidentAndSigtermLeavesNoHalfIncident) {
+// still written and watch still exits 3. Then a second job hangs beside it (node 0, 2 ranks on
+// loopback, parallel_job.py tp-skip: collective-mismatch, a verdict of higher confidence than
+// the straggler's): under one watch both are suspect at the same poll and one capture serves
+// both incidents; each bundle leads with its own job's verdict (report.json's top verdict names
+// its culprit, report.md's first line is its summary), as its stdout line and --on-hang say.
+// Then, on the hung jobs, SIGTERM: while watch only watches (no incident yet; the directory
+// holds a `.<name>.partial` as a SIGKILLed watch leaves it, which watch removes), and at two
+// moments of an incident's capture and write (when it asks the agents, when their answers are
+// in): exit 0 each time, no `.<name>.partial` left, every incident directory complete.
+TEST(Watch, HungJobsGetTheirOwnIncidentsAndSigtermLeavesNoHalfIncident) {
   if (::geteuid() != 0) GTEST_SKIP() << "namespaces need root";
   const auto started = Clock::now();
   const unsigned seed = scenario_seed();
-  const int busy = static_cast<int>(std::mt19937(seed)() % 4u);
-  SCOPED_TRACE("seed " + std::to_string(seed) + " (replay: HANGSCOPE_SCENARIO_SEED=" +
-               std::to_string(seed) + "), busy rank " + std::to_string(busy));
+  std::mt19937 random(seed);
+  const int busy = static_cast<int>(random() % 4u);
+  const int culprit_b = static_cast<int>(random() % 2u);
+  SCOPED_TRACE("seed " + std::to_string(seed) +
+               " (replay: HANGSCOPE_SCENARIO_SEED=" + std::to_string(seed) + "), busy rank " +
+               std::to_string(busy) + ", the second job's culprit " + std::to_string(culprit_b));
   testing::VirtualCluster cluster(
       {.nodes = 2, .ranks_per_node = 2, .diverged = busy, .scenario = "busy"});
   ASSERT_TRUE(cluster.up());
@@ -651,14 +660,78 @@ TEST(Watch, ABusyStragglerIsAnIncidentAndSigtermLeavesNoHalfIncident) {
         << watch.log();
     EXPECT_NE(watch.err().find("failing on purpose"), std::string::npos) << watch.log();
   }
+  // The second job, hung at its third step: the culprit skipped its TP all_reduce and waits in
+  // the world barrier, its peer in the all_reduce.
+  const std::string job_b = "127.0.0.1:29610";
+  const std::string job_b_log = cluster.dir() + "/job-b.log";
+  ASSERT_TRUE(exec_in_node(cluster, 0,
+                           "env GLOO_SOCKET_IFNAME=lo /usr/bin/python3 " + kRepro +
+                               "parallel_job.py --layout tp=2 --scenario tp-skip --culprit " +
+                               std::to_string(culprit_b) + " --master-port 29610",
+                           job_b_log));
+  ASSERT_TRUE(wait_until([&] { return announced(job_b_log, "node0").size() >= 2; }, 90s))
+      << last_lines(file_text(job_b_log));
+  const auto announced_b = find_announced(announced(job_b_log, "node0"), culprit_b, "diverged");
+  ASSERT_TRUE(announced_b) << last_lines(file_text(job_b_log));
+  {
+    const std::string dir = cluster.dir() + "/two-jobs";
+    WatchProcess watch(
+        cluster.dir() + "/two-jobs",
+        watch_options(cluster, {"--after", "4s", "--poll", "2s", "-o", dir, "--on-hang",
+                                "env | grep ^HANGSCOPE_ > " + cluster.dir() +
+                                    "/on-hang-$(basename \"$HANGSCOPE_BUNDLE\")"}));
+    wait_until(
+        [&] {
+          return watch.out().find(job_b) != std::string::npos &&
+                 watch.out().find(kClusterJob) != std::string::npos;
+        },
+        60s);
+    watch.signal(SIGTERM);
+    const auto code = watch.wait(30s);
+    std::cout << "[watch-test] two hung jobs: exit " << (code ? std::to_string(*code) : "none")
+              << " after " << watch.seconds() << " s" << std::endl;
+    EXPECT_EQ(code, 0) << watch.log();
+    const auto lines = incident_lines(watch.out());
+    EXPECT_EQ(lines.size(), 2u) << watch.log();
+    std::set<std::string> jobs;
+    for (const auto& line : lines) {
+      SCOPED_TRACE("incident of " + line.job);
+      jobs.insert(line.job);
+      const auto files = expect_complete_incident(line.path);
+      if (files.report.is_null() || files.report["verdicts"].empty()) continue;
+      const auto& top = files.report["verdicts"][0];
+      EXPECT_EQ(top.value("job", ""), line.job) << "the incident's report leads with another "
+                                                   "job's verdict: "
+                                                << top.value("summary", "");
+      expect_culprit_named(files.report, line.job == job_b ? *announced_b : *culprit);
+      EXPECT_EQ(line.verdict, top.value("id", ""));
+      const std::string md = file_text(line.path + "/report.md");
+      EXPECT_EQ(md.substr(0, md.find('\n')), "# hangscope: " + line.summary);
+      const auto vars =
+          hook_environment(cluster.dir() + "/on-hang-" + line.path.substr(dir.size() + 1));
+      EXPECT_EQ(vars.count("HANGSCOPE_VERDICT") ? vars.at("HANGSCOPE_VERDICT") : "",
+                top.value("id", ""));
+      EXPECT_EQ(vars.count("HANGSCOPE_SUMMARY") ? vars.at("HANGSCOPE_SUMMARY") : "",
+                top.value("summary", ""));
+    }
+    EXPECT_EQ(jobs, (std::set<std::string>{kClusterJob, job_b})) << watch.log();
+  }
   // SIGTERM while watching: a job hung for longer than --after is suspect only after --after
   // counted from watch's first poll, so with --after 60s nothing is captured before the signal.
+  // The directory holds what a watch SIGKILLed while writing leaves (a `.<name>.partial` with
+  // some of a bundle's files): watch removes it when it starts.
   {
     const std::string dir = cluster.dir() + "/sigterm-watching";
+    const std::string partial = dir + "/.20261205T101500Z-198.51.100.1_29500.partial";
+    ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+    ASSERT_EQ(::mkdir(partial.c_str(), 0755), 0);
+    ASSERT_EQ(::mkdir((partial + "/snapshots").c_str(), 0755), 0);
+    std::ofstream(partial + "/nodes.json") << "[]\n";
+    std::ofstream(partial + "/snapshots/node0.json") << "{\"snapshots\": [";
     WatchProcess watch(cluster.dir() + "/sigterm-watching",
                        watch_options(cluster, {"--after", "60s", "--poll", "2s", "-o", dir}));
     EXPECT_TRUE(wait_until(
-        [&] { return watch.err().find("debug: poll: 1 job(s)") != std::string::npos; }, 30s))
+        [&] { return watch.err().find("debug: poll: 2 job(s)") != std::string::npos; }, 30s))
         << watch.log();
     const auto signalled = Clock::now();
     watch.signal(SIGTERM);
@@ -669,10 +742,11 @@ TEST(Watch, ABusyStragglerIsAnIncidentAndSigtermLeavesNoHalfIncident) {
     EXPECT_EQ(code, 0) << watch.log();
     EXPECT_TRUE(incident_lines(watch.out()).empty()) << watch.log();
     EXPECT_TRUE(entries(dir).empty()) << watch.log();
+    EXPECT_NE(watch.err().find("(an interrupted incident)"), std::string::npos) << watch.log();
     EXPECT_NE(watch.err().find("stopped by a signal"), std::string::npos) << watch.log();
   }
-  // SIGTERM while an incident is captured and written (--after 2s --poll 1s on the job that
-  // hangs already): the signal is sent when watch asks the agents for the confirming samples,
+  // SIGTERM while an incident is captured and written (--after 2s --poll 1s on the jobs that
+  // hang already): the signal is sent when watch asks the agents for the confirming samples,
   // then, in a second run, when the last agent answered (analysis and writing follow).
   for (const std::string moment : {"asking 2 agent(s)", "[2/2]"}) {
     SCOPED_TRACE("SIGTERM at '" + moment + "'");
@@ -697,7 +771,7 @@ TEST(Watch, ABusyStragglerIsAnIncidentAndSigtermLeavesNoHalfIncident) {
               << (code ? std::to_string(*code) : "none") << ", " << incidents.size()
               << " incident(s) in the directory, " << lines.size() << " printed" << std::endl;
   }
-  std::cout << "[watch-test] ABusyStragglerIsAnIncidentAndSigtermLeavesNoHalfIncident: "
+  std::cout << "[watch-test] HungJobsGetTheirOwnIncidentsAndSigtermLeavesNoHalfIncident: "
             << seconds_since(started) << " s" << std::endl;
 }
 
