@@ -582,10 +582,12 @@ TEST(Watch, AJobThatHangsAfterRunningHealthyIsKeptWithTheCulprit) {
 
   // A watchdog kills the job's ranks: the bundle stays complete, and `hangscope report`
   // re-renders it from its snapshots alone (exit 3, the same culprit).
-  std::map<std::string, std::string> pids_by_node;
-  for (const auto& a : all) pids_by_node[a.node] += " " + std::to_string(a.pid);
+  std::map<std::string, std::set<int>> pids_by_node;  // each rank announced itself twice or once
+  for (const auto& a : all) pids_by_node[a.node].insert(a.pid);
   for (const auto& [node, pids] : pids_by_node) {
-    exec_in_node(cluster, std::stoi(node.substr(4)), "kill -KILL" + pids);
+    std::string command = "kill -KILL";
+    for (const int pid : pids) command += " " + std::to_string(pid);
+    exec_in_node(cluster, std::stoi(node.substr(4)), command);
   }
   const auto namespaces = node_namespaces(cluster, 2);
   EXPECT_TRUE(wait_until(
