@@ -31,15 +31,28 @@ std::string seconds_text(double s) {
   return buffer;
 }
 
-// The first verdict (they are ordered) about `job`: its own, or one that spans it.
+// Whether a verdict is about `job`: its own, or one that spans it.
+bool about_job(const analysis::Verdict& v, const std::string& job) {
+  if (v.job == job || std::find(v.jobs.begin(), v.jobs.end(), job) != v.jobs.end()) return true;
+  return std::any_of(v.processes.begin(), v.processes.end(),
+                     [&](const auto& p) { return p.job == job || p.group == job; });
+}
+
+// The first verdict (they are ordered) about `job`.
 const analysis::Verdict* verdict_for(const analysis::Analysis& analysis, const std::string& job) {
   for (const auto& v : analysis.verdicts) {
-    if (v.job == job || std::find(v.jobs.begin(), v.jobs.end(), job) != v.jobs.end()) return &v;
-    for (const auto& p : v.processes) {
-      if (p.job == job || p.group == job) return &v;
-    }
+    if (about_job(v, job)) return &v;
   }
   return nullptr;
+}
+
+// The capture holds every job of the nodes, and another job hung meanwhile may have the verdict
+// of higher confidence: the incident's report leads with its own job's verdicts (its top
+// verdict, the culprit, is this job's), the others after them in their order.
+void lead_with_job(analysis::Analysis& analysis, const std::string& job) {
+  std::stable_partition(analysis.verdicts.begin(), analysis.verdicts.end(),
+                        [&](const analysis::Verdict& v) { return about_job(v, job); });
+  if (!analysis.verdicts.empty()) analysis.conclusion = analysis.verdicts.front().summary;
 }
 
 std::string first_line(const std::string& text) {
@@ -279,6 +292,7 @@ class Watcher {
       }
       incident.verdict = verdict->id;
       incident.summary = verdict->summary;
+      lead_with_job(analysis, e.job);
     }
     const auto* history = tracker_.history(e.job);
     std::string path;
