@@ -206,7 +206,10 @@ void NodeObserver::describe_new(const std::vector<pid_t>& pids, const ObserveOpt
   o.select = options.select;
   o.node_name = options.node_name;
   o.process.stacks = StackKinds::kPythonOnly;
-  o.process.locals = false;
+  // Locals once, when a process is described: the groups outside torch's registry that its
+  // frames hold (vLLM's stateless DP group in an engine core's `self.dp_group`) are found
+  // only through them, and each observation reads their sequence numbers again.
+  o.process.locals = true;
   o.process.modules = modules_;
   const auto described = capture_node(o);
   for (const auto& r : described.processes) {

@@ -107,7 +107,13 @@ RankReading read_rank(const analysis::RankEntry& entry) {
 
 std::string label_of(const analysis::Job& job) {
   const std::string key = job.key.empty() ? "(no job key)" : job.key;
-  if (job.group) return job.group->noun() + " group " + key;
+  if (job.group) {
+    // "DP rank" names a member of a data-parallel group: "DP group KEY"; else "group KEY".
+    const std::string noun = job.group->noun();
+    return (noun == "group rank" ? std::string("group ")
+                                 : noun.substr(0, noun.find(' ')) + " group ") +
+           key;
+  }
   return "job " + key;
 }
 

@@ -167,8 +167,8 @@ class Watcher {
       const auto polls = read_polls(bundle);
       for (const auto& p : polls) {
         for (const auto& r : p.ranks) {
-          spdlog::debug("{} {}: {} at {} ({})", p.label, rank_text(r), r.state, r.where,
-                        r.evidence);
+          spdlog::debug("{} {}: {}{} ({})", p.label, rank_text(r), r.state,
+                        r.where.empty() ? "" : " at " + r.where, r.evidence);
         }
       }
       const auto events = tracker_.update(polls);
@@ -228,8 +228,10 @@ class Watcher {
       } else if (r.waiting > 0 && r.seconds_stalled > 0) {
         part += ", " + std::to_string(r.waiting) + " waiting, no progress for " +
                 seconds_text(r.seconds_stalled);
-      } else {
+      } else if (r.progressing > 0) {
         part += ", progressing";
+      } else {
+        part += ", none waiting on peers";
       }
       parts.push_back(part);
     }

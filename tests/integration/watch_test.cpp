@@ -921,3 +921,61 @@ TEST(Watch, QuietJobsGiveNoIncidentAndAreNeverStopped) {
 
 }  // namespace
 }  // namespace hangscope
+
+namespace hangscope {
+namespace {
+
+// vLLM's data-parallel engine cores hang on their stateless DP group (outside torch's registry,
+// found in each engine core's `self.dp_group` when watch first describes it): one engine core's
+// step never returns (its worker is stuck), the others wait in has_unfinished_dp's all-reduce.
+TEST(Watch, DpEngineCoresHungOnTheirStatelessGroupAreAnIncident) {
+  if (::geteuid() != 0) GTEST_SKIP() << "namespaces need root";
+  const auto started = Clock::now();
+  const unsigned seed = scenario_seed();
+  const int culprit = static_cast<int>(std::mt19937(seed)() % 4u);
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (replay: HANGSCOPE_SCENARIO_SEED=" +
+               std::to_string(seed) + "), culprit engine " + std::to_string(culprit));
+  testing::VirtualCluster cluster(
+      {.nodes = 2,
+       .ranks_per_node = 2,
+       .job = "group_job.py --scenario dp-step-hang --culprit " + std::to_string(culprit)});
+  ASSERT_TRUE(cluster.up());
+  // The engine core that diverged, as the job announced it ("engine dp D pid P diverged ...").
+  std::optional<std::pair<std::string, int>> diverged;
+  static const std::regex line(R"(^engine dp ([0-9]+) pid ([0-9]+) diverged\b)");
+  for (int n = 0; n < 2 && !diverged; ++n) {
+    std::istringstream in(file_text(cluster.dir() + "/node" + std::to_string(n) + ".log"));
+    std::string text;
+    std::smatch m;
+    while (std::getline(in, text)) {
+      if (std::regex_search(text, m, line))
+        diverged = {{"node" + std::to_string(n), std::stoi(m[2])}};
+    }
+  }
+  ASSERT_TRUE(diverged) << "no engine core announced it diverged";
+  const std::string dir = cluster.dir() + "/incidents";
+  WatchProcess watch(cluster.dir() + "/watch", watch_options(cluster, {"--after", "10s", "--poll",
+                                                                       "2s", "--once", "-o", dir}));
+  const auto code = watch.wait(90s);
+  EXPECT_EQ(code, 3) << watch.log();
+  const auto lines = incident_lines(watch.out());
+  ASSERT_EQ(lines.size(), 1u) << watch.log();
+  const auto files = expect_complete_incident(lines[0].path);
+  ASSERT_FALSE(files.report.is_null());
+  const auto& top = files.report["verdicts"][0];
+  bool named = false;
+  for (const auto& p : top.value("processes", json::array())) {
+    if (p.value("node", "") == diverged->first && p.value("pid", 0) == diverged->second) {
+      EXPECT_EQ(p.value("side", ""), "diverged") << top.dump(1);
+      EXPECT_EQ(p.value("role", ""), "engine") << top.dump(1);
+      named = true;
+    }
+  }
+  EXPECT_TRUE(named) << "the diverged engine core (" << diverged->first << " pid "
+                     << diverged->second << ") is not in the top verdict: " << top.dump(1);
+  std::cout << "[watch-test] DpEngineCoresHungOnTheirStatelessGroupAreAnIncident: "
+            << seconds_since(started) << " s" << std::endl;
+}
+
+}  // namespace
+}  // namespace hangscope
