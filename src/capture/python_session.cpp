@@ -99,14 +99,20 @@ std::vector<python::PyThread> PythonSession::read_threads(bool locals, int attem
   return threads;
 }
 
-std::optional<model::DistributedState> PythonSession::read_process_groups() {
+std::optional<model::DistributedState> PythonSession::read_process_groups(bool tasks) {
   memory::PageCache pages(memory_);
   python::ObjectReader objects(pages, maps_, layout_);
-  auto state = python::ProcessGroupReader(objects, interpreter_.runtime_address).read();
+  // One walk of sys.modules for the groups' modules and, when tasks will be read, asyncio's.
+  auto names = python::ProcessGroupReader::modules_read();
+  if (tasks) names.push_back(python::AsyncTaskReader::kTasksModule);
+  auto modules = objects.find_modules(interpreter_.runtime_address, names);
+  if (tasks) {
+    const auto it = modules.find(std::string(python::AsyncTaskReader::kTasksModule));
+    tasks_module_ = it == modules.end() ? std::nullopt : std::optional(it->second);
+  }
+  auto state =
+      python::ProcessGroupReader(objects, interpreter_.runtime_address, std::move(modules)).read();
   if (state) group_labels_ = python::ProcessGroupReader::labels(*state);
-  // The same pass over sys.modules again, from the pages just read: nearly free.
-  tasks_module_ =
-      python::AsyncTaskReader(objects, interpreter_.runtime_address).find_tasks_module();
   return state;
 }
 

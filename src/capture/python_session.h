@@ -37,7 +37,8 @@ class PythonSession {
 
   // torch.distributed's groups in the process (nullopt: never imported). Read once, before the
   // threads: their frames' locals then show the groups they name ("<process group 3>").
-  std::optional<model::DistributedState> read_process_groups();
+  // `tasks`: asyncio.tasks is looked up in the same walk of sys.modules (read_tasks follows).
+  std::optional<model::DistributedState> read_process_groups(bool tasks);
 
   // The sequence numbers of `state`'s groups (read by read_process_groups) read again.
   void refresh_sequences(model::DistributedState& state);
@@ -69,8 +70,8 @@ class PythonSession {
   python::CodeCache codes_;  // code objects decoded by this session's reads
   // Groups met in frames' locals (read with locals only), labelled in group_labels_.
   std::unique_ptr<python::GroupDiscovery> groups_found_;
-  // asyncio.tasks, looked up with the process groups' modules (their pages still cached):
-  // nullopt inside when asyncio was not imported then; unset until then.
+  // asyncio.tasks, looked up with the process groups' modules when tasks are read: nullopt
+  // inside when asyncio was not imported then; unset until looked up.
   std::optional<std::optional<std::uint64_t>> tasks_module_;
 };
 
