@@ -12,6 +12,7 @@
 #include "hangscope/memory/memory_reader.h"
 #include "hangscope/model/process_dump.h"
 #include "hangscope/python/async_tasks.h"
+#include "hangscope/python/asyncio_debug.h"
 #include "hangscope/python/group_discovery.h"
 #include "hangscope/python/interpreter.h"
 #include "hangscope/python/layout.h"
@@ -45,8 +46,9 @@ class PythonSession {
 
   // The groups the locals of the threads read so far named outside torch's registry (and the
   // stores of registry groups they named), added to `state` (created when torch's registry
-  // gave none).
-  void add_groups_found(std::optional<model::DistributedState>& state) const;
+  // gave none). Their stores are read here, with libtorch's symbols: call it once every thread
+  // runs again.
+  void add_groups_found(std::optional<model::DistributedState>& state);
 
   // asyncio's tasks and which of `threads` runs each loop (nullopt: asyncio never imported).
   std::optional<python::AsyncTasks> read_tasks(const std::vector<python::PyThread>& threads,
@@ -73,6 +75,8 @@ class PythonSession {
   // asyncio.tasks, looked up with the process groups' modules when tasks are read: nullopt
   // inside when asyncio was not imported then; unset until looked up.
   std::optional<std::optional<std::uint64_t>> tasks_module_;
+  // 3.14+: _asyncio's .AsyncioDebug table, looked up with the modules (read_process_groups).
+  std::optional<python::AsyncioDebugTable> asyncio_debug_;
 };
 
 }  // namespace hangscope::capture
