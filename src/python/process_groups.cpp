@@ -52,28 +52,18 @@ std::optional<std::string> ProcessGroupReader::text(std::uint64_t object, std::s
   return objects_.string(object, max);
 }
 
-// The modules read, found in one pass over sys.modules (a torch process imports thousands).
-// Each key costs one read (ascii_key_index): a walk of torch's ~1,500 modules takes about a
-// millisecond instead of the ~12 ms of decoding every key as a string.
+// The modules read, found in one pass over sys.modules (a torch process imports thousands):
+// the keys are read in one batch and compared without being decoded (ObjectReader::find_modules).
 const std::vector<std::string_view> kModules = {
     "torch.distributed.distributed_c10d", "vllm.distributed.parallel_state",
     "sglang.srt.distributed.parallel_state", "megatron.core.parallel_state"};
 
+const std::vector<std::string_view>& ProcessGroupReader::modules_read() {
+  return kModules;
+}
+
 std::optional<std::uint64_t> ProcessGroupReader::module_globals(std::string_view module) {
-  if (!modules_) {
-    modules_.emplace();
-    const auto interp = objects_.read_field(runtime_, layout_.runtime_interpreters_head);
-    const auto dict = interp && objects_.plausible(*interp)
-                          ? objects_.read_field(*interp, layout_.interp_modules)
-                          : std::nullopt;
-    if (dict && objects_.plausible(*dict)) {
-      for (const auto& [key, value] : objects_.dict_items(*dict, 1 << 16)) {
-        if (const auto index = objects_.ascii_key_index(key, kModules)) {
-          (*modules_)[std::string(kModules[*index])] = value;
-        }
-      }
-    }
-  }
+  if (!modules_) modules_ = objects_.find_modules(runtime_, kModules);
   const auto found = modules_->find(std::string(module));
   if (found == modules_->end() || !objects_.plausible(found->second)) return std::nullopt;
   const auto globals = objects_.read_field(found->second, layout_.module_dict);

@@ -13,6 +13,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "hangscope/model/process_dump.h"
 #include "hangscope/python/objects.h"
@@ -24,8 +26,17 @@ class ProcessGroupReader {
   // The bytes of a C++ ProcessGroup searched for its rank, size and options.
   static constexpr std::size_t kNativeObjectBytes = 256;
 
-  ProcessGroupReader(ObjectReader& objects, std::uint64_t runtime_address)
-      : objects_(objects), layout_(objects.layout()), runtime_(runtime_address) {}
+  // `modules`: sys.modules' entries for modules_read() when the caller found them already
+  // (with others, in one walk); they are looked up otherwise.
+  ProcessGroupReader(ObjectReader& objects, std::uint64_t runtime_address,
+                     std::optional<std::map<std::string, std::uint64_t>> modules = std::nullopt)
+      : objects_(objects),
+        layout_(objects.layout()),
+        runtime_(runtime_address),
+        modules_(std::move(modules)) {}
+
+  // The modules read: torch.distributed's and the wrappers' (vLLM, SGLang, Megatron).
+  static const std::vector<std::string_view>& modules_read();
 
   // nullopt when torch.distributed was never imported; a state with no groups when it was but
   // no default group exists yet (before or inside init_process_group).
