@@ -6,9 +6,11 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/support/proto_buffer_reader.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdio>
 #include <ctime>
 #include <deque>
 #include <limits>
@@ -33,8 +35,8 @@ constexpr std::size_t kConnectWindow = 256;
 // Clocks read at once, over open connections: few, so that a round trip is not spent queued
 // (the clock offset is uncertain by half of it).
 constexpr std::size_t kClockWindow = 16;
-// Sample 0 is set at least this many times the clock pass ahead (see run()).
-constexpr int kLeadPerClockPass = 2;
+// Sample 0 is set at least one and a half times the clock pass ahead (see run()).
+constexpr int kLeadPerClockPassHalves = 3;
 constexpr std::chrono::milliseconds kInfoDeadline{5000};
 // A node busy at Info (an agent out of serving threads) is asked again within this.
 constexpr std::chrono::milliseconds kInfoRetries{15000};
@@ -46,9 +48,17 @@ constexpr std::chrono::milliseconds kFirstBusyPause{500};
 constexpr std::size_t kSpareDescriptors = 128;
 constexpr char kCaptureMethod[] = "/hangscope.v1.Agent/Capture";
 
-// This process's CPU time so far (debug lines).
+// This process's CPU time so far and resident memory now (debug lines).
 double cpu_ms() {
   return 1000.0 * static_cast<double>(std::clock()) / CLOCKS_PER_SEC;
+}
+long rss_mib() {
+  long pages = 0, resident = 0;
+  if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return resident * ::sysconf(_SC_PAGESIZE) / (1 << 20);
 }
 
 std::chrono::nanoseconds since(Clock::time_point t) {
@@ -194,8 +204,9 @@ class Fanout {
       if (node->stage == Stage::kConnected) connected.push_back(node);
     }
     const auto connected_at = Clock::now();
-    spdlog::debug("fan-out: {} connections in {:.0f} ms ({:.0f} ms of CPU)", connected.size(),
-                  static_cast<double>(since(clocks_began).count()) / 1e6, cpu_ms());
+    spdlog::debug("fan-out: {} connections in {:.0f} ms ({:.0f} ms of CPU, {} MiB)",
+                  connected.size(), static_cast<double>(since(clocks_began).count()) / 1e6,
+                  cpu_ms(), rss_mib());
     windowed(connected, kClockWindow, Stage::kClock);
     const auto clock_pass = since(connected_at);
     times.clocks = since(clocks_began);
@@ -219,7 +230,7 @@ class Fanout {
     const auto lead = std::max(
         {std::chrono::nanoseconds(request_.min_lead),
          std::chrono::nanoseconds(kCaptureSendCost) * static_cast<std::int64_t>(ready.size()),
-         clock_pass * kLeadPerClockPass});
+         clock_pass * kLeadPerClockPassHalves / 2});
     start_ = std::chrono::system_clock::now() +
              std::chrono::duration_cast<std::chrono::system_clock::duration>(lead);
     const auto span = request_.interval * std::max(request_.samples - 1, 0);
@@ -241,10 +252,12 @@ class Fanout {
       listener_.sampling(times);
     }
     drain();
-    spdlog::debug("fan-out: every answer received {:.0f} ms after the start ({:.0f} ms of CPU)",
-                  static_cast<double>((std::chrono::system_clock::now() - start_).count()) / 1e6,
-                  cpu_ms());
+    spdlog::debug(
+        "fan-out: every answer received {:.0f} ms after the start ({:.0f} ms of CPU, {} MiB)",
+        static_cast<double>((std::chrono::system_clock::now() - start_).count()) / 1e6, cpu_ms(),
+        rss_mib());
     decoder.finish();
+    spdlog::debug("fan-out: every answer decoded ({:.0f} ms of CPU, {} MiB)", cpu_ms(), rss_mib());
     decoder_ = nullptr;
     times.worst_round_trip = std::chrono::nanoseconds(worst_round_trip_);
     cq_.Shutdown();

@@ -86,19 +86,20 @@ struct CollectRequest {
   int samples = 1;
   std::chrono::milliseconds interval{1000};
   // Every node takes sample 0 at one moment of the coordinator's clock, chosen once every
-  // agent has told its clock (Info): `min_lead` ahead at least, and kCaptureSendCost more for
-  // each node, so that every node has its Capture request before that moment.
+  // agent has told its clock (Info): `min_lead` ahead at least, kCaptureSendCost per node, and
+  // one and a half times the clock pass, so that every node has its Capture request before it.
   std::chrono::milliseconds min_lead{500};
   // How long an answer may take once the last sample is due (the capture and the transfer).
   std::chrono::milliseconds answer_within{30000};
   bool locals = false;
 };
 
-// The coordinator's cost of sending one node its Capture request (and of the agents taking
-// it in), with a margin: measured with `collect --replay` of 16,384 nodes on 2 shared cores,
-// docs/performance.md ("Diagnose at scale"). The start of sampling is at least this much per
-// node ahead of the moment it is chosen.
-inline constexpr std::chrono::microseconds kCaptureSendCost{100};
+// The coordinator's cost of sending one node its Capture request, with a margin: on 2 shared,
+// loaded cores, `collect --replay` of 2,048 to 16,384 nodes took 30 to 150 us per node from the
+// first request sent to the last one taken in (tools/bench/notes.md). Sample 0 is set at least
+// this much per node ahead of the moment it is chosen (and one and a half times the clock pass,
+// which measures the same on the network at hand).
+inline constexpr std::chrono::microseconds kCaptureSendCost{150};
 
 // How a fan-out went (collect_all).
 struct FanoutTimes {
@@ -127,11 +128,12 @@ class FanoutListener {
 };
 
 // Asks every agent at once, from one thread over one completion queue, one connection each:
-// first every agent's clock (Info, twice over its connection: the offset comes from the
-// quicker round trip; at most 256 nodes at a time), then the moment of sample 0 is chosen and
-// every node is sent its Capture request (a busy agent is asked again, with pauses, until its
-// deadline). Each reply is decoded as it arrives. Every address is an answer, in order: one
-// that did not answer says why. Never throws for network problems.
+// first every connection (an Info call, 256 nodes at a time), then every agent's clock over its
+// open connection (another Info, 16 at a time; the offset comes from the quicker round trip),
+// then sample 0 is set (see CollectRequest::min_lead) and every node is sent its Capture request
+// at once; a busy agent is asked again, with pauses, until its deadline. Each reply is decoded as
+// it arrives, off that thread. Every address is an answer, in order: one that did not answer
+// says why. Never throws for network problems.
 std::vector<AgentAnswer> collect_all(const std::vector<std::string>& addresses,
                                      const CollectRequest& request, FanoutListener& listener,
                                      FanoutTimes* times = nullptr);
