@@ -163,7 +163,7 @@ TEST(GlooCapture, MergedStacksShowThePythonCallSitesAndTheirLocals) {
 // calls between the first PTRACE_SEIZE and the last PTRACE_DETACH.
 TEST(GlooCapture, NoFileIsOpenedWhileEveryThreadIsHeld) {
   if (::access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " missing (tools/install-deps.sh)";
-  if (testing::run_command("strace -V >/dev/null 2>&1").exit_code != 0) {
+  if (!testing::have_strace()) {
     GTEST_SKIP() << "strace is not installed (tools/install-deps.sh)";
   }
   testing::TargetProcess job({kPython, kScript, "--world-size", "2", "--diverged-rank", "1"});
@@ -175,8 +175,9 @@ TEST(GlooCapture, NoFileIsOpenedWhileEveryThreadIsHeld) {
       std::chrono::seconds(60)));
   const std::string trace = testing::temp_path("hangscope-held-trace");
   const auto result = testing::run_command(
-      "strace -f -qq -e trace=ptrace,open,openat,mmap -o " + trace + " " + HANGSCOPE_BINARY +
-      " dump --pid " + std::to_string(waiting) + " --stop-mode all --locals --json");
+      testing::strace_command("ptrace,open,openat,mmap", trace,
+                              std::string(HANGSCOPE_BINARY) + " dump --pid " +
+                                  std::to_string(waiting) + " --stop-mode all --locals --json"));
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const auto text = read_file(trace);
   ::unlink(trace.c_str());

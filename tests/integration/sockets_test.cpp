@@ -120,19 +120,14 @@ print('ready', flush=True)
 time.sleep(600)
 )";
 
-bool have_strace() {
-  return testing::run_command("strace -V >/dev/null 2>&1").exit_code == 0;
-}
-
 // The system calls `hangscope ARGS` makes that read sockets, from outside (strace, every
 // thread and child): opening PROC/fd, PROC/net/* or the namespace link, readlink of
 // PROC/fd/N, and sock_diag sockets. `out` gets its stdout.
 std::vector<std::string> socket_reads(const std::string& args, pid_t pid, std::string& out,
                                       std::string& trace_text) {
   const std::string trace = testing::temp_path("hangscope-sockets-trace");
-  const auto result =
-      testing::run_command("strace -f -qq -e trace=open,openat,readlink,readlinkat,socket -o " +
-                           trace + " " + HANGSCOPE_BINARY + " " + args);
+  const auto result = testing::run_command(testing::strace_command(
+      "open,openat,readlink,readlinkat,socket", trace, std::string(HANGSCOPE_BINARY) + " " + args));
   EXPECT_EQ(result.exit_code, 0) << result.err;
   out = result.out;
   std::ifstream in(trace);
@@ -157,7 +152,7 @@ std::string joined(const std::vector<std::string>& lines) {
 }
 
 TEST(Sockets, DumpReadsNoSocketWithoutTheFlag) {
-  if (!have_strace()) GTEST_SKIP() << "strace is not installed (tools/install-deps.sh)";
+  if (!testing::have_strace()) GTEST_SKIP() << "strace is not installed (tools/install-deps.sh)";
   testing::TargetProcess holder({"/usr/bin/python3", "-c", kHolder});
   holder.wait_for_line("ready");
   const auto pid = holder.pid();
@@ -192,7 +187,7 @@ TEST(Sockets, DumpReadsNoSocketWithoutTheFlag) {
 // unix dump and one TCP dump through sock_diag; net/tcp only when sock_diag cannot answer), for
 // the sockets of both dumps and their network facts.
 TEST(Sockets, NodeCaptureReadsANamespacesTablesOnce) {
-  if (!have_strace()) GTEST_SKIP() << "strace is not installed (tools/install-deps.sh)";
+  if (!testing::have_strace()) GTEST_SKIP() << "strace is not installed (tools/install-deps.sh)";
   testing::TargetProcess first({"/usr/bin/python3", "-c", kHolder});
   testing::TargetProcess second({"/usr/bin/python3", "-c", kHolder});
   first.wait_for_line("ready");

@@ -36,6 +36,16 @@ CommandResult run_command(const std::string& shell_command) {
   return result;
 }
 
+bool have_strace() {
+  return run_command("strace -V >/dev/null 2>&1").exit_code == 0;
+}
+
+std::string strace_command(const std::string& syscalls, const std::string& trace_file,
+                           const std::string& command) {
+  return "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" strace -f -qq -e trace=" +
+         syscalls + " -o '" + trace_file + "' " + command;
+}
+
 CommandResult run_on_terminal(const std::string& shell_command, int timeout_seconds,
                               unsigned short columns) {
   CommandResult result;
