@@ -13,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include "agent_parts.h"
 #include "hangscope/agent/accept_probe.h"
 #include "hangscope/capture/sample_series.h"
 #include "hangscope/common/address.h"
@@ -24,67 +25,14 @@
 #include "hangscope/snapshot/codec.h"
 #include "hangscope/v1/agent.grpc.pb.h"
 #include "hangscope/version.h"
+#include "replay.h"
 
 namespace hangscope::agent {
 namespace {
 
-std::string host_of(const std::string& address) {
-  if (!address.empty() && address.front() == '[') return address.substr(1, address.find(']') - 1);
-  return address.substr(0, address.rfind(':'));
-}
-
-// Compares a presented credential with the expected one in a time that depends on the
-// expected one's length only (no early exit at the first differing byte).
-bool same_secret(std::string_view presented, std::string_view expected) {
-  unsigned char diff = presented.size() == expected.size() ? 0 : 1;
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    const char p = i < presented.size() ? presented[i] : '\0';
-    diff |= static_cast<unsigned char>(p ^ expected[i]);
-  }
-  return diff == 0;
-}
-
-// Recorded snapshots served by --replay: one simulated node per file, found by the port the
-// client dialed (the call's authority).
-class ReplayNodes {
- public:
-  ReplayNodes(const std::vector<std::string>& files, int base_port) : base_port_(base_port) {
-    for (const auto& file : files) {
-      Node node;
-      for (const auto& snapshot : snapshot::read_file(file)) {
-        if (node.name.empty()) node.name = snapshot.node_name;
-        snapshot::encode(snapshot, node.samples.emplace_back());
-      }
-      if (node.samples.empty()) throw Error(file + ": no snapshot to replay");
-      nodes_.push_back(std::move(node));
-    }
-  }
-  bool empty() const { return nodes_.empty(); }
-  std::size_t size() const { return nodes_.size(); }
-
-  struct Node {
-    std::string name;
-    std::vector<v1::NodeSnapshot> samples;
-  };
-  // The node behind the port in "host:port" (the authority), or nullptr.
-  const Node* find(grpc::string_ref authority) const {
-    const std::string text(authority.data(), authority.size());
-    const auto colon = text.rfind(':');
-    if (colon == std::string::npos) return nullptr;
-    const long index = std::strtol(text.c_str() + colon + 1, nullptr, 10) - base_port_;
-    if (index < 0 || static_cast<std::size_t>(index) >= nodes_.size()) return nullptr;
-    return &nodes_[static_cast<std::size_t>(index)];
-  }
-
- private:
-  int base_port_;
-  std::vector<Node> nodes_;
-};
-
 class AgentService final : public v1::Agent::Service {
  public:
-  AgentService(const AgentOptions& options, int base_port)
-      : options_(options), replay_(options.replay_files, base_port) {}
+  explicit AgentService(const AgentOptions& options) : options_(options) {}
 
   grpc::Status Info(grpc::ServerContext* context, const v1::InfoRequest*,
                     v1::InfoReply* reply) override {
@@ -92,11 +40,6 @@ class AgentService final : public v1::Agent::Service {
     char host[256] = {};
     ::gethostname(host, sizeof host - 1);
     reply->set_node_name(options_.node_name.empty() ? host : options_.node_name);
-    if (!replay_.empty()) {
-      const auto* node = replay_.find(context->ExperimentalGetAuthority());
-      if (node == nullptr) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no replayed node");
-      reply->set_node_name(node->name);
-    }
     reply->set_hostname(host);
     reply->set_agent_version(kVersion);
     reply->set_clock_unix_ns(unix_now_ns());
@@ -113,17 +56,13 @@ class AgentService final : public v1::Agent::Service {
   grpc::Status Capture(grpc::ServerContext* context, const v1::CaptureRequest* request,
                        v1::CaptureReply* reply) override {
     if (auto denied = authenticate(*context, "Capture")) return *denied;
-    const int samples = static_cast<int>(std::clamp<std::uint32_t>(
-        request->samples(), 1, static_cast<std::uint32_t>(AgentLimits::kMaxSamples)));
-    if (request->samples() > static_cast<std::uint32_t>(AgentLimits::kMaxSamples)) {
-      reply->add_notes("asked for " + std::to_string(request->samples()) +
-                       " samples; this agent takes at most " +
-                       std::to_string(AgentLimits::kMaxSamples) + ", so " +
-                       std::to_string(samples) + " were taken");
-    }
+    std::string clamped;
+    const int samples = parts::clamp_samples(*request, &clamped);
+    if (!clamped.empty()) reply->add_notes(clamped);
     const std::int64_t now = unix_now_ns();
-    if (auto refused = check_request(*request, samples, now, *context)) return *refused;
-    if (!replay_.empty()) return replay(*context, samples, reply);
+    if (auto refused = parts::check_capture(*request, samples, now, options_.pids, *context)) {
+      return *refused;
+    }
     capture::NodeCaptureOptions options;
     options.process = options_.capture;
     options.process.locals = request->locals();
@@ -148,7 +87,7 @@ class AgentService final : public v1::Agent::Service {
     capture::SeriesPlan plan;
     plan.samples = samples;
     plan.interval = std::chrono::nanoseconds(request->interval_ns());
-    plan.start_unix_ns = sampling_start(request->start_unix_ns(), now);
+    plan.start_unix_ns = parts::sampling_start(request->start_unix_ns(), now);
     plan.trigger_flight_dumps = options_.trigger_flight_dumps;
     plan.query_store = options_.query_store;
     capture::SeriesHooks hooks;
@@ -177,13 +116,8 @@ class AgentService final : public v1::Agent::Service {
     }
     const int probes = static_cast<int>(std::min<std::uint32_t>(
         request->probes(), static_cast<std::uint32_t>(AgentLimits::kMaxObserveProbes)));
-    if (auto refused = check_pids(request->pids(), "Observe", *context)) return *refused;
-    if (!replay_.empty()) {
-      const auto* node = replay_.find(context->ExperimentalGetAuthority());
-      if (node == nullptr) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no replayed node");
-      *reply->add_snapshots() = node->samples.front();
-      *reply->add_snapshots() = node->samples.back();
-      return grpc::Status::OK;
+    if (auto refused = parts::check_pids(request->pids(), options_.pids, "Observe", *context)) {
+      return *refused;
     }
     // One observation at a time: a second watcher waits for the first one's window.
     std::unique_lock<std::timed_mutex> lock(observe_mutex_, std::defer_lock);
@@ -213,23 +147,6 @@ class AgentService final : public v1::Agent::Service {
   }
 
  private:
-  grpc::Status replay(const grpc::ServerContext& context, int samples, v1::CaptureReply* reply) {
-    const auto* node = replay_.find(context.ExperimentalGetAuthority());
-    if (node == nullptr) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no replayed node");
-    for (int i = 0; i < samples && i < static_cast<int>(node->samples.size()); ++i) {
-      *reply->add_snapshots() = node->samples[static_cast<std::size_t>(i)];
-    }
-    return grpc::Status::OK;
-  }
-
-  // The agent-clock moment of sample 0: the request's start (0 = now). A start in the past
-  // keeps its grid (samples already due are taken at once) unless it is older than a whole
-  // capture may last, which is treated as now; a start ahead is bounded by check_request.
-  static std::int64_t sampling_start(std::int64_t requested, std::int64_t now) {
-    if (requested <= 0 || requested < now - AgentLimits::kMaxCaptureSpanNs) return now;
-    return requested;
-  }
-
   // Sleeps until `due` (agent clock) in short steps; false when the caller went away.
   static bool sleep_until_due(std::int64_t due, const grpc::ServerContext& context) {
     constexpr std::int64_t kStepNs = 100'000'000;
@@ -254,122 +171,17 @@ class AgentService final : public v1::Agent::Service {
     int count_;
   };
 
-  // A request may only narrow what the agent's command line allows, within bounded time.
-  std::optional<grpc::Status> check_request(const v1::CaptureRequest& request, int samples,
-                                            std::int64_t now, const grpc::ServerContext& context) {
-    const auto refuse = [&](grpc::StatusCode code, const std::string& reason) {
-      spdlog::warn("Capture: refused {} ({})", context.peer(), reason);
-      return grpc::Status(code, reason);
-    };
-    if (request.interval_ns() > static_cast<std::uint64_t>(AgentLimits::kMaxIntervalNs)) {
-      return refuse(grpc::StatusCode::INVALID_ARGUMENT,
-                    "interval " + std::to_string(request.interval_ns() / 1'000'000) +
-                        " ms is over the agent's limit of 60 s");
-    }
-    if (request.start_unix_ns() > now + AgentLimits::kMaxStartDelayNs) {
-      return refuse(grpc::StatusCode::INVALID_ARGUMENT,
-                    "start time is more than 60 s ahead of the agent's clock");
-    }
-    const std::int64_t span =
-        sampling_start(request.start_unix_ns(), now) - now +
-        static_cast<std::int64_t>(samples - 1) * static_cast<std::int64_t>(request.interval_ns());
-    if (span > AgentLimits::kMaxCaptureSpanNs) {
-      return refuse(grpc::StatusCode::INVALID_ARGUMENT,
-                    "the samples would span " + std::to_string(span / 1'000'000'000) +
-                        " s, over the agent's limit of " +
-                        std::to_string(AgentLimits::kMaxCaptureSpanNs / 1'000'000'000) + " s");
-    }
-    return check_pids(request.pids(), "Capture", context);
-  }
-
-  // A request may name only processes the agent's command line allows (its --pid, or the ranks
-  // it discovers).
-  std::optional<grpc::Status> check_pids(
-      const google::protobuf::RepeatedField<google::protobuf::int32>& pids, const char* method,
-      const grpc::ServerContext& context) {
-    if (pids.empty()) return std::nullopt;
-    const std::vector<pid_t> allowed =
-        options_.pids.empty() ? capture::discover_processes() : options_.pids;
-    for (const pid_t pid : pids) {
-      if (std::find(allowed.begin(), allowed.end(), pid) == allowed.end()) {
-        const std::string reason =
-            "pid " + std::to_string(pid) +
-            " is not among the processes this agent may inspect (its --pid, or the ranks it "
-            "discovers)";
-        spdlog::warn("{}: refused {} ({})", method, context.peer(), reason);
-        return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, reason);
-      }
-    }
-    return std::nullopt;
-  }
-
   std::optional<grpc::Status> authenticate(const grpc::ServerContext& context, const char* method) {
-    if (options_.token.empty()) return std::nullopt;
-    const auto& metadata = context.client_metadata();
-    const auto it = metadata.find("authorization");
-    const std::string expected = "Bearer " + options_.token;
-    if (it != metadata.end() &&
-        same_secret(std::string_view(it->second.data(), it->second.size()), expected)) {
-      return std::nullopt;
-    }
-    spdlog::warn("{}: refused {} (missing or wrong token)", method, context.peer());
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or wrong token");
+    return parts::authenticate(context, options_.token, method);
   }
 
   const AgentOptions& options_;
-  ReplayNodes replay_;
   std::shared_ptr<elf::ModuleCache> modules_ = std::make_shared<elf::ModuleCache>();
   std::mutex capture_mutex_;
   std::atomic<int> queued_{0};
   capture::NodeObserver observer_;  // its described processes stay open between observations
   std::timed_mutex observe_mutex_;
 };
-
-std::shared_ptr<grpc::ServerCredentials> server_credentials(const AgentOptions& options) {
-  if (options.tls_cert.empty()) return grpc::InsecureServerCredentials();
-  grpc::SslServerCredentialsOptions ssl(
-      options.tls_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-                             : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  ssl.pem_key_cert_pairs.push_back(
-      {read_pem_file(options.tls_key, "--tls-key"), read_pem_file(options.tls_cert, "--tls-cert")});
-  if (!options.tls_ca.empty()) ssl.pem_root_certs = read_pem_file(options.tls_ca, "--tls-ca");
-  return grpc::SslServerCredentials(ssl);
-}
-
-std::shared_ptr<grpc::ChannelCredentials> channel_credentials(const CollectRequest& request) {
-  if (request.tls_ca.empty()) return grpc::InsecureChannelCredentials();
-  grpc::SslCredentialsOptions ssl;
-  ssl.pem_root_certs = read_pem_file(request.tls_ca, "--tls-ca");
-  if (!request.tls_cert.empty()) {
-    ssl.pem_cert_chain = read_pem_file(request.tls_cert, "--tls-cert");
-    ssl.pem_private_key = read_pem_file(request.tls_key, "--tls-key");
-  }
-  return grpc::SslCredentials(ssl);
-}
-
-constexpr std::chrono::milliseconds kFirstBusyPause{500};
-
-void fill_status(AgentAnswer& answer, const grpc::Status& status) {
-  switch (status.error_code()) {
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:  // busy with other captures, after retries
-      answer.status = model::NodeState::kBusy;
-      break;
-    case grpc::StatusCode::UNAUTHENTICATED:
-    case grpc::StatusCode::PERMISSION_DENIED:
-    case grpc::StatusCode::INVALID_ARGUMENT:
-      answer.status = model::NodeState::kRefused;
-      break;
-    case grpc::StatusCode::UNAVAILABLE:
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      answer.status = model::NodeState::kUnreachable;
-      break;
-    default:
-      answer.status = model::NodeState::kError;
-  }
-  answer.error = status.error_message().empty()
-                     ? "gRPC status " + std::to_string(status.error_code())
-                     : status.error_message();
-}
 
 // Who listens on a TCP port of this network namespace: "pid 812 (hangscope)", or "" when no
 // process of ours can be seen holding it (another user's process, another namespace).
@@ -411,18 +223,6 @@ std::string bind_failure(const std::string& address, int port) {
 
 constexpr int kHandshakeTimeoutMs = 10'000;
 constexpr int kMaxConnectionIdleMs = 120'000;
-
-// Lifts the soft descriptor limit to the hard one: every connection holds a descriptor, and
-// an agent out of them cannot accept (the self-check below restarts one that stays so).
-void raise_descriptor_limit() {
-  rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
-  const rlim_t before = limit.rlim_cur;
-  limit.rlim_cur = limit.rlim_max;
-  if (::setrlimit(RLIMIT_NOFILE, &limit) == 0) {
-    spdlog::debug("descriptor limit raised from {} to {}", before, limit.rlim_cur);
-  }
-}
 
 // Checks every `interval` that the server still accepts connections; after kFailures checks
 // in a row that it does not, records why and wakes the serving thread (SIGTERM to it), which
@@ -512,7 +312,8 @@ std::string normalize_address(const std::string& address) {
 
 int serve(const AgentOptions& options, const std::function<void(int port)>& ready) {
   const CredentialCheck credentials_check = validate(options);
-  raise_descriptor_limit();
+  parts::no_lock_order_tracking();
+  parts::raise_descriptor_limit();
   // Block the stop signals before any thread starts, then wait for them on this thread.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -525,7 +326,14 @@ int serve(const AgentOptions& options, const std::function<void(int port)>& read
   if (!options.replay_files.empty() && base_port == 0) {
     throw Error("--replay needs an explicit --listen port (file i is served on port + i)");
   }
-  AgentService service(options, base_port);
+  // The service outlives the server (declared first, destroyed last).
+  std::unique_ptr<Replay> replay;
+  std::unique_ptr<AgentService> service;
+  if (options.replay_files.empty()) {
+    service = std::make_unique<AgentService>(options);
+  } else {
+    replay = std::make_unique<Replay>(options, base_port);
+  }
   grpc::ServerBuilder builder;
   grpc::ResourceQuota quota("hangscope-agent");
   quota.SetMaxThreads(AgentLimits::kMaxServerThreads);  // more callers wait or are refused
@@ -538,27 +346,31 @@ int serve(const AgentOptions& options, const std::function<void(int port)>& read
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, kHandshakeTimeoutMs);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, kMaxConnectionIdleMs);
   int port = 0;
-  const auto credentials = server_credentials(options);
+  const auto credentials = parts::server_credentials(options);
   builder.AddListeningPort(options.listen, credentials, &port);
+  const std::string host = parts::host_of(options.listen);
   std::vector<int> replay_ports(options.replay_files.size(), 0);
   for (std::size_t i = 1; i < options.replay_files.size(); ++i) {
-    builder.AddListeningPort(host_of(options.listen) + ":" + std::to_string(base_port + i),
+    builder.AddListeningPort(host + ":" + std::to_string(base_port + static_cast<int>(i)),
                              credentials, &replay_ports[i]);
   }
-  builder.RegisterService(&service);
+  if (replay) {
+    builder.RegisterService(replay->service());
+  } else {
+    builder.RegisterService(service.get());
+  }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) throw Error(bind_failure(options.listen, base_port));
   for (std::size_t i = 1; i < replay_ports.size(); ++i) {
     if (replay_ports[i] == 0) {
       const int replay_port = base_port + static_cast<int>(i);
-      throw Error(
-          bind_failure(host_of(options.listen) + ":" + std::to_string(replay_port), replay_port) +
-          " for --replay");
+      throw Error(bind_failure(host + ":" + std::to_string(replay_port), replay_port) +
+                  " for --replay");
     }
   }
-  if (!options.replay_files.empty()) {
-    spdlog::info("replaying {} recorded node(s) on ports {}-{}", options.replay_files.size(),
-                 base_port, base_port + options.replay_files.size() - 1);
+  if (replay) {
+    spdlog::info("replaying {} recorded node(s) on ports {}-{}", replay->size(), base_port,
+                 base_port + static_cast<int>(replay->size()) - 1);
   }
   if (!is_loopback_endpoint(options.listen) && !credentials_check.authenticated()) {
     spdlog::warn(
@@ -573,7 +385,7 @@ int serve(const AgentOptions& options, const std::function<void(int port)>& read
                credentials_check.client_certificates ? ", client certificates required"
                : credentials_check.token             ? ", token required"
                                                      : "");
-  std::printf("listening on %s\n", (host_of(options.listen) + ":" + std::to_string(port)).c_str());
+  std::printf("listening on %s\n", (host + ":" + std::to_string(port)).c_str());
   std::fflush(stdout);
   if (ready) ready(port);
   SelfCheck self_check(AcceptProbe(options.listen, port), options.self_check_interval,
@@ -581,6 +393,7 @@ int serve(const AgentOptions& options, const std::function<void(int port)>& read
   int signal = 0;
   sigwait(&stop_signals, &signal);
   self_check.stop();
+  if (replay) replay->stop();  // calls waiting for their samples are answered now
   if (const auto failure = self_check.failure(); !failure.empty()) {
     spdlog::error("the agent no longer accepts connections ({}): exiting so that it is restarted",
                   failure);
@@ -591,73 +404,6 @@ int serve(const AgentOptions& options, const std::function<void(int port)>& read
   // Captures in progress finish (their threads detach) before Shutdown returns.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(30));
   return 0;
-}
-
-AgentAnswer collect_from(const std::string& raw_address, const CollectRequest& request) {
-  AgentAnswer answer;
-  answer.address = normalize_address(raw_address);
-  std::shared_ptr<grpc::Channel> channel;
-  try {
-    channel = grpc::CreateChannel(answer.address, channel_credentials(request));
-  } catch (const Error& e) {
-    answer.status = model::NodeState::kError;
-    answer.error = e.what();
-    return answer;
-  }
-  auto stub = v1::Agent::NewStub(channel);
-  const auto prepare = [&](grpc::ClientContext& context, std::chrono::milliseconds deadline) {
-    context.set_deadline(std::chrono::system_clock::now() + deadline);
-    if (!request.token.empty()) context.AddMetadata("authorization", "Bearer " + request.token);
-  };
-  // Info first: the agent's clock, so that every node samples at the same moment.
-  grpc::ClientContext info_context;
-  prepare(info_context, std::chrono::milliseconds(5000));
-  v1::InfoReply info;
-  const std::int64_t sent = unix_now_ns();
-  if (const auto status = stub->Info(&info_context, v1::InfoRequest(), &info); !status.ok()) {
-    fill_status(answer, status);
-    return answer;
-  }
-  const std::int64_t received = unix_now_ns();
-  const std::int64_t offset = info.clock_unix_ns() - (sent + received) / 2;
-  answer.node_name = info.node_name();
-  answer.clock_offset_ns = offset;
-
-  v1::CaptureRequest capture;
-  capture.set_samples(static_cast<std::uint32_t>(request.samples));
-  capture.set_interval_ns(static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(request.interval).count()));
-  const std::int64_t start =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(request.start.time_since_epoch())
-          .count();
-  capture.set_start_unix_ns(start == 0 ? 0 : start + offset);
-  capture.set_locals(request.locals);
-  // A busy agent (other captures queued) is asked again after a pause, within the deadline.
-  const auto give_up = std::chrono::steady_clock::now() + request.deadline;
-  v1::CaptureReply reply;
-  for (auto pause = kFirstBusyPause;; pause *= 2) {
-    grpc::ClientContext capture_context;
-    prepare(capture_context, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                 give_up - std::chrono::steady_clock::now()));
-    reply.Clear();
-    const auto status = stub->Capture(&capture_context, capture, &reply);
-    if (status.ok()) break;
-    const bool retry = status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
-                       std::chrono::steady_clock::now() + pause < give_up - pause;
-    if (!retry) {
-      fill_status(answer, status);
-      return answer;
-    }
-    std::this_thread::sleep_for(pause);
-  }
-  answer.notes.assign(reply.notes().begin(), reply.notes().end());
-  try {
-    for (const auto& s : reply.snapshots()) answer.snapshots.push_back(snapshot::decode(s));
-  } catch (const Error& e) {
-    answer.status = model::NodeState::kError;
-    answer.error = std::string("bad answer: ") + e.what();
-  }
-  return answer;
 }
 
 }  // namespace hangscope::agent
@@ -679,7 +425,8 @@ AgentObserver::AgentObserver(const std::string& address, CollectRequest credenti
   c.address = normalize_address(address);
   c.credentials = std::move(credentials);
   try {
-    c.stub = v1::Agent::NewStub(grpc::CreateChannel(c.address, channel_credentials(c.credentials)));
+    c.stub = v1::Agent::NewStub(
+        grpc::CreateChannel(c.address, parts::channel_credentials(c.credentials)));
   } catch (const Error& e) {
     c.setup_error = e.what();
   }
@@ -712,7 +459,7 @@ AgentAnswer AgentObserver::observe(std::chrono::milliseconds window, int probes)
     v1::InfoReply info;
     const std::int64_t sent = unix_now_ns();
     if (const auto status = c.stub->Info(&info_context, v1::InfoRequest(), &info); !status.ok()) {
-      fill_status(answer, status);
+      parts::fill_status(answer, status);
       return answer;
     }
     c.clock_offset = info.clock_unix_ns() - (sent + unix_now_ns()) / 2;
@@ -728,7 +475,7 @@ AgentAnswer AgentObserver::observe(std::chrono::milliseconds window, int probes)
   prepare(context, window + std::chrono::milliseconds(15000));
   v1::ObserveReply reply;
   if (const auto status = c.stub->Observe(&context, request, &reply); !status.ok()) {
-    fill_status(answer, status);
+    parts::fill_status(answer, status);
     if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
       answer.status = model::NodeState::kRefused;
       answer.error =

@@ -7,7 +7,9 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <string_view>
 #include <tuple>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "hangscope/analysis/analysis.h"
@@ -400,15 +402,16 @@ std::map<std::string, NodeSamples> samples_by_node(const model::Bundle& bundle,
     }
     nodes[name].samples.push_back(&s);
   }
+  // Each given name's node statuses in order (one pass: a bundle holds thousands of nodes).
+  std::unordered_map<std::string_view, std::vector<const model::NodeStatus*>> statuses;
+  for (const auto& status : bundle.nodes) statuses[status.name].push_back(&status);
   for (auto& [name, node] : nodes) {
     std::stable_sort(node.samples.begin(), node.samples.end(),
                      [](auto* a, auto* b) { return a->sample_index < b->sample_index; });
     const auto& capture = captured.at(name);
-    int met = 0;
-    for (const auto& status : bundle.nodes) {
-      if (status.name == capture.given && ++met == capture.k) {
-        node.offset_ns = status.clock_offset_ns;
-      }
+    const auto given = statuses.find(capture.given);
+    if (given != statuses.end() && static_cast<std::size_t>(capture.k) <= given->second.size()) {
+      node.offset_ns = given->second[static_cast<std::size_t>(capture.k) - 1]->clock_offset_ns;
     }
   }
   return nodes;

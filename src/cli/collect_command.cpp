@@ -114,6 +114,9 @@ int run_collect(const CollectArguments& args) {
   options.trigger_flight_dumps = args.trigger_fr_dump;
   options.query_store = args.query_store;
   options.replay_files = args.replay;
+  if (const char* calls = std::getenv("HANGSCOPE_REPLAY_BUSY_CALLS")) {
+    options.replay_busy_calls = std::strtol(calls, nullptr, 10);
+  }
   if (const char* ms = std::getenv("HANGSCOPE_AGENT_SELF_CHECK_MS")) {
     options.self_check_interval = std::chrono::milliseconds(std::strtoll(ms, nullptr, 10));
   }

@@ -187,9 +187,6 @@ model::Bundle gather(const Plan& p, const DiagnoseArguments& args, const Progres
       request.samples = args.samples;
       request.interval = p.interval;
       request.locals = args.locals;
-      // Every node takes sample 0 at the same moment, a little ahead to absorb the fan-out.
-      request.start = std::chrono::system_clock::now() + std::chrono::milliseconds(500);
-      request.deadline = std::chrono::milliseconds(30000) + p.interval * args.samples;
       return sources::from_agents(p.addresses, request, progress);
     }
     case Plan::Source::kLocal:

@@ -251,10 +251,7 @@ class Watcher {
     if (options_.agents.empty()) {
       bundle = sources::from_local_node(options_.local, feedback_);
     } else {
-      auto request = options_.request;
-      request.start = std::chrono::system_clock::now() + std::chrono::milliseconds(500);
-      request.deadline = std::chrono::milliseconds(30000) + request.interval * request.samples;
-      bundle = sources::from_agents(options_.agents, request, feedback_);
+      bundle = sources::from_agents(options_.agents, options_.request, feedback_);
     }
     if (metrics_) metrics_->captured(seconds(std::chrono::steady_clock::now() - began));
     return bundle;

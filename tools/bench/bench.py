@@ -11,9 +11,11 @@
   node      8 real gloo ranks captured in one node capture (collect --once and an agent call);
             bytes per rank of the binary snapshot.
   scale     diagnose of synthetic jobs made from that real capture (tools/bench/
-            make_scale_snapshots.py): 4,096 ranks on 512 nodes and 32,768 ranks on 4,096 nodes,
-            from JSON files, from binary files, and through a replay agent with one loopback
-            port (and connection) per simulated node; wall time and peak memory.
+            make_scale_snapshots.py): 4,096 ranks on 512 nodes, 32,768 on 4,096 and 131,072 on
+            16,384, from JSON files, from binary files, and through replay agents with one
+            loopback port (and connection) per simulated node, each sample taken when it is
+            due; wall time, peak memory, the fan-out's times and the spread of the nodes'
+            sample 0 (issue 36).
 
 Every process the benchmark starts is stopped at the end, also on failure.
 """
@@ -22,6 +24,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import signal
 import statistics
@@ -324,11 +327,183 @@ def bench_node(procs, args, results, workdir):
 
 # --- scale ------------------------------------------------------------------------------------
 
+# The fan-out's goals (issue 36) at 131,072 ranks, and the linear-growth check: the time per rank
+# present at the largest size at most this many times its value at the next smaller one.
+SCALE_LIMITS = {4096: (2.0, 1 << 30), 32768: (15.0, 1 << 30), 131072: (30.0, 2 << 30)}
+LINEAR_FACTOR = 1.3
+# The bound on when nodes take sample 0: every node within this of the others (clock offsets
+# applied), the head's warning threshold (src/sources/agents.cpp, kLateSample).
+SAMPLE_SPREAD_BOUND_MS = 100
+
+
+def varint(data, i):
+    value = shift = 0
+    while True:
+        byte = data[i]
+        i += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, i
+
+
+def proto_fields(data):
+    """(field number, value) of one protobuf message: ints for varints, bytes otherwise."""
+    i = 0
+    while i < len(data):
+        key, i = varint(data, i)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            value, i = varint(data, i)
+        elif wire == 2:
+            size, i = varint(data, i)
+            value, i = data[i:i + size], i + size
+        elif wire == 1:
+            value, i = data[i:i + 8], i + 8
+        elif wire == 5:
+            value, i = data[i:i + 4], i + 4
+        else:
+            raise ValueError(f"wire type {wire}")
+        yield field, value
+
+
+def snapshot_times(path):
+    """(sample_index, capture_unix_ns) of every snapshot of a bundle's snapshot file (.pb:
+    SnapshotFile, field 1 the snapshots; in each, field 5 capture_unix_ns, field 7 sample_index;
+    else protobuf's JSON mapping). Read without protobuf's Python module."""
+    if path.endswith(".json"):
+        with open(path) as f:
+            return [(int(s.get("sample_index", 0)), int(s["capture_unix_ns"]))
+                    for s in json.load(f)["snapshots"]]
+    with open(path, "rb") as f:
+        data = f.read()
+    times = []
+    for field, snapshot in proto_fields(data):
+        if field != 1:
+            continue
+        at = index = 0
+        for inner, value in proto_fields(snapshot):
+            if inner == 5:
+                at = value - (1 << 64) if value >= 1 << 63 else value
+            elif inner == 7:
+                index = value
+        times.append((index, at))
+    return times
+
+
+def sample_spread(bundle):
+    """When each node of an agents' bundle took sample 0: the spread across nodes on the
+    coordinator's clock (each node's capture time less its clock offset from nodes.json), and
+    raw (the nodes' own clocks: one machine here, so the true spread)."""
+    with open(os.path.join(bundle, "nodes.json")) as f:
+        nodes = json.load(f)
+    corrected, raw = [], []
+    for node in nodes:
+        if node["status"] != "ok":
+            continue
+        base = os.path.join(bundle, "snapshots", node["name"])
+        path = base + ".pb" if os.path.exists(base + ".pb") else base + ".json"
+        first = [at for index, at in snapshot_times(path) if index == 0]
+        if first:
+            raw.append(first[0])
+            corrected.append(first[0] - int(node["clock_offset_ns"]))
+    if not raw:
+        return None
+    return {"nodes": len(raw),
+            "spread_ms": (max(corrected) - min(corrected)) / 1e6,
+            "raw_spread_ms": (max(raw) - min(raw)) / 1e6,
+            "offset_abs_max_ms": max(abs(int(n["clock_offset_ns"])) for n in nodes
+                                     if n["status"] == "ok") / 1e6}
+
+
 def diagnose_files(files, out_dir):
     seconds, p, rss = peak_rss_run([HANGSCOPE, "diagnose", "--quiet", "-o", out_dir] + files)
     with open(os.path.join(out_dir, "report.json")) as f:
         report = json.load(f)
     return seconds, rss, report
+
+
+def free_port_base(count):
+    """A first port of `count` consecutive free loopback ports, all below the kernel's ephemeral
+    range (a client is never given one of them as its own port)."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        ephemeral = int(f.read().split()[0])
+    import socket
+    for base in range(ephemeral - count - 256, 1023, -(count + 97)):
+        held = []
+        try:
+            for port in range(base, base + count):
+                s = socket.socket()
+                held.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in held:
+                s.close()
+    raise RuntimeError(f"no {count} free loopback ports below {ephemeral}")
+
+
+def start_replays(procs, files):
+    """`collect --replay` of every file from one port up: as many nodes per process as its
+    descriptor limit holds (a listener and a connection each, the hard limit here raised to
+    only so far: RLIMIT_NOFILE), the fewest processes. Returns the nodes' addresses and the
+    processes."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    per_process = max(1, (hard - 256) // 2)
+    base = free_port_base(len(files))
+    replays = []
+    for first in range(0, len(files), per_process):
+        chunk = files[first:first + per_process]
+        replays.append(procs.start([HANGSCOPE, "collect", "--listen", f"127.0.0.1:{base + first}",
+                                    "--replay"] + chunk,
+                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
+    for replay in replays:
+        wait_for_lines(replay, r"^listening on", 1, 600)
+    return [f"127.0.0.1:{base + i}" for i in range(len(files))], replays
+
+
+# What diagnose says of its fan-out on stderr (src/sources/agents.cpp).
+FANOUT_LINE = re.compile(r"sample 0 set (\d+) ms ahead for (\d+) node\(s\) \(clocks read in (\d+) "
+                         r"ms; every request sent in (\d+) ms\)")
+LATE_LINE = re.compile(r"(\d+) node\(s\) took sample 0 more than")
+
+
+def diagnose_agents(procs, files, workdir, tag):
+    addresses, replays = start_replays(procs, files)
+    hostfile = os.path.join(workdir, f"hosts-{tag}")
+    with open(hostfile, "w") as f:
+        f.write("\n".join(addresses) + "\n")
+    out_dir = os.path.join(workdir, f"b-agents-{tag}")
+    seconds, p, rss = peak_rss_run([HANGSCOPE, "diagnose", "--hostfile", hostfile,
+                                    "--samples", "1", "-o", out_dir])
+    for replay in replays:
+        os.killpg(replay.pid, signal.SIGKILL)
+        replay.wait()
+    stderr = p.stderr.decode(errors="replace")
+    fanout = FANOUT_LINE.search(stderr)
+    late = LATE_LINE.search(stderr)
+    with open(os.path.join(out_dir, "report.json")) as f:
+        report = json.load(f)
+    row = {"s": seconds, "rss_kib": rss,
+           "ok_nodes": sum(1 for n in report["nodes"] if n["status"] == "ok"),
+           "report": report, "spread": sample_spread(out_dir),
+           "late_nodes": int(late.group(1)) if late else 0}
+    if fanout:
+        row.update({"lead_ms": int(fanout.group(1)), "clocks_ms": int(fanout.group(3)),
+                    "sent_ms": int(fanout.group(4))})
+    shutil.rmtree(out_dir, ignore_errors=True)
+    return row
+
+
+def named(report, diverged):
+    return bool(report["verdicts"]) and report["verdicts"][0].get("diverged_ranks") == [diverged]
+
+
+def median_of(rows, key):
+    values = [r[key] for r in rows if r.get(key) is not None]
+    return statistics.median(values) if values else None
 
 
 def bench_scale(procs, args, results, workdir, real):
@@ -340,39 +515,50 @@ def bench_scale(procs, args, results, workdir, real):
         subprocess.run([PYTHON, os.path.join(REPO, "tools", "bench", "make_scale_snapshots.py"),
                         real, gen, str(nodes), "8", str(diverged)], check=True)
         files = sorted(os.path.join(gen, n) for n in os.listdir(gen))
-        row = {"ranks": ranks, "nodes": nodes}
-        seconds, rss, report = diagnose_files(files, os.path.join(workdir, f"b-json-{nodes}"))
-        row["json_s"], row["json_rss_kib"] = seconds, rss
-        row["json_named"] = report["verdicts"][0]["diverged_ranks"] == [diverged]
-        # The bundle keeps binary copies of the snapshots (beyond 64 nodes): the binary input.
-        pb_dir = os.path.join(workdir, f"b-json-{nodes}", "snapshots")
-        pb_files = sorted(os.path.join(pb_dir, n) for n in os.listdir(pb_dir))
-        seconds, rss, report = diagnose_files(pb_files, os.path.join(workdir, f"b-pb-{nodes}"))
-        row["pb_s"], row["pb_rss_kib"] = seconds, rss
-        row["pb_named"] = report["verdicts"][0]["diverged_ranks"] == [diverged]
+        row = {"ranks": ranks, "nodes": nodes, "runs": args.scale_runs}
+        json_runs, pb_runs, agent_runs = [], [], []
+        pb_files = []
+        for run in range(args.scale_runs):
+            out = os.path.join(workdir, f"b-json-{nodes}")
+            shutil.rmtree(out, ignore_errors=True)
+            seconds, rss, report = diagnose_files(files, out)
+            json_runs.append({"s": seconds, "rss_kib": rss, "named": named(report, diverged)})
+            # The bundle keeps binary copies of the snapshots (beyond 64 nodes): the binary input.
+            pb_dir = os.path.join(workdir, f"pb-{nodes}")
+            if not pb_files:
+                shutil.copytree(os.path.join(out, "snapshots"), pb_dir)
+                pb_files = sorted(os.path.join(pb_dir, n) for n in os.listdir(pb_dir))
+            shutil.rmtree(out, ignore_errors=True)
+            out = os.path.join(workdir, f"b-pb-{nodes}")
+            seconds, rss, report = diagnose_files(pb_files, out)
+            pb_runs.append({"s": seconds, "rss_kib": rss, "named": named(report, diverged)})
+            shutil.rmtree(out, ignore_errors=True)
+            # Through agents: `collect --replay` serves each node on a port of its own, and
+            # diagnose asks every one, one connection each.
+            agents = diagnose_agents(procs, pb_files, workdir, f"{nodes}-{run}")
+            agents["named"] = named(agents.pop("report"), diverged)
+            agent_runs.append(agents)
+            print(f"scale {ranks} run {run + 1}: JSON {json_runs[-1]['s']:.1f} s, binary "
+                  f"{pb_runs[-1]['s']:.1f} s, agents {agents['s']:.1f} s "
+                  f"({agents['ok_nodes']}/{nodes} ok, spread {agents['spread']})", flush=True)
         row["wire_bytes_per_rank"] = sum(os.path.getsize(f) for f in pb_files) / ranks
-        # Through a replay agent: one port per simulated node, each its own connection.
-        base = 21000
-        agent = procs.start([HANGSCOPE, "collect", "--listen", f"127.0.0.1:{base}", "--replay"]
-                            + pb_files, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        wait_for_lines(agent, r"^listening on", 1, 120)
-        hostfile = os.path.join(workdir, f"hosts-{nodes}")
-        with open(hostfile, "w") as f:
-            for i in range(nodes):
-                f.write(f"127.0.0.1:{base + i}\n")
-        out_dir = os.path.join(workdir, f"b-agents-{nodes}")
-        seconds, p, rss = peak_rss_run([HANGSCOPE, "diagnose", "--hostfile", hostfile,
-                                        "--samples", "1", "--quiet", "-o", out_dir])
-        os.killpg(agent.pid, signal.SIGKILL)
-        with open(os.path.join(out_dir, "report.json")) as f:
-            report = json.load(f)
-        ok_nodes = sum(1 for n in report["nodes"] if n["status"] == "ok")
-        row["agents_s"], row["agents_rss_kib"] = seconds, rss
-        row["agents_ok_nodes"] = ok_nodes
-        row["agents_named"] = bool(report["verdicts"]) and \
-            report["verdicts"][0]["diverged_ranks"] == [diverged]
+        for name, runs in (("json", json_runs), ("pb", pb_runs), ("agents", agent_runs)):
+            row[f"{name}_s"] = median_of(runs, "s")
+            row[f"{name}_s_all"] = [round(r["s"], 2) for r in runs]
+            row[f"{name}_rss_kib"] = max(r["rss_kib"] for r in runs)
+            row[f"{name}_named"] = all(r["named"] for r in runs)
+        row["agents_ok_nodes"] = min(r["ok_nodes"] for r in agent_runs)
+        row["agents_late_nodes"] = max(r["late_nodes"] for r in agent_runs)
+        for key in ("lead_ms", "clocks_ms", "sent_ms"):
+            row[f"agents_{key}"] = [r.get(key) for r in agent_runs]
+        spreads = [r["spread"] for r in agent_runs if r["spread"]]
+        row["agents_spread_ms"] = [round(s["spread_ms"], 1) for s in spreads]
+        row["agents_raw_spread_ms"] = [round(s["raw_spread_ms"], 1) for s in spreads]
+        row["agents_offset_abs_max_ms"] = max((s["offset_abs_max_ms"] for s in spreads),
+                                              default=None)
         rows[ranks] = row
         shutil.rmtree(gen, ignore_errors=True)
+        shutil.rmtree(os.path.join(workdir, f"pb-{nodes}"), ignore_errors=True)
     results["scale"] = rows
 
 
@@ -384,6 +570,88 @@ def ms(seconds):
 
 def verdict(ok):
     return "met" if ok else "**missed**"
+
+
+def spread_of(values, unit=ms):
+    """A median, with the runs' range when there were several."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return "-"
+    middle = unit(statistics.median(values))
+    return middle if len(values) == 1 else f"{middle} ({unit(min(values))}-{unit(max(values))})"
+
+
+def scale_markdown(scale):
+    lines = ["## Diagnose at scale", "",
+             "Synthetic jobs made from the real 8-rank capture above "
+             "(tools/bench/make_scale_snapshots.py: every rank a renumbered copy of a real "
+             "waiting rank, one of the real diverged rank), 8 ranks per node. Whole "
+             "`diagnose` wall time (read, analysis, rules, bundle and reports written) and "
+             "its peak RSS; with several runs, the median and (the range). *Agents*: "
+             "`collect --replay` serves each node's recorded snapshot on its own loopback "
+             "port below the ephemeral range (as many nodes per process as RLIMIT_NOFILE "
+             "holds: a listener and a connection each), taking each sample when it is due; "
+             "diagnose connects to every node and asks for 1 sample.", "",
+             "| ranks | nodes | JSON files | binary files | agents | peak RSS (JSON / binary "
+             "/ agents) | bytes per rank | diverged rank named | target |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for ranks, r in scale.items():
+        limit, rss_limit = SCALE_LIMITS.get(int(ranks), (30.0, 2 << 30))
+        worst_rss = max(r["json_rss_kib"], r["pb_rss_kib"], r["agents_rss_kib"])
+        rss_text = f"{rss_limit >> 30} GiB"
+        lines.append(
+            f"| {ranks} | {r['nodes']} | {spread_of(r.get('json_s_all', [r['json_s']]))} | "
+            f"{spread_of(r.get('pb_s_all', [r['pb_s']]))} | "
+            f"{spread_of(r.get('agents_s_all', [r['agents_s']]))} "
+            f"({r['agents_ok_nodes']}/{r['nodes']} ok) | "
+            f"{r['json_rss_kib'] // 1024} / {r['pb_rss_kib'] // 1024} / "
+            f"{r['agents_rss_kib'] // 1024} MiB | {r['wire_bytes_per_rank']:.0f} | "
+            f"{'yes' if r['json_named'] and r['pb_named'] and r['agents_named'] else 'NO'} | "
+            f"< {limit:.0f} s: binary {verdict(r['pb_s'] < limit)}, JSON "
+            f"{verdict(r['json_s'] < limit)}, agents {verdict(r['agents_s'] < limit)}; "
+            f"< {rss_text}: {verdict(worst_rss * 1024 < rss_limit)} |")
+    lines.append("")
+    fanned = {k: r for k, r in scale.items() if "agents_spread_ms" in r}
+    if fanned:
+        lines += ["The fan-out through the agents (diagnose's own lines: the clocks read, how far "
+                  "ahead sample 0 was set, when the last Capture request was sent; then the "
+                  "bundle: each node's sample 0 time less its clock offset, the spread across "
+                  "nodes, and the same without the offsets, which on one machine is the true "
+                  "spread):", "",
+                  "| ranks | nodes | clocks read | sample 0 set ahead | every request sent | "
+                  "sample 0 spread, offsets applied | raw spread | largest offset | nodes late > "
+                  f"{SAMPLE_SPREAD_BOUND_MS} ms | target |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for ranks, r in fanned.items():
+            spreads = r["agents_spread_ms"]
+            on_time = all(sent is not None and lead is not None and sent < lead
+                          for sent, lead in zip(r["agents_sent_ms"], r["agents_lead_ms"]))
+            within = bool(spreads) and max(spreads) <= SAMPLE_SPREAD_BOUND_MS
+            offset = r.get("agents_offset_abs_max_ms")
+            lines.append(
+                f"| {ranks} | {r['nodes']} | {spread_of([v / 1e3 for v in r['agents_clocks_ms'] if v is not None])} | "
+                f"{spread_of([v / 1e3 for v in r['agents_lead_ms'] if v is not None])} | "
+                f"{spread_of([v / 1e3 for v in r['agents_sent_ms'] if v is not None])} | "
+                f"{spread_of(spreads, lambda v: f'{v:.1f} ms')} | "
+                f"{spread_of(r['agents_raw_spread_ms'], lambda v: f'{v:.1f} ms')} | "
+                f"{'-' if offset is None else f'{offset:.1f} ms'} | {r['agents_late_nodes']} | "
+                f"every request before sample 0: {verdict(on_time)}; spread <= "
+                f"{SAMPLE_SPREAD_BOUND_MS} ms: {verdict(within)} |")
+        lines.append("")
+    sizes = sorted(scale, key=int)
+    if len(sizes) >= 2:
+        big, smaller = sizes[-1], sizes[-2]
+        parts = []
+        for name, key in (("JSON", "json_s"), ("binary", "pb_s"), ("agents", "agents_s")):
+            per_rank = [1e6 * scale[k][key] / int(k) for k in sizes]
+            ratio = per_rank[-1] / per_rank[-2]
+            parts.append(f"{name} " + " / ".join(f"{v:.0f}" for v in per_rank) +
+                         f" us ({ratio:.2f}x: {verdict(ratio <= LINEAR_FACTOR)})")
+        lines += ["Linear growth: time per rank present at " +
+                  " / ".join(str(k) for k in sizes) + " ranks: " + "; ".join(parts) +
+                  f" (target: at {big} ranks at most {LINEAR_FACTOR}x its value at {smaller}).",
+                  ""]
+    return lines
 
 
 def write_markdown(results, path):
@@ -457,30 +725,7 @@ def write_markdown(results, path):
                   f"of one sample; target < 2048: {verdict(node['bytes_per_rank'] < 2048)}).", ""]
     scale = results.get("scale", {})
     if scale:
-        lines += ["## Diagnose at scale", "",
-                  "Synthetic jobs made from the real 8-rank capture above "
-                  "(tools/bench/make_scale_snapshots.py: every rank a renumbered copy of a real "
-                  "waiting rank, one of the real diverged rank), 8 ranks per node. Whole "
-                  "`diagnose` wall time (read, analysis, rules, bundle and reports written) and "
-                  "its peak RSS. *Agents*: `collect --replay` serves each node's recorded "
-                  "snapshot on its own loopback port; diagnose connects to every one.", "",
-                  "| ranks | nodes | JSON files | binary files | agents | peak RSS (JSON / binary "
-                  "/ agents) | bytes per rank | diverged rank named | target |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-        for ranks, r in scale.items():
-            limit = 2 if int(ranks) <= 4096 else 15
-            best = min(r["json_s"], r["pb_s"], r["agents_s"])
-            worst_rss = max(r["json_rss_kib"], r["pb_rss_kib"], r["agents_rss_kib"])
-            lines.append(
-                f"| {ranks} | {r['nodes']} | {ms(r['json_s'])} | {ms(r['pb_s'])} | "
-                f"{ms(r['agents_s'])} ({r['agents_ok_nodes']}/{r['nodes']} ok) | "
-                f"{r['json_rss_kib'] // 1024} / {r['pb_rss_kib'] // 1024} / "
-                f"{r['agents_rss_kib'] // 1024} MiB | {r['wire_bytes_per_rank']:.0f} | "
-                f"{'yes' if r['json_named'] and r['pb_named'] and r['agents_named'] else 'NO'} | "
-                f"< {limit} s: binary {verdict(r['pb_s'] < limit)}, JSON "
-                f"{verdict(r['json_s'] < limit)}, agents {verdict(r['agents_s'] < limit)}; "
-                f"< 1 GiB: {verdict(worst_rss < 1024 * 1024)} |")
-        lines.append("")
+        lines += scale_markdown(scale)
     watching = results.get("watch", {})
     if watching:
         lines += ["## Watching", "",
@@ -513,7 +758,12 @@ def main():
                         help="analysis text appended to the page (why a target is missed)")
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--gdb-runs", type=int, default=3)
-    parser.add_argument("--scale-nodes", type=int, nargs="*", default=[512, 4096])
+    parser.add_argument("--scale-nodes", type=int, nargs="*", default=[512, 4096, 16384])
+    parser.add_argument("--scale-runs", type=int, default=1,
+                        help="runs of each scale measurement (median and range reported)")
+    parser.add_argument("--scale-real", default=None,
+                        help="the real 8-rank capture to scale (a `collect --once` JSON file): "
+                             "skips the node section's gloo job")
     parser.add_argument("--only", nargs="*",
                         default=["capture", "pause", "node", "scale", "watch"])
     parser.add_argument("--watch-seconds", type=int, default=300,
@@ -549,6 +799,10 @@ def main():
     if os.path.exists(args.notes):
         with open(args.notes) as f:
             results["notes"] = f.read()
+    # One connection per simulated node (diagnose) and a listener and a connection per node
+    # (the replays): the soft descriptor limit up to the hard one, for every child.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     procs = Processes()
     workdir = tempfile.mkdtemp(prefix="hangscope-bench-")
     try:
@@ -560,13 +814,15 @@ def main():
             bench_pause(procs, args, results, workdir)
             procs.stop_all()
             print("pause:", json.dumps(results["pause"]), flush=True)
-        if "node" in args.only or "scale" in args.only:
+        if "node" in args.only or ("scale" in args.only and not args.scale_real):
             real = bench_node(procs, args, results, workdir)
             procs.stop_all()
             print("node:", json.dumps(results["node"]), flush=True)
-            if "scale" in args.only:
-                bench_scale(procs, args, results, workdir, real)
-                print("scale:", json.dumps(results["scale"]), flush=True)
+        else:
+            real = args.scale_real
+        if "scale" in args.only:
+            bench_scale(procs, args, results, workdir, real)
+            print("scale:", json.dumps(results["scale"]), flush=True)
         if "watch" in args.only:
             results["watch"] = {}
             for rhythm in ("hung", "busy"):

@@ -10,7 +10,6 @@ key stays the real one, so the whole set is one job.
 
 Usage: make_scale_snapshots.py REAL.json OUT_DIR NODES RANKS_PER_NODE DIVERGED_RANK
 """
-import copy
 import json
 import os
 import sys
@@ -41,8 +40,16 @@ def diverged_template(ranks):
     return majority, minority
 
 
+_TEXT = {}
+
+
 def renumber(process, rank, local_rank, world, pid):
-    p = copy.deepcopy(process)
+    # A fresh copy from the template's JSON text (several times faster than copy.deepcopy:
+    # 131,072 ranks are copied).
+    text = _TEXT.get(id(process))
+    if text is None:
+        text = _TEXT[id(process)] = json.dumps(process)
+    p = json.loads(text)
     old_pid = p["pid"]
     p["pid"] = pid
     for t in p["threads"]:

@@ -52,6 +52,9 @@ struct AgentOptions {
   // --replay: serve these recorded snapshot files instead of capturing, file i on the listen
   // port + i (each a simulated node with its own endpoint; for benchmarks and tests).
   std::vector<std::string> replay_files;
+  // --replay: every node refuses its first N Capture calls as busy (HANGSCOPE_REPLAY_BUSY_CALLS;
+  // tests of the coordinator's retries).
+  long replay_busy_calls = 0;
   // How often the agent checks that it still accepts connections (0 = never); after three
   // failed checks in a row it exits 1 to be restarted (HANGSCOPE_AGENT_SELF_CHECK_MS).
   std::chrono::milliseconds self_check_interval{15000};
@@ -82,20 +85,65 @@ struct CollectRequest {
   std::string tls_ca, tls_cert, tls_key;
   int samples = 1;
   std::chrono::milliseconds interval{1000};
-  std::chrono::system_clock::time_point start;  // coordinator clock; translated per agent
-  std::chrono::milliseconds deadline{30000};
+  // Every node takes sample 0 at one moment of the coordinator's clock, chosen once every
+  // agent has told its clock (Info): `min_lead` ahead at least, kCaptureSendCost per node, and
+  // one and a half times the clock pass, so that every node has its Capture request before it.
+  std::chrono::milliseconds min_lead{500};
+  // How long an answer may take once the last sample is due (the capture and the transfer).
+  std::chrono::milliseconds answer_within{30000};
   bool locals = false;
 };
 
-// Asks one agent (Info for its clock, then Capture); never throws for network problems.
-AgentAnswer collect_from(const std::string& address, const CollectRequest& request);
+// The coordinator's cost of sending one node its Capture request, with a margin: on 2 shared,
+// loaded cores, `collect --replay` of 2,048 to 16,384 nodes took 30 to 150 us per node from the
+// first request sent to the last one taken in (tools/bench/notes.md). Sample 0 is set at least
+// this much per node ahead of the moment it is chosen (and one and a half times the clock pass,
+// which measures the same on the network at hand).
+inline constexpr std::chrono::microseconds kCaptureSendCost{150};
+
+// How a fan-out went (collect_all).
+struct FanoutTimes {
+  std::size_t asked = 0;                         // nodes sent a Capture request
+  std::chrono::system_clock::time_point start;   // sample 0, the coordinator's clock
+  std::chrono::nanoseconds clocks{0};            // reading every agent's clock (Info)
+  std::chrono::nanoseconds lead{0};              // from choosing the start to it
+  std::chrono::nanoseconds sent{0};              // from choosing it to the last request sent
+  std::chrono::nanoseconds worst_round_trip{0};  // of the Info each clock offset came from
+  std::size_t descriptor_limit = 0;              // RLIMIT_NOFILE's soft limit, raised
+};
+
+// What collect_all tells as it goes; calls come one at a time, from any of its threads.
+class FanoutListener {
+ public:
+  virtual ~FanoutListener() = default;
+  // Another agent told its clock, or could not be asked (`done` of `total`).
+  virtual void clock_read(std::size_t /*done*/, std::size_t /*total*/) {}
+  // The start was chosen and every Capture request sent.
+  virtual void sampling(const FanoutTimes& /*times*/) {}
+  // One node's answer, complete (`done` of `total`).
+  virtual void answered(const AgentAnswer& /*answer*/, std::size_t /*done*/,
+                        std::size_t /*total*/) {}
+  // Something that changes what is asked (too few descriptors for every node).
+  virtual void warning(const std::string& /*message*/) {}
+};
+
+// Asks every agent at once, from one thread over one completion queue, one connection each:
+// first every connection (an Info call, 256 nodes at a time), then every agent's clock over its
+// open connection (another Info, 16 at a time; the offset comes from the quicker round trip),
+// then sample 0 is set (see CollectRequest::min_lead) and every node is sent its Capture request
+// at once; a busy agent is asked again, with pauses, until its deadline. Each reply is decoded as
+// it arrives, off that thread. Every address is an answer, in order: one that did not answer
+// says why. Never throws for network problems.
+std::vector<AgentAnswer> collect_all(const std::vector<std::string>& addresses,
+                                     const CollectRequest& request, FanoutListener& listener,
+                                     FanoutTimes* times = nullptr);
 
 // A watcher's connection to one agent (`hangscope watch`): one channel kept open between calls,
 // the agent's clock offset learned on the first call (and again after a failure), and the
 // non-stopping Observe call. Not thread-safe: one call at a time per agent.
 class AgentObserver {
  public:
-  // `credentials`: token and TLS files as for collect_from (its sampling fields are unused).
+  // `credentials`: token and TLS files as for collect_all (its sampling fields are unused).
   AgentObserver(const std::string& address, CollectRequest credentials);
   ~AgentObserver();
   AgentObserver(const AgentObserver&) = delete;
