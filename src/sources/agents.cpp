@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <map>
 
 #include "hangscope/sources/sources.h"
 #include "node_answers.h"
@@ -48,7 +49,13 @@ class Listener final : public agent::FanoutListener {
     } else {
       ++answered_before_;
     }
-    if (answer.status != model::NodeState::kOk || total <= 16 || done % 256 == 0 || done == total) {
+    const bool failed = answer.status != model::NodeState::kOk;
+    if (failed) ++failed_[answer.status];
+    // Each failure is said up to kFailuresSaid; past them, a count at the end (every node is in
+    // the report with its reason).
+    const bool say_failure = failed && failures_said_ < kFailuresSaid;
+    if (say_failure || (!failed && (total <= 16 || done % 256 == 0 || done == total))) {
+      if (say_failure) ++failures_said_;
       feedback_.say(answer.address + ": " + std::string(model::to_string(answer.status)) +
                     (answer.error.empty() ? "" : " (" + answer.error + ")") + " [" +
                     std::to_string(done) + "/" + std::to_string(total) + "]");
@@ -61,6 +68,19 @@ class Listener final : public agent::FanoutListener {
   void end() {
     clocks_.end();
     answers_.end();
+    std::size_t failed = 0;
+    std::string states;
+    for (const auto& [state, count] : failed_) {
+      failed += count;
+      states += (states.empty() ? "" : ", ") + std::to_string(count) + " " +
+                std::string(model::to_string(state));
+    }
+    if (failed > failures_said_) {
+      feedback_.say(std::to_string(failed) + " of " + std::to_string(nodes_) +
+                    " node(s) did not answer (" + states + "): the first " +
+                    std::to_string(failures_said_) +
+                    " are named above, every one in the report with its reason");
+    }
   }
 
  private:
@@ -70,6 +90,9 @@ class Listener final : public agent::FanoutListener {
   ProgressMeter::Task answers_;
   std::size_t answered_before_ = 0;  // nodes that failed before the answers' phase
   bool answering_ = false;
+  static constexpr std::size_t kFailuresSaid = 32;
+  std::size_t failures_said_ = 0;
+  std::map<model::NodeState, std::size_t> failed_;
 };
 
 // A node is late when it took sample 0 this long after the moment set for every node.
