@@ -260,13 +260,19 @@ class Fanout {
     spdlog::debug("fan-out: every answer decoded ({:.0f} ms of CPU, {} MiB)", cpu_ms(), rss_mib());
     decoder_ = nullptr;
     times.worst_round_trip = std::chrono::nanoseconds(worst_round_trip_);
+    return std::move(answers_);
+  }
+
+  // The queue is shut down and drained before it goes (every call is through by then).
+  ~Fanout() {
     cq_.Shutdown();
     void* tag = nullptr;
     bool ok = false;
     while (cq_.Next(&tag, &ok)) {
     }
-    return std::move(answers_);
   }
+  Fanout(const Fanout&) = delete;
+  Fanout& operator=(const Fanout&) = delete;
 
  private:
   enum class Stage {
