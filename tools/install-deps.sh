@@ -20,6 +20,10 @@ packages=(
   # asyncio tasks on uvloop (tests/integration/asyncio_tasks_test.cpp): vLLM serves on it
   python3-uvloop
   procps iproute2 util-linux psmisc openssl libssl-dev
+  # the system calls a capture makes, seen from outside (tests/integration/sockets_test.cpp:
+  # `dump` reads no socket without --sockets; gloo_capture_test.cpp: no file opened while
+  # threads are held)
+  strace
   # deployment paths (tests/deploy): systemd-analyze, a single-machine Slurm, the manifest's
   # YAML, zsh completions, the man page
   systemd slurm-wlm python3-yaml zsh man-db groff-base

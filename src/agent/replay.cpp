@@ -24,7 +24,7 @@ namespace {
 
 // Descriptors a replay keeps beside its listeners and connections (its files while it reads
 // them, gRPC's own, the log).
-constexpr std::size_t kSpareDescriptors = 64;
+constexpr std::size_t kReplaySpareDescriptors = 64;
 
 struct Node {
   std::string name;
@@ -432,7 +432,7 @@ Replay::Replay(const AgentOptions& options, int base_port)
     : state_(std::make_unique<State>(options, base_port)) {
   const std::size_t files = options.replay_files.size();
   const std::uint64_t limit = parts::raise_descriptor_limit();
-  const std::uint64_t needed = 2 * files + kSpareDescriptors + parts::open_descriptors();
+  const std::uint64_t needed = 2 * files + kReplaySpareDescriptors + parts::open_descriptors();
   if (needed > limit) {
     throw Error("--replay of " + std::to_string(files) +
                 " files needs a listening port and a connection for each, about " +

@@ -56,7 +56,9 @@ std::vector<const OtherProcess*> candidates(const Job& job,
   for (const auto& other : others) {
     const auto& id = other.process->identity;
     if (id.role == model::ProcessRole::kLauncher || id.role == model::ProcessRole::kHelper ||
-        !other.process->dump || multiprocessing_helper(other)) {
+        id.role == model::ProcessRole::kEngine || id.role == model::ProcessRole::kApi ||
+        id.role == model::ProcessRole::kCoordinator || !other.process->dump ||
+        multiprocessing_helper(other)) {
       continue;
     }
     const bool same_job = !job.key.empty() && id.job == job.key;

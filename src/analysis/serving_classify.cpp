@@ -23,25 +23,6 @@ using model::Frame;
 using waits::find_meaning;
 using waits::FrameMeaning;
 
-bool title_has(const model::ProcessRecord& p, std::string_view word) {
-  return p.identity.title.find(word) != std::string::npos;
-}
-
-bool any_thread_has(const model::ProcessRecord& p, FrameMeaning meaning) {
-  return p.dump && model::any_python_frame(*p.dump, waits::frames_meaning(meaning));
-}
-
-bool has_request_tasks(const model::ProcessRecord& p) {
-  if (!p.dump) return false;
-  for (const auto& task : p.dump->tasks) {
-    if (find_meaning(task.coroutine, FrameMeaning::kRequest) ||
-        find_meaning(task.coroutine, FrameMeaning::kOutputHandler)) {
-      return true;
-    }
-  }
-  return false;
-}
-
 std::string place(const Frame& f) {
   return (f.qualname.empty() ? f.function : f.qualname) + " (" + waits::short_path(f.file) + ":" +
          std::to_string(f.line) + ")";
@@ -192,14 +173,7 @@ const model::ThreadDump* busy_loop_thread(const model::ProcessRecord& p) {
 Classified classify(const model::Bundle& bundle, const std::vector<OtherProcess>& others) {
   Classified out;
   auto& [apis, engines, coordinators] = out;
-  std::set<std::pair<std::string, pid_t>> engine_parents;
-  for (const auto& o : others) {
-    const auto& p = *o.process;
-    if (title_has(p, "EngineCore") || p.identity.role == model::ProcessRole::kEngine ||
-        busy_loop_thread(p)) {
-      engine_parents.insert({o.node, p.ppid});
-    }
-  }
+  // The role was decided when the node was captured (or its snapshot read: waits/serving_roles.h).
   for (const auto& o : others) {
     const auto& p = *o.process;
     ServingProcess s;
@@ -207,27 +181,21 @@ Classified classify(const model::Bundle& bundle, const std::vector<OtherProcess>
     s.process = &p;
     s.title = p.identity.title;
     s.wait = o.wait;
-    if (title_has(p, "EngineCore") || p.identity.role == model::ProcessRole::kEngine ||
-        busy_loop_thread(p)) {
-      s.role = model::ProcessRole::kEngine;
-      read_engine(bundle, o.node, s);
-      engines.push_back(std::move(s));
-    } else if (title_has(p, "DPCoordinator") ||
-               p.identity.role == model::ProcessRole::kCoordinator ||
-               any_thread_has(p, FrameMeaning::kCoordinator)) {
-      s.role = model::ProcessRole::kCoordinator;
-      coordinators.push_back(std::move(s));
-    } else if (any_thread_has(p, FrameMeaning::kHealthCheckOnly)) {
-      continue;
-    } else if (title_has(p, "APIServer") || p.identity.role == model::ProcessRole::kApi ||
-               has_request_tasks(p) || any_thread_has(p, FrameMeaning::kApiServerThread) ||
-               (engine_parents.count({o.node, p.pid}) &&
-                ((p.dump && !p.dump->tasks.empty()) ||
-                 (any_thread_has(p, FrameMeaning::kServeCommand) &&
-                  !any_thread_has(p, FrameMeaning::kServeLauncher))))) {
-      s.role = model::ProcessRole::kApi;
-      read_tasks(bundle, o.node, s);
-      apis.push_back(std::move(s));
+    s.role = p.identity.role;
+    switch (p.identity.role) {
+      case model::ProcessRole::kEngine:
+        read_engine(bundle, o.node, s);
+        engines.push_back(std::move(s));
+        break;
+      case model::ProcessRole::kCoordinator:
+        coordinators.push_back(std::move(s));
+        break;
+      case model::ProcessRole::kApi:
+        read_tasks(bundle, o.node, s);
+        apis.push_back(std::move(s));
+        break;
+      default:
+        break;
     }
   }
   return out;

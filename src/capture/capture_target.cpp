@@ -34,7 +34,7 @@ std::unique_ptr<PythonSession> open_python(CaptureTarget& target, const ReadOpti
   if (python) {
     dump.python = python->interpreter().version.to_string();
     phases.lap("interpreter");
-    dump.distributed = python->read_process_groups();
+    dump.distributed = python->read_process_groups(options.tasks);
     phases.lap("torch.distributed's process groups");
   } else if (options.stacks == StackKinds::kPythonOnly || note.code != DiagnosticCode::kNotPython) {
     // A native process is no news, unless Python stacks were all that was asked for.

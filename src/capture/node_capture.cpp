@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "hangscope/capture/sockets.h"
 #include "hangscope/collectives/c10d_store.h"
 #include "hangscope/collectives/flight_recorder.h"
 #include "hangscope/collectives/nccl_ras.h"
@@ -35,8 +36,10 @@
 #include "hangscope/model/store_keys.h"
 #include "hangscope/proc/process_fs.h"
 #include "hangscope/waits/frameworks.h"
+#include "hangscope/waits/serving_roles.h"
 #include "hangscope/waits/wait_point.h"
 #include "record_identity.h"
+#include "socket_tables.h"
 
 namespace hangscope::capture {
 namespace {
@@ -108,7 +111,9 @@ struct NodeFacts {
   std::map<std::string, std::string> gpu;
   std::map<std::string, std::vector<facts::CacheFile>> autotune;
   std::map<std::string, std::vector<facts::P2pCacheFile>> p2p;
-  std::map<std::string, facts::NamespaceTables> networks;  // by network namespace
+  std::map<std::string, std::vector<facts::NetworkInterface>> interfaces;  // by network namespace
+  // Every socket table, each read once for the sockets of the processes' dumps and their facts.
+  std::shared_ptr<SocketTables> sockets = std::make_shared<SocketTables>();
 };
 
 // Identity, environment and fact sources of one process (no stopping involved).
@@ -232,13 +237,20 @@ void collect_facts(model::ProcessRecord& record, FactSources sources, NodeFacts&
     record.facts[model::fact_keys::kShmFreeBytes] = std::to_string(shm->free_bytes);
   }
   const std::string netns_key = namespace_id(proc_dir, "net");
-  auto tables = memo.networks.find(netns_key);
-  if (tables == memo.networks.end() || netns_key.empty()) {
-    tables =
-        memo.networks.insert_or_assign(netns_key, facts::read_namespace_tables(proc_dir)).first;
+  auto interfaces = memo.interfaces.find(netns_key);
+  if (interfaces == memo.interfaces.end() || netns_key.empty()) {
+    interfaces =
+        memo.interfaces.insert_or_assign(netns_key, facts::network_interfaces(proc_dir)).first;
+  }
+  // The TCP tables and descriptors the capture read for the process's sockets, else now.
+  const auto tables = memo.sockets->of(record.pid, /*tcp=*/true);
+  std::set<std::uint64_t> held;
+  if (const auto listed = memo.sockets->held_by(record.pid); listed->has_value()) {
+    for (const auto& [fd, inode] : **listed) held.insert(inode);
   }
   for (auto& [key, value] :
-       facts::network_facts(proc_dir, tables->second).facts(record.environment)) {
+       facts::network_facts(interfaces->second, tables->tcp, tables->tcp_notes, held)
+           .facts(record.environment)) {
     record.facts[key] = std::move(value);
   }
   collect_cache_facts(record, sources.cache_env, memo);
@@ -596,6 +608,9 @@ model::NodeSnapshot capture_node(const NodeCaptureOptions& options) {
   // asyncio tasks always: one pass over sys.modules when asyncio is not imported (about a
   // millisecond for torch's 1,500 modules), and the front end's view when it is.
   process_options.tasks = true;
+  // Sockets always: the serving chain and the groups' identity pair processes by them.
+  process_options.sockets = true;
+  process_options.socket_tables = node_facts.sockets;
   if (!process_options.modules) process_options.modules = std::make_shared<elf::ModuleCache>();
   std::vector<std::map<std::string, std::string>> dump_env;    // per process, for its dumps
   std::map<std::size_t, std::vector<proc::Mapping>> shm_maps;  // per process: its psm_* segments
@@ -637,6 +652,8 @@ model::NodeSnapshot capture_node(const NodeCaptureOptions& options) {
   for (auto& r : node.processes) identify_from_memory(r);
   mark_launchers(node.processes);
   mark_helpers(node.processes);
+  // Engine cores, API servers and DP coordinators (a launcher of ranks may be an engine core).
+  waits::assign_serving_roles(node.processes);
   collect_flight_records(node, dump_env, options);
   collect_nccl_ras(node, dump_env);
   if (options.query_store) collect_store_queries(node, dump_env);

@@ -81,13 +81,6 @@ bool waits_on_peers(const model::ThreadDump& thread) {
   return waits::waits_on_peers(waits::classify_thread(thread).kind);
 }
 
-std::vector<ProbedFrame> outermost_first(const std::vector<python::PyFrame>& frames) {
-  std::vector<ProbedFrame> out;
-  for (auto f = frames.rbegin(); f != frames.rend(); ++f)
-    out.push_back({f->file, f->function, f->line});
-  return out;
-}
-
 }  // namespace
 
 // Which processes to look at: the options' pids, else discovery, done again every
@@ -107,15 +100,10 @@ struct NodeObserver::Watched {
   std::unique_ptr<elf::ProcessImage> image;
   std::unique_ptr<memory::ProcessMemory> memory;
   std::unique_ptr<PythonSession> python;
-  // The probes of the current observation, by Python thread id: the first read's frames and
-  // how many of them each probe found kept.
-  struct Tally {
-    std::vector<ProbedFrame> reference;
-    model::ProbeTally tally;
-  };
-  std::map<std::uint64_t, Tally> tallies;
+  // The probes of the current observation: each watched thread against its first read.
+  ProbeTallies tallies;
 
-  std::vector<python::PyThread> read_threads(int attempts, bool names = true) {
+  std::vector<python::PyThread> read_threads(int attempts, bool names) {
     if (!python) return {};
     try {
       return python->read_threads(/*locals=*/false, attempts, names);
@@ -124,47 +112,8 @@ struct NodeObserver::Watched {
     }
   }
 
-  // How many of a thread's reference frames a probe's read kept; nullopt for a torn read, one
-  // that ends elsewhere than the thread's outermost frame, or a thread not in the reference.
-  std::optional<std::uint32_t> kept_by(const python::PyThread& t) const {
-    const auto it = tallies.find(t.thread_id);
-    if (it == tallies.end() || it->second.reference.empty() || python::torn(t) ||
-        t.frames.empty()) {
-      return std::nullopt;
-    }
-    const auto seen = outermost_first(t.frames);
-    const auto& bottom = it->second.reference.front();
-    if (seen.front().function != bottom.function || seen.front().file != bottom.file) {
-      return std::nullopt;
-    }
-    return frames_kept(it->second.reference, seen);
-  }
-
-  // One probe: every Python thread read while it runs, counted against the first read; a thread
-  // that seems to have left part of its stack is read once more and counts only when both agree
-  // (as capture's probes between samples do).
   void probe() {
-    if (tallies.empty()) return;  // no thread waits on peers: nothing to read
-    std::map<std::uint64_t, std::uint32_t> kept;
-    bool moved = false;
-    for (const auto& t : read_threads(1, /*names=*/false)) {
-      if (const auto k = kept_by(t)) {
-        kept[t.thread_id] = *k;
-        moved = moved || *k < tallies.at(t.thread_id).reference.size();
-      }
-    }
-    if (moved) {
-      std::map<std::uint64_t, std::uint32_t> again;
-      for (const auto& t : read_threads(1, /*names=*/false)) {
-        if (const auto k = kept_by(t)) again[t.thread_id] = *k;
-      }
-      std::erase_if(kept, [&](const auto& entry) {
-        const bool whole = entry.second == tallies.at(entry.first).reference.size();
-        const auto second = again.find(entry.first);
-        return !whole && (second == again.end() || second->second != entry.second);
-      });
-    }
-    for (const auto& [id, k] : kept) tallies.at(id).tally.count(k);
+    tallies.probe([this] { return read_threads(1, /*names=*/false); });
   }
 
   // The process now: its state and CPU times, its Python threads (frames only) with their
@@ -191,6 +140,9 @@ struct NodeObserver::Watched {
       threads = read_threads(2, /*names=*/false);
     }
     if (first) tallies.clear();
+    // The last read is also the next window's first when the next observation follows at once
+    // (a watcher's calls come back to back): its threads are the next probes' references.
+    ProbeTallies next;
     for (const auto& py : threads) {
       model::ThreadDump t;
       auto tid = tid_of.find(py.thread_id);
@@ -215,13 +167,14 @@ struct NodeObserver::Watched {
       if (first) {
         // Probes watch the threads that wait on peers: whether they leave the wait between
         // the first and last read is what a probe can tell; a thread at work moves anyway.
-        if (waits_on_peers(t)) tallies[py.thread_id] = {outermost_first(py.frames), {}};
-      } else if (const auto it = tallies.find(py.thread_id);
-                 it != tallies.end() && it->second.tally.taken > 0) {
-        t.probes = it->second.tally;
+        if (waits_on_peers(t)) tallies.watch(py.thread_id, outermost_first(py.frames));
+      } else {
+        if (const auto* tally = tallies.tally(py.thread_id)) t.probes = *tally;
+        if (waits_on_peers(t)) next.watch(py.thread_id, outermost_first(py.frames));
       }
       now.dump->threads.push_back(std::move(t));
     }
+    if (!first) tallies = std::move(next);
     if (now.dump->distributed && python) {
       python->refresh_sequences(*now.dump->distributed);
       record.dump->distributed = now.dump->distributed;  // the numbers only grow
@@ -244,6 +197,9 @@ std::vector<pid_t> NodeObserver::candidates(const ObserveOptions& options) {
     discovery_->found = discover_processes();
     discovery_->at = now;
     discovery_->done = true;
+    // Processes left out earlier that are gone are forgotten: a watch runs for months.
+    const std::set<pid_t> present(discovery_->found.begin(), discovery_->found.end());
+    std::erase_if(discovery_->rejected, [&](const auto& r) { return !present.count(r.first); });
   }
   return discovery_->found;
 }
@@ -255,7 +211,10 @@ void NodeObserver::describe_new(const std::vector<pid_t>& pids, const ObserveOpt
   o.select = options.select;
   o.node_name = options.node_name;
   o.process.stacks = StackKinds::kPythonOnly;
-  o.process.locals = false;
+  // Locals once, when a process is described: the groups outside torch's registry that its
+  // frames hold (vLLM's stateless DP group in an engine core's `self.dp_group`) are found
+  // only through them, and each observation reads their sequence numbers again.
+  o.process.locals = true;
   o.process.modules = modules_;
   const auto described = capture_node(o);
   for (const auto& r : described.processes) {
@@ -337,8 +296,19 @@ std::optional<std::array<model::NodeSnapshot, 2>> NodeObserver::observe(
       ++it;
     }
   };
-  read_all(samples[0], true);
-  timer.lap("first read");
+  // A watcher's next call comes right after the previous one's answer: the last read then
+  // stands for this window's first (the threads were armed for it), which saves a read of every
+  // process per poll. After a pause, or with processes described just now, read again.
+  constexpr std::int64_t kReuseWithinNs = 250'000'000;
+  if (last_read_ && fresh.empty() && options.pids == last_pids_ &&
+      unix_now_ns() - last_read_->capture_unix_ns < kReuseWithinNs) {
+    samples[0] = *last_read_;
+    samples[0].sample_index = 0;
+    timer.lap("first read (the last one's)");
+  } else {
+    read_all(samples[0], true);
+    timer.lap("first read");
+  }
   std::chrono::nanoseconds probing{0};
   const std::int64_t from = samples[0].capture_unix_ns;
   const std::int64_t until = from + options.window.count();
@@ -361,6 +331,8 @@ std::optional<std::array<model::NodeSnapshot, 2>> NodeObserver::observe(
   read_all(samples[1], false);
   timer.lap("last read");
   samples[1].capture_time = std::chrono::steady_clock::now() - begin;
+  last_read_ = samples[1];
+  last_pids_ = options.pids;
   return samples;
 }
 

@@ -11,6 +11,7 @@
 #include "hangscope/memory/process_memory.h"
 #include "hangscope/native/freezer.h"
 #include "hangscope/proc/process_fs.h"
+#include "socket_tables.h"
 
 namespace hangscope::capture {
 namespace {
@@ -74,7 +75,9 @@ class LiveProcess final : public CaptureTarget {
         leader_(check_capturable(fs_)),
         image_(fs_, memory_map(pid, leader_.comm, std::move(maps)), options.modules),
         memory_(pid),
-        freeze_(options.freeze) {}
+        freeze_(options.freeze),
+        sockets_(options.sockets),
+        socket_tables_(options.socket_tables) {}
 
   pid_t pid() const override { return fs_.pid(); }
   std::string command() const override { return leader_.comm; }
@@ -121,7 +124,9 @@ class LiveProcess final : public CaptureTarget {
   }
 
   void add_process_facts(const ReadOptions&, model::ProcessDump& dump) override {
-    dump.sockets = read_sockets(fs_.pid(), dump.notes);
+    if (sockets_) {
+      dump.sockets = read_sockets(fs_.pid(), dump.notes, kMaxSockets, socket_tables_.get());
+    }
   }
 
  private:
@@ -130,6 +135,8 @@ class LiveProcess final : public CaptureTarget {
   elf::ProcessImage image_;
   memory::ProcessMemory memory_;
   native::FreezeOptions freeze_;
+  bool sockets_;
+  std::shared_ptr<SocketTables> socket_tables_;
 };
 
 }  // namespace

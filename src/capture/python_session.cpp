@@ -99,14 +99,23 @@ std::vector<python::PyThread> PythonSession::read_threads(bool locals, int attem
   return threads;
 }
 
-std::optional<model::DistributedState> PythonSession::read_process_groups() {
+std::optional<model::DistributedState> PythonSession::read_process_groups(bool tasks) {
   memory::PageCache pages(memory_);
   python::ObjectReader objects(pages, maps_, layout_);
-  auto state = python::ProcessGroupReader(objects, interpreter_.runtime_address).read();
+  // One walk of sys.modules for the groups' modules and, when tasks will be read, asyncio's.
+  auto names = python::ProcessGroupReader::modules_read();
+  if (tasks) names.push_back(python::AsyncTaskReader::kTasksModule);
+  auto modules = objects.find_modules(interpreter_.runtime_address, names);
+  if (tasks) {
+    const auto it = modules.find(std::string(python::AsyncTaskReader::kTasksModule));
+    tasks_module_ = it == modules.end() ? std::nullopt : std::optional(it->second);
+    // 3.14's table is found in _asyncio's ELF sections: looked up now, before any thread is
+    // stopped (a tasks read at one instant holds them all).
+    if (layout_.version.at_least(3, 14)) asyncio_debug_ = python::read_asyncio_debug(image_, pages);
+  }
+  auto state =
+      python::ProcessGroupReader(objects, interpreter_.runtime_address, std::move(modules)).read();
   if (state) group_labels_ = python::ProcessGroupReader::labels(*state);
-  // The same pass over sys.modules again, from the pages just read: nearly free.
-  tasks_module_ =
-      python::AsyncTaskReader(objects, interpreter_.runtime_address).find_tasks_module();
   return state;
 }
 
@@ -116,8 +125,13 @@ void PythonSession::refresh_sequences(model::DistributedState& state) {
   python::ProcessGroupReader::refresh_sequences(objects, state);
 }
 
-void PythonSession::add_groups_found(std::optional<model::DistributedState>& state) const {
+void PythonSession::add_groups_found(std::optional<model::DistributedState>& state) {
   if (!groups_found_ || groups_found_->empty()) return;
+  {
+    memory::PageCache pages(memory_);
+    python::ObjectReader objects(pages, maps_, layout_);
+    groups_found_->read_stores(objects);
+  }
   if (!state) state.emplace();
   groups_found_->add_to(*state);
 }
@@ -136,7 +150,8 @@ std::optional<python::AsyncTasks> PythonSession::read_tasks(
   python::AsyncTasksOptions options;
   options.locals = locals;
   if (layout_.version.at_least(3, 14)) {
-    options.asyncio_debug = python::read_asyncio_debug(image_, pages);
+    if (!asyncio_debug_) asyncio_debug_ = python::read_asyncio_debug(image_, pages);
+    options.asyncio_debug = *asyncio_debug_;
   }
   python::AsyncTaskReader reader(objects, interpreter_.runtime_address, std::move(options));
   return reader.read(tstates, *tasks_module_);

@@ -12,6 +12,7 @@
 #include "hangscope/memory/memory_reader.h"
 #include "hangscope/model/process_dump.h"
 #include "hangscope/python/async_tasks.h"
+#include "hangscope/python/asyncio_debug.h"
 #include "hangscope/python/group_discovery.h"
 #include "hangscope/python/interpreter.h"
 #include "hangscope/python/layout.h"
@@ -37,15 +38,17 @@ class PythonSession {
 
   // torch.distributed's groups in the process (nullopt: never imported). Read once, before the
   // threads: their frames' locals then show the groups they name ("<process group 3>").
-  std::optional<model::DistributedState> read_process_groups();
+  // `tasks`: asyncio.tasks is looked up in the same walk of sys.modules (read_tasks follows).
+  std::optional<model::DistributedState> read_process_groups(bool tasks);
 
   // The sequence numbers of `state`'s groups (read by read_process_groups) read again.
   void refresh_sequences(model::DistributedState& state);
 
   // The groups the locals of the threads read so far named outside torch's registry (and the
   // stores of registry groups they named), added to `state` (created when torch's registry
-  // gave none).
-  void add_groups_found(std::optional<model::DistributedState>& state) const;
+  // gave none). Their stores are read here, with libtorch's symbols: call it once every thread
+  // runs again.
+  void add_groups_found(std::optional<model::DistributedState>& state);
 
   // asyncio's tasks and which of `threads` runs each loop (nullopt: asyncio never imported).
   std::optional<python::AsyncTasks> read_tasks(const std::vector<python::PyThread>& threads,
@@ -69,9 +72,11 @@ class PythonSession {
   python::CodeCache codes_;  // code objects decoded by this session's reads
   // Groups met in frames' locals (read with locals only), labelled in group_labels_.
   std::unique_ptr<python::GroupDiscovery> groups_found_;
-  // asyncio.tasks, looked up with the process groups' modules (their pages still cached):
-  // nullopt inside when asyncio was not imported then; unset until then.
+  // asyncio.tasks, looked up with the process groups' modules when tasks are read: nullopt
+  // inside when asyncio was not imported then; unset until looked up.
   std::optional<std::optional<std::uint64_t>> tasks_module_;
+  // 3.14+: _asyncio's .AsyncioDebug table, looked up with the modules (read_process_groups).
+  std::optional<python::AsyncioDebugTable> asyncio_debug_;
 };
 
 }  // namespace hangscope::capture

@@ -4,6 +4,7 @@
 #include <linux/sock_diag.h>
 #include <linux/unix_diag.h>
 #include <netinet/tcp.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -14,26 +15,25 @@
 #include <set>
 
 #include "hangscope/common/error.h"
+#include "hangscope/common/sock_diag.h"
 #include "hangscope/common/tcp_connection.h"
 #include "hangscope/facts/network.h"
+#include "socket_tables.h"
 
 namespace hangscope::capture {
 namespace {
 
-constexpr std::size_t kNetlinkHeader = sizeof(nlmsghdr);
 constexpr std::size_t kUnixDiagMessage = sizeof(unix_diag_msg);
 constexpr std::size_t kAttributeHeader = 4;  // struct rtattr / nlattr: u16 length, u16 type
+constexpr std::size_t kNetlinkHeader = sizeof(nlmsghdr);
 
 std::size_t align4(std::size_t n) {
   return (n + 3) & ~std::size_t{3};
 }
 
-// A native-endian integer at `offset` (netlink speaks the host's byte order).
 template <typename T>
 T read_at(std::string_view bytes, std::size_t offset) {
-  T value{};
-  std::memcpy(&value, bytes.data() + offset, sizeof value);
-  return value;
+  return netlink_value<T>(bytes, offset);
 }
 
 std::string type_name(unsigned type) {
@@ -81,14 +81,6 @@ model::Socket parse_unix_message(std::string_view body, std::size_t at) {
 
 // Every unix socket of the calling thread's network namespace, with its name and peer.
 std::vector<model::Socket> dump_unix_sockets() {
-  const int fd = ::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
-  if (fd < 0) throw_errno("cannot open a NETLINK_SOCK_DIAG socket", errno);
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  timeval timeout{1, 0};  // a kernel answer; bounded all the same
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
   struct {
     nlmsghdr header;
     unix_diag_req request;
@@ -100,25 +92,68 @@ std::vector<model::Socket> dump_unix_sockets() {
   message.request.sdiag_family = AF_UNIX;
   message.request.udiag_states = ~0u;
   message.request.udiag_show = UDIAG_SHOW_NAME | UDIAG_SHOW_PEER;
-  sockaddr_nl kernel{};
-  kernel.nl_family = AF_NETLINK;
-  if (::sendto(fd, &message, sizeof message, 0, reinterpret_cast<sockaddr*>(&kernel),
-               sizeof kernel) < 0) {
-    throw_errno("cannot ask sock_diag for unix sockets", errno);
-  }
   std::vector<model::Socket> out;
-  std::string buffer(64 * 1024, '\0');
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (std::chrono::steady_clock::now() < deadline) {
-    const ssize_t n = ::recv(fd, buffer.data(), buffer.size(), 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw_errno("cannot read sock_diag's answer", errno);
-    auto answer = parse_unix_diag(std::string_view(buffer.data(), static_cast<std::size_t>(n)));
+  sock_diag_dump(&message, sizeof message, "unix sockets", [&](std::string_view bytes) {
+    auto answer = parse_unix_diag(bytes);
     out.insert(out.end(), std::make_move_iterator(answer.sockets.begin()),
                std::make_move_iterator(answer.sockets.end()));
-    if (answer.done || n == 0) return out;
+    return answer.done;
+  });
+  return out;
+}
+
+std::string namespace_key(pid_t pid) {
+  char ns[64] = {};
+  const auto path = "/proc/" + std::to_string(pid) + "/ns/net";
+  const auto n = ::readlink(path.c_str(), ns, sizeof ns - 1);
+  return std::string(ns, n > 0 ? static_cast<std::size_t>(n) : 0);
+}
+
+// Reads into `tables` what it lacks of the namespace of `pid`: its unix sockets, and its TCP
+// sockets when `tcp` (sock_diag, in the namespace; else the process's net/tcp and tcp6).
+void read_namespace(pid_t pid, bool tcp, NamespaceSockets& tables) {
+  const bool unix_wanted = !tables.unix_read;
+  const bool tcp_wanted = tcp && !tables.tcp_read;
+  if (!unix_wanted && !tcp_wanted) return;
+  std::vector<model::Socket> unix_sockets;
+  std::string unix_error, tcp_error;
+  bool tcp_done = false;
+  const std::string entered = run_in_network_namespace(pid, [&] {
+    if (unix_wanted) {
+      try {
+        unix_sockets = dump_unix_sockets();
+      } catch (const std::exception& e) {
+        unix_error = e.what();
+      }
+    }
+    if (tcp_wanted) {
+      try {
+        tables.tcp = facts::dump_tcp_sockets();
+        tcp_done = true;
+      } catch (const std::exception& e) {
+        tcp_error = e.what();
+      }
+    }
+  });
+  if (unix_wanted) {
+    tables.unix_read = true;
+    const std::string error = entered.empty() ? unix_error : entered;
+    if (!error.empty()) tables.unix_notes.push_back("unix sockets not described: " + error);
+    for (auto& s : unix_sockets) tables.unix_sockets[s.inode] = std::move(s);
   }
-  throw Error("sock_diag's answer did not end within 5 s");
+  if (tcp_wanted) {
+    tables.tcp_read = true;
+    if (tcp_done) {
+      tables.tcp_source = "sock_diag";
+      return;
+    }
+    spdlog::debug("sockets of pid {}: TCP from /proc, not sock_diag: {}", pid,
+                  entered.empty() ? tcp_error : entered);
+    const std::string proc_dir = "/proc/" + std::to_string(pid);
+    tables.tcp_source = proc_dir + "/net/tcp";
+    tables.tcp = facts::read_tcp_tables(proc_dir, tables.tcp_notes);
+    std::erase_if(tables.tcp, [](const facts::TcpSocket& s) { return s.inode == 0; });
+  }
 }
 
 }  // namespace
@@ -135,63 +170,95 @@ std::string unix_socket_name(std::string_view sun_path) {
 
 UnixDiagAnswer parse_unix_diag(std::string_view bytes) {
   UnixDiagAnswer answer;
-  for (std::size_t offset = 0; offset < bytes.size();) {
-    if (bytes.size() - offset < kNetlinkHeader) {
-      throw Error("unix_diag answer at byte " + std::to_string(offset) + ": " +
-                  std::to_string(bytes.size() - offset) + " bytes, shorter than a netlink header");
-    }
-    const auto length = read_at<std::uint32_t>(bytes, offset);
-    const auto type = read_at<std::uint16_t>(bytes, offset + 4);
-    if (length < kNetlinkHeader || length > bytes.size() - offset) {
-      throw Error("unix_diag answer at byte " + std::to_string(offset) + ": a message of " +
-                  std::to_string(length) + " bytes where " + std::to_string(bytes.size() - offset) +
-                  " remain");
-    }
-    const auto body = bytes.substr(offset + kNetlinkHeader, length - kNetlinkHeader);
-    if (type == NLMSG_DONE) {
-      answer.done = true;
-      return answer;
-    }
-    if (type == NLMSG_ERROR) {
-      const int error = body.size() >= 4 ? -read_at<std::int32_t>(body, 0) : EPROTO;
-      throw SystemError("sock_diag refused the unix socket dump", error);
-    }
-    if (type == SOCK_DIAG_BY_FAMILY) answer.sockets.push_back(parse_unix_message(body, offset));
-    offset += align4(length);
-  }
+  answer.done =
+      walk_sock_diag_answer(bytes, "unix_diag answer", "sock_diag refused the unix socket dump",
+                            [&](std::string_view body, std::size_t offset) {
+                              answer.sockets.push_back(parse_unix_message(body, offset));
+                            });
   return answer;
 }
 
-std::vector<model::Socket> read_sockets(pid_t pid, std::vector<std::string>& notes,
-                                        std::size_t max) {
-  const std::string proc_dir = "/proc/" + std::to_string(pid);
+std::shared_ptr<const NamespaceSockets> SocketTables::of(pid_t pid, bool tcp) {
+  const std::string key = namespace_key(pid);
+  std::lock_guard lock(mutex_);
+  std::shared_ptr<const NamespaceSockets>& entry = namespaces_[key];
+  if (key.empty() || !entry || !entry->unix_read || (tcp && !entry->tcp_read)) {
+    // Extended in a copy: a process of the namespace may be reading the tables given before.
+    auto tables = key.empty() || !entry ? std::make_shared<NamespaceSockets>()
+                                        : std::make_shared<NamespaceSockets>(*entry);
+    const auto begin = std::chrono::steady_clock::now();
+    read_namespace(pid, tcp, *tables);
+    spdlog::debug(
+        "sockets: network namespace {} read through pid {} in {:.1f} ms ({} unix, {} TCP{})", key,
+        pid,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count(),
+        tables->unix_sockets.size(), tables->tcp.size(),
+        tables->tcp_read ? " from " + tables->tcp_source : "");
+    ++namespace_reads_;
+    entry = std::move(tables);
+  }
+  return entry;
+}
+
+std::shared_ptr<const HeldSockets> SocketTables::held_by(pid_t pid) {
+  {
+    std::lock_guard lock(mutex_);
+    if (const auto it = held_.find(pid); it != held_.end()) return it->second;
+  }
+  std::vector<std::pair<int, std::uint64_t>> held;
+  std::size_t left_out = 0;
+  const bool listed = facts::socket_descriptors("/proc/" + std::to_string(pid),
+                                                static_cast<std::size_t>(-1), held, left_out);
+  auto entry =
+      std::make_shared<const HeldSockets>(listed ? HeldSockets(std::move(held)) : HeldSockets());
+  std::lock_guard lock(mutex_);
+  ++descriptor_reads_;
+  return held_.emplace(pid, std::move(entry)).first->second;
+}
+
+std::size_t SocketTables::namespace_reads() const {
+  std::lock_guard lock(mutex_);
+  return namespace_reads_;
+}
+
+std::size_t SocketTables::descriptor_reads() const {
+  std::lock_guard lock(mutex_);
+  return descriptor_reads_;
+}
+
+std::vector<model::Socket> read_sockets(pid_t pid, std::vector<std::string>& notes, std::size_t max,
+                                        SocketTables* tables) {
+  SocketTables own;
+  if (tables == nullptr) tables = &own;
   std::vector<model::Socket> out;
   try {
-    std::vector<std::pair<int, std::uint64_t>> held;
-    std::size_t left_out = 0;
-    if (!facts::socket_descriptors(proc_dir, max, held, left_out)) {
-      notes.push_back("sockets: cannot list " + proc_dir + "/fd (no permission, or it exited)");
+    const auto listed = tables->held_by(pid);
+    if (!listed->has_value()) {
+      notes.push_back("sockets: cannot list /proc/" + std::to_string(pid) +
+                      "/fd (no permission, or it exited)");
       return out;
     }
-    if (left_out > 0) {
-      notes.push_back("sockets: " + std::to_string(left_out) + " more sockets past the first " +
-                      std::to_string(max) + " left out");
+    const auto& all = **listed;
+    const std::size_t kept = std::min(all.size(), max);
+    if (all.size() > kept) {
+      notes.push_back("sockets: " + std::to_string(all.size() - kept) +
+                      " more sockets past the first " + std::to_string(max) + " left out");
     }
-    if (held.empty()) return out;
-    std::map<std::uint64_t, model::Socket> described;
+    if (kept == 0) return out;
     std::set<std::uint64_t> wanted;
-    for (const auto& [fd, inode] : held) wanted.insert(inode);
-    std::vector<model::Socket> unix_sockets;
-    const std::string error =
-        run_in_network_namespace(pid, [&] { unix_sockets = dump_unix_sockets(); });
-    if (!error.empty()) notes.push_back("sockets: unix sockets not described: " + error);
-    for (auto& s : unix_sockets) {
-      if (wanted.count(s.inode)) described[s.inode] = std::move(s);
+    for (std::size_t i = 0; i < kept; ++i) wanted.insert(all[i].second);
+    std::map<std::uint64_t, model::Socket> described;
+    auto ns = tables->of(pid, /*tcp=*/false);
+    for (const auto& n : ns->unix_notes) notes.push_back("sockets: " + n);
+    for (const auto inode : wanted) {
+      if (const auto it = ns->unix_sockets.find(inode); it != ns->unix_sockets.end()) {
+        described.emplace(inode, it->second);
+      }
     }
     if (described.size() < wanted.size()) {
-      std::vector<std::string> tcp_notes;
-      for (const auto& t : facts::read_tcp_tables(proc_dir, tcp_notes)) {
-        if (t.inode == 0 || !wanted.count(t.inode) || described.count(t.inode)) continue;
+      ns = tables->of(pid, /*tcp=*/true);
+      for (const auto& t : ns->tcp) {
+        if (!wanted.count(t.inode) || described.count(t.inode)) continue;
         model::Socket s;
         s.family = model::Socket::Family::kTcp;
         s.inode = t.inode;
@@ -202,14 +269,14 @@ std::vector<model::Socket> read_sockets(pid_t pid, std::vector<std::string>& not
         s.tx_queue = t.tx_queue;
         s.rx_queue = t.rx_queue;
         s.retransmits = t.retransmits;
-        described[t.inode] = std::move(s);
+        described.emplace(t.inode, std::move(s));
       }
-      for (const auto& n : tcp_notes) notes.push_back("sockets: " + n);
+      for (const auto& n : ns->tcp_notes) notes.push_back("sockets: " + n);
     }
-    for (const auto& [fd, inode] : held) {
-      const auto it = described.find(inode);
+    for (std::size_t i = 0; i < kept; ++i) {
+      const auto it = described.find(all[i].second);
       if (it == described.end()) continue;  // UDP, netlink, …: not what links processes here
-      it->second.fd = fd;
+      it->second.fd = all[i].first;
       out.push_back(std::move(it->second));
     }
   } catch (const std::exception& e) {

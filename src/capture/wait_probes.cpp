@@ -19,8 +19,6 @@ std::uint32_t frames_kept(const std::vector<ProbedFrame>& reference,
   return kept;
 }
 
-namespace {
-
 std::vector<ProbedFrame> outermost_first(const model::FrameList& frames) {
   std::vector<ProbedFrame> out;
   for (auto f = frames.rbegin(); f != frames.rend(); ++f) {
@@ -37,7 +35,53 @@ std::vector<ProbedFrame> outermost_first(const std::vector<python::PyFrame>& fra
   return out;
 }
 
-}  // namespace
+void ProbeTallies::watch(std::uint64_t thread_id, std::vector<ProbedFrame> reference) {
+  threads_[thread_id] = {std::move(reference), {}};
+}
+
+const model::ProbeTally* ProbeTallies::tally(std::uint64_t thread_id) const {
+  const auto it = threads_.find(thread_id);
+  return it == threads_.end() || it->second.tally.taken == 0 ? nullptr : &it->second.tally;
+}
+
+std::optional<std::uint32_t> ProbeTallies::kept_by(const python::PyThread& t) const {
+  const auto it = threads_.find(t.thread_id);
+  if (it == threads_.end() || it->second.reference.empty() || python::torn(t) || t.frames.empty()) {
+    return std::nullopt;
+  }
+  const auto seen = outermost_first(t.frames);
+  // A thread's outermost frame stays for its life: a read that ends anywhere else caught the
+  // chain mid-change (a spin loop pushing and popping frames) and says nothing.
+  const auto& bottom = it->second.reference.front();
+  if (seen.front().function != bottom.function || seen.front().file != bottom.file) {
+    return std::nullopt;
+  }
+  return frames_kept(it->second.reference, seen);
+}
+
+void ProbeTallies::probe(const std::function<std::vector<python::PyThread>()>& read) {
+  if (threads_.empty()) return;
+  std::map<std::uint64_t, std::uint32_t> kept;  // by thread id
+  bool moved = false;                           // some thread stands outside part of its stack
+  for (const auto& t : read()) {
+    if (const auto k = kept_by(t)) {
+      kept[t.thread_id] = *k;
+      moved = moved || *k < threads_.at(t.thread_id).reference.size();
+    }
+  }
+  if (moved) {
+    std::map<std::uint64_t, std::uint32_t> again;
+    for (const auto& t : read()) {
+      if (const auto k = kept_by(t)) again[t.thread_id] = *k;
+    }
+    std::erase_if(kept, [&](const auto& entry) {
+      const bool whole = entry.second == threads_.at(entry.first).reference.size();
+      const auto second = again.find(entry.first);
+      return !whole && (second == again.end() || second->second != entry.second);
+    });
+  }
+  for (const auto& [id, k] : kept) threads_.at(id).tally.count(k);
+}
 
 std::unique_ptr<ProcessProbe> ProcessProbe::open(const model::ProcessRecord& record,
                                                  std::shared_ptr<elf::ModuleCache> modules) {
@@ -68,21 +112,8 @@ ProcessProbe::ProcessProbe(const model::ProcessRecord& record, proc::MemoryMap m
   python_ = PythonSession::open(image_, memory_, &note);
   for (const auto& t : record.dump->threads) {
     if (!t.py_thread_id || t.python_frames.empty()) continue;
-    threads_[*t.py_thread_id].reference = outermost_first(t.python_frames);
+    tallies_.watch(*t.py_thread_id, outermost_first(t.python_frames));
   }
-}
-
-std::optional<std::uint32_t> ProcessProbe::kept_by(const python::PyThread& t) const {
-  const auto it = threads_.find(t.thread_id);
-  if (it == threads_.end() || python::torn(t) || t.frames.empty()) return std::nullopt;
-  const auto seen = outermost_first(t.frames);
-  // A thread's outermost frame stays for its life: a read that ends anywhere else caught the
-  // chain mid-change (a spin loop pushing and popping frames) and says nothing.
-  const auto& bottom = it->second.reference.front();
-  if (seen.front().function != bottom.function || seen.front().file != bottom.file) {
-    return std::nullopt;
-  }
-  return frames_kept(it->second.reference, seen);
 }
 
 std::vector<python::PyThread> ProcessProbe::read() {
@@ -94,42 +125,14 @@ std::vector<python::PyThread> ProcessProbe::read() {
 }
 
 void ProcessProbe::probe() {
-  std::map<std::uint64_t, std::uint32_t> kept;  // by thread id
-  bool moved = false;                           // some thread stands outside part of its stack
-  for (const auto& t : read()) {
-    if (const auto k = kept_by(t)) {
-      kept[t.thread_id] = *k;
-      moved = moved || *k < threads_.at(t.thread_id).reference.size();
-    }
-  }
-  // A thread that seems to stand elsewhere is read once more at once, and counts only when both
-  // reads agree: a read that caught a spinning thread's frame chain mid-change (a stale frame
-  // linked to an outer one) is not repeated, while a thread that left its wait is still there
-  // a moment later. One that moved on between the two reads is not counted either way.
-  if (moved) {
-    std::map<std::uint64_t, std::uint32_t> again;
-    for (const auto& t : read()) {
-      if (const auto k = kept_by(t)) again[t.thread_id] = *k;
-    }
-    for (auto it = kept.begin(); it != kept.end();) {
-      const bool whole = it->second == threads_.at(it->first).reference.size();
-      const auto second = again.find(it->first);
-      if (whole || (second != again.end() && second->second == it->second)) {
-        ++it;
-      } else {
-        it = kept.erase(it);
-      }
-    }
-  }
-  for (const auto& [id, k] : kept) threads_.at(id).tally.count(k);
+  tallies_.probe([this] { return read(); });
 }
 
 void ProcessProbe::attach(model::ProcessRecord& next) const {
   if (next.pid != pid_ || next.start_time_ticks != start_time_ticks_ || !next.dump) return;
   for (auto& t : next.dump->threads) {
     if (!t.py_thread_id) continue;
-    const auto it = threads_.find(*t.py_thread_id);
-    if (it != threads_.end() && it->second.tally.taken > 0) t.probes = it->second.tally;
+    if (const auto* tally = tallies_.tally(*t.py_thread_id)) t.probes = *tally;
   }
 }
 

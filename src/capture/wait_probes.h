@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -35,6 +36,37 @@ struct ProbedFrame {
 std::uint32_t frames_kept(const std::vector<ProbedFrame>& reference,
                           const std::vector<ProbedFrame>& seen);
 
+// The frames of a thread's Python stack as probes compare them, outermost first.
+std::vector<ProbedFrame> outermost_first(const std::vector<python::PyFrame>& frames);
+std::vector<ProbedFrame> outermost_first(const model::FrameList& frames);
+
+// The tallies of probes of one process's watched threads against each one's reference stack:
+// shared by the probes between a series' samples (ProcessProbe) and the observations of watch
+// (NodeObserver).
+class ProbeTallies {
+ public:
+  // Watches a thread (by its interpreter thread id) against `reference`, outermost first.
+  void watch(std::uint64_t thread_id, std::vector<ProbedFrame> reference);
+  void clear() { threads_.clear(); }
+  bool empty() const { return threads_.empty(); }
+  // One probe: `read` reads every Python thread while the process runs. A thread that seems to
+  // stand outside part of its reference is read once more at once and counts only when both
+  // reads agree (a read that caught a spinning thread's frame chain mid-change is not
+  // repeated; a thread that left its wait is still there a moment later). A torn read, or one
+  // that ends elsewhere than the thread's outermost frame, counts for nothing.
+  void probe(const std::function<std::vector<python::PyThread>()>& read);
+  // A watched thread's tally; nullptr when it is not watched or no probe read it.
+  const model::ProbeTally* tally(std::uint64_t thread_id) const;
+
+ private:
+  std::optional<std::uint32_t> kept_by(const python::PyThread& t) const;
+  struct Watched {
+    std::vector<ProbedFrame> reference;
+    model::ProbeTally tally;
+  };
+  std::map<std::uint64_t, Watched> threads_;  // by interpreter thread id (pthread_t)
+};
+
 class ProcessProbe {
  public:
   // Watches the Python threads `record` (a sample just taken) shows with frames; nullptr when it
@@ -51,16 +83,9 @@ class ProcessProbe {
   void attach(model::ProcessRecord& next) const;
 
  private:
-  struct Watched {
-    std::vector<ProbedFrame> reference;  // at the earlier sample, outermost first
-    model::ProbeTally tally;
-  };
   ProcessProbe(const model::ProcessRecord& record, proc::MemoryMap maps,
                std::shared_ptr<elf::ModuleCache> modules);
   std::vector<python::PyThread> read();
-  // The frames of its reference a read of a watched thread kept; nullopt when the thread is not
-  // watched or the read of it is torn.
-  std::optional<std::uint32_t> kept_by(const python::PyThread& t) const;
 
   pid_t pid_;
   std::uint64_t start_time_ticks_;
@@ -68,7 +93,7 @@ class ProcessProbe {
   elf::ProcessImage image_;
   memory::ProcessMemory memory_;
   std::unique_ptr<PythonSession> python_;
-  std::map<std::uint64_t, Watched> threads_;  // by pthread id (the interpreter's thread id)
+  ProbeTallies tallies_;
 };
 
 }  // namespace hangscope::capture

@@ -29,6 +29,7 @@ struct DumpArguments {
   std::string exe;      // --exe PATH (with --core)
   std::string sysroot;  // --sysroot DIR (with --core)
   bool tasks = false;
+  bool sockets = false;  // --sockets
 };
 
 capture::StackKinds stack_kinds(const DumpArguments& args) {
@@ -58,6 +59,7 @@ model::ProcessDump dump_live(const DumpArguments& args) {
   options.locals = args.locals;
   options.tasks = args.tasks;
   options.task_locals = args.tasks && args.locals;
+  options.sockets = args.sockets;
   // ptrace cannot attach to its caller: say so instead of the capture's guess (privileges).
   if (args.pid == ::getpid()) {
     throw Error("pid " + std::to_string(args.pid) +
@@ -72,10 +74,10 @@ int run_dump(const DumpArguments& args) {
   }
   const auto dump = args.core.empty() ? dump_live(args) : dump_core(args);
   if (args.json) {
+    auto json = report::dump_to_json(dump);
+    if (!args.sockets) json.erase("sockets");  // not read: absent, not empty
     // A byte of the target that is not UTF-8 becomes U+FFFD, never an exception.
-    std::cout << report::dump_to_json(dump).dump(2, ' ', false,
-                                                 nlohmann::json::error_handler_t::replace)
-              << "\n";
+    std::cout << json.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::cout << report::dump_to_text(dump);
   }
@@ -111,6 +113,10 @@ CommandRunner register_dump_command(CLI::App& app) {
                "asyncio tasks of every event loop (name, state, coroutine chain, what each "
                "awaits), under the thread that runs their loop")
       ->excludes(native_only);
+  app.add_flag("--sockets", args->sockets,
+               "The unix and TCP sockets it holds (peers, addresses, queues); read after every "
+               "thread is released")
+      ->excludes(core);
   app.add_option("--stop-mode", args->stop_mode,
                  "each: stop up to 8 threads at a time, release each once copied (shortest pause); "
                  "all: stop every thread at once")
@@ -133,6 +139,7 @@ CommandRunner register_dump_command(CLI::App& app) {
       "  hangscope dump --pid 1234 --tasks --stop-mode all   # asyncio tasks, one instant\n"
       "  hangscope dump --pid 1234 --python-only   # nothing is stopped\n"
       "  hangscope dump --pid 1234 --json > rank0.json\n"
+      "  hangscope dump --pid 1234 --sockets          # and the sockets it holds\n"
       "  hangscope dump --core core.1234                # a dead process\n"
       "  hangscope dump --core core.1234 --sysroot /srv/node7-root");
   return [args] { return run_dump(*args); };

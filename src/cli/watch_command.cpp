@@ -114,6 +114,7 @@ watch::WatchOptions make_options(const WatchArguments& args) {
   }
   o.after = args.after.empty() ? std::chrono::milliseconds(5 * 60 * 1000)
                                : duration_option("--after", args.after);
+  o.after_given = !args.after.empty();
   if (o.after < 2 * o.poll) {
     throw UsageError("--after " + (args.after.empty() ? std::string("5m") : args.after) +
                      " is shorter than twice --poll " + args.poll +
@@ -177,7 +178,7 @@ CommandRunner register_watch_command(CLI::App& app) {
   auto* tls_key = app.add_option("--tls-key", args->tls_key, "Client key (PEM)");
   app.add_option("--after", args->after,
                  "No progress for this long while a rank waits makes a job an incident (default "
-                 "5m)");
+                 "5m, or half the job's collective timeout when shorter)");
   app.add_option("--poll", args->poll, "Observation period (nothing is stopped)")
       ->capture_default_str();
   app.add_option("-o,--output", args->output,

@@ -1,6 +1,10 @@
 #include "hangscope/facts/network.h"
 
 #include <arpa/inet.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <netinet/tcp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +14,7 @@
 #include "hangscope/common/address.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
+#include "hangscope/common/sock_diag.h"
 #include "hangscope/common/text.h"
 #include "hangscope/model/fact_keys.h"
 
@@ -351,6 +356,95 @@ std::vector<TcpSocket> read_tcp_tables(const std::string& proc_pid_dir,
   return out;
 }
 
+namespace {
+
+// An address of inet_diag's socket id (network byte order, 4 or 16 bytes) as the /proc parser
+// writes it: dotted IPv4, IPv6 text, an IPv4-mapped IPv6 address as IPv4.
+std::string diag_address(int family, const void* address) {
+  static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  const auto* bytes = static_cast<const unsigned char*>(address);
+  char text[INET6_ADDRSTRLEN] = {};
+  if (family == AF_INET6 && std::memcmp(bytes, mapped, sizeof mapped) == 0) {
+    ::inet_ntop(AF_INET, bytes + 12, text, sizeof text);
+  } else {
+    ::inet_ntop(family, bytes, text, sizeof text);
+  }
+  return text;
+}
+
+TcpSocket parse_inet_message(std::string_view body, std::size_t at) {
+  if (body.size() < sizeof(inet_diag_msg)) {
+    throw Error("inet_diag answer at byte " + std::to_string(at) + ": a message of " +
+                std::to_string(body.size()) + " bytes, shorter than inet_diag_msg");
+  }
+  inet_diag_msg m{};
+  std::memcpy(&m, body.data(), sizeof m);
+  if (m.idiag_family != AF_INET && m.idiag_family != AF_INET6) {
+    throw Error("inet_diag answer at byte " + std::to_string(at) + ": address family " +
+                std::to_string(m.idiag_family) + ", neither IPv4 nor IPv6");
+  }
+  TcpSocket s;
+  s.local_ip = diag_address(m.idiag_family, m.id.idiag_src);
+  s.remote_ip = diag_address(m.idiag_family, m.id.idiag_dst);
+  s.local_port = ntohs(m.id.idiag_sport);
+  s.remote_port = ntohs(m.id.idiag_dport);
+  s.state = model::socket_state_from_kernel(m.idiag_state);
+  s.inode = m.idiag_inode;
+  s.rx_queue = m.idiag_rqueue;
+  // A listener's wqueue is its backlog limit; /proc/net/tcp shows 0 there.
+  s.tx_queue = s.state == model::SocketState::kListen ? 0 : m.idiag_wqueue;
+  // idiag_retrans is icsk_retransmits while the retransmission timer runs (timer 1); under the
+  // keepalive or zero-window timers it counts probes.
+  s.retransmits = m.idiag_timer == 1 ? m.idiag_retrans : 0;
+  return s;
+}
+
+}  // namespace
+
+InetDiagAnswer parse_inet_diag(std::string_view bytes) {
+  InetDiagAnswer answer;
+  answer.done = walk_sock_diag_answer(
+      bytes, "inet_diag answer", "sock_diag refused the TCP socket dump",
+      [&](std::string_view body, std::size_t offset) {
+        answer.sockets.push_back(parse_inet_message(body, offset));
+        answer.families.push_back(static_cast<unsigned char>(body[0]));  // idiag_family
+      });
+  return answer;
+}
+
+std::vector<TcpSocket> dump_tcp_sockets() {
+  // inet_diag's first request form (TCPDIAG_GETSOCK, struct inet_diag_req) asks for both
+  // families at once (the kernel reads it as AF_UNSPEC): one walk of the TCP hash tables, where
+  // SOCK_DIAG_BY_FAMILY needs one per family. Each walk visits every bucket of the machine's
+  // table, which is most of the cost when few sockets are open.
+  struct {
+    nlmsghdr header;
+    inet_diag_req request;
+  } message{};
+  message.header.nlmsg_len = sizeof message;
+  message.header.nlmsg_type = TCPDIAG_GETSOCK;
+  message.header.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+  message.header.nlmsg_seq = 1;
+  message.request.idiag_family = AF_INET;
+  // Every state a descriptor can hold: TIME_WAIT and requests (SYN_RECV, NEW_SYN_RECV) have no
+  // inode.
+  constexpr unsigned kNewSynRecv = 12;  // TCP_NEW_SYN_RECV, kernel-internal
+  message.request.idiag_states =
+      ~((1u << TCP_TIME_WAIT) | (1u << TCP_SYN_RECV) | (1u << kNewSynRecv));
+  std::vector<TcpSocket> ipv4, ipv6;  // net/tcp's order: the IPv4 sockets, then tcp6's
+  sock_diag_dump(&message, sizeof message, "TCP sockets", [&](std::string_view bytes) {
+    auto answer = parse_inet_diag(bytes);
+    for (std::size_t i = 0; i < answer.sockets.size(); ++i) {
+      if (answer.sockets[i].inode == 0) continue;
+      (answer.families[i] == AF_INET6 ? ipv6 : ipv4).push_back(std::move(answer.sockets[i]));
+    }
+    return answer.done;
+  });
+  ipv4.insert(ipv4.end(), std::make_move_iterator(ipv6.begin()),
+              std::make_move_iterator(ipv6.end()));
+  return ipv4;
+}
+
 NamespaceTables read_namespace_tables(const std::string& proc_pid_dir) {
   NamespaceTables t;
   t.interfaces = network_interfaces(proc_pid_dir);
@@ -358,15 +452,22 @@ NamespaceTables read_namespace_tables(const std::string& proc_pid_dir) {
   return t;
 }
 
-NetworkFacts network_facts(const std::string& proc_pid_dir, const NamespaceTables& tables) {
+NetworkFacts network_facts(const std::vector<NetworkInterface>& interfaces,
+                           const std::vector<TcpSocket>& namespace_sockets,
+                           const std::vector<std::string>& notes,
+                           const std::set<std::uint64_t>& held) {
   NetworkFacts n;
-  n.interfaces = tables.interfaces;
-  n.notes = tables.notes;
-  const auto inodes = socket_inodes(proc_pid_dir);
-  for (const auto& s : tables.sockets) {
-    if (s.inode != 0 && inodes.count(s.inode)) n.sockets.push_back(s);
+  n.interfaces = interfaces;
+  n.notes = notes;
+  for (const auto& s : namespace_sockets) {
+    if (s.inode != 0 && held.count(s.inode)) n.sockets.push_back(s);
   }
   return n;
+}
+
+NetworkFacts network_facts(const std::string& proc_pid_dir, const NamespaceTables& tables) {
+  return network_facts(tables.interfaces, tables.sockets, tables.notes,
+                       socket_inodes(proc_pid_dir));
 }
 
 NetworkFacts network_facts(const std::string& proc_pid_dir) {

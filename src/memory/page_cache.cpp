@@ -15,6 +15,27 @@ const PageCache::Page& PageCache::page(std::uint64_t base) {
   return pages_.emplace(base, std::move(page)).first->second;
 }
 
+void PageCache::read_many(std::span<ReadRequest> requests) {
+  std::vector<ReadRequest> missing;
+  std::vector<std::size_t> where;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    auto& r = requests[i];
+    const std::uint64_t base = r.address & ~static_cast<std::uint64_t>(kPageSize - 1);
+    const auto it = pages_.find(base);
+    const std::size_t offset = static_cast<std::size_t>(r.address - base);
+    if (it != pages_.end() && offset + r.size <= it->second.bytes.size()) {
+      std::memcpy(r.out, it->second.bytes.data() + offset, r.size);
+      r.copied = r.size;
+      continue;
+    }
+    missing.push_back(r);
+    where.push_back(i);
+  }
+  if (missing.empty()) return;
+  inner_.read_many(missing);
+  for (std::size_t j = 0; j < missing.size(); ++j) requests[where[j]].copied = missing[j].copied;
+}
+
 std::size_t PageCache::read(std::uint64_t address, void* out, std::size_t size) {
   if (size > 4 * kPageSize) return inner_.read(address, out, size);
   auto* dest = static_cast<std::byte*>(out);

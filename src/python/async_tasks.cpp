@@ -42,15 +42,9 @@ AsyncTaskReader::AsyncTaskReader(ObjectReader& objects, std::uint64_t runtime_ad
       frames_(objects, runtime_address, frame_options(options)) {}
 
 std::optional<std::uint64_t> AsyncTaskReader::find_tasks_module() {
-  static const std::vector<std::string_view> kModule = {"asyncio.tasks"};
-  const auto interp = objects_.read_field(runtime_, layout_.runtime_interpreters_head);
-  if (!interp || !objects_.plausible(*interp)) return std::nullopt;
-  const auto modules = objects_.read_field(*interp, layout_.interp_modules);
-  if (!modules || !objects_.plausible(*modules)) return std::nullopt;
-  for (const auto& [key, value] : objects_.dict_items(*modules, 1 << 16)) {
-    if (objects_.ascii_key_index(key, kModule)) return value;
-  }
-  return std::nullopt;
+  const auto found = objects_.find_modules(runtime_, {kTasksModule});
+  if (found.empty()) return std::nullopt;
+  return found.begin()->second;
 }
 
 std::vector<std::uint64_t> AsyncTaskReader::set_keys(std::uint64_t set) {

@@ -21,6 +21,15 @@ inline constexpr std::size_t kRankOffset = 24;
 inline constexpr std::size_t kSequenceFlagOffset = 40;
 inline constexpr std::size_t kSequenceOffset = 48;
 
+// The backend's options (c10d::ProcessGroup::Options, a CustomClassHolder: vtable, refcount,
+// weakcount) hold `std::chrono::milliseconds timeout` at 24 and `const std::string backend` at
+// 32 (libstdc++: data pointer, size, then the local buffer at 48 for short names). The C++
+// ProcessGroupGloo of Debian's torch 1.13 points to them from offset 112 (measured: the
+// timeouts given to init_process_group and new_group read back); other backends are searched.
+inline constexpr std::size_t kGlooOptionsPointer = 112;
+inline constexpr std::size_t kOptionsTimeout = 24;
+inline constexpr std::size_t kOptionsBackend = 32;
+
 // The C++ object a pybind11-held Python object wraps: pybind11's `struct instance` keeps the
 // value pointer after PyObject_HEAD (simple layout, `indirect` false) or, with several
 // registered bases, a pointer to its values-and-holders array (`indirect` true). nullopt when

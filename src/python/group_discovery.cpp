@@ -84,9 +84,8 @@ void GroupDiscovery::consider(std::uint64_t object, const std::string& type,
                               const std::string& held_by, ObjectReader& objects) {
   if (found_.count(object) || registry_stores_.count(object)) return;
   if (labels_.count(object)) {  // a registry group: only its store is new
-    const auto value = c10d::held_value(objects, object);
-    const auto chain = value ? chain_of(*value, objects) : std::nullopt;
-    registry_stores_[object] = chain.value_or(StoreChain{});
+    registry_stores_[object] = StoreChain{};
+    if (const auto value = c10d::held_value(objects, object)) store_held_by(object, *value);
     return;
   }
   auto group = type == "StatelessProcessGroup" ? read_stateless_group(object, objects)
@@ -101,18 +100,24 @@ void GroupDiscovery::consider(std::uint64_t object, const std::string& type,
   found_.emplace(object, std::move(*group));
 }
 
-std::optional<StoreChain> GroupDiscovery::chain_of(std::uint64_t cpp_object,
-                                                   ObjectReader& objects) {
-  if (!stores_) stores_ = TorchStoreReader::locate(image_);
-  return stores_->chain_of(objects, cpp_object);
+void GroupDiscovery::store_held_by(std::uint64_t object, std::uint64_t cpp_object) {
+  store_holders_[object] = cpp_object;
 }
 
-void GroupDiscovery::set_store(model::ProcessGroupState& group, std::uint64_t cpp_object,
-                               ObjectReader& objects) {
-  const auto chain = chain_of(cpp_object, objects);
-  if (!chain) return;
-  group.store = chain->address();
-  group.store_prefixes = chain->prefixes;
+void GroupDiscovery::read_stores(ObjectReader& objects) {
+  if (store_holders_.empty()) return;
+  if (!stores_) stores_ = TorchStoreReader::locate(image_);
+  for (const auto& [object, cpp_object] : store_holders_) {
+    const auto chain = stores_->chain_of(objects, cpp_object);
+    if (!chain) continue;
+    if (const auto it = registry_stores_.find(object); it != registry_stores_.end()) {
+      it->second = *chain;
+    } else if (const auto found = found_.find(object); found != found_.end()) {
+      found->second.store = chain->address();
+      found->second.store_prefixes = chain->prefixes;
+    }
+  }
+  store_holders_.clear();
 }
 
 std::optional<model::ProcessGroupState> GroupDiscovery::read_torch_group(std::uint64_t object,
@@ -127,7 +132,7 @@ std::optional<model::ProcessGroupState> GroupDiscovery::read_torch_group(std::ui
     model::ProcessGroupState group;
     group.size = size;
     group.group_rank = rank;
-    set_store(group, *value, objects);
+    store_held_by(object, *value);
     return group;
   }
   return std::nullopt;
@@ -174,9 +179,7 @@ std::optional<model::ProcessGroupState> GroupDiscovery::read_stateless_group(
   group.backend = "store";
   read_counters(object, objects, group);
   if (const auto store = objects.attribute(object, "store")) {
-    if (const auto value = c10d::held_value(objects, *store)) {
-      set_store(group, *value, objects);
-    }
+    if (const auto value = c10d::held_value(objects, *store)) store_held_by(object, *value);
   }
   return group;
 }

@@ -101,19 +101,25 @@ std::optional<std::string> ObjectReader::string(std::uint64_t object, std::size_
   return out;
 }
 
-std::optional<std::size_t> ObjectReader::ascii_key_index(
-    std::uint64_t object, const std::vector<std::string_view>& candidates) {
-  constexpr std::size_t kMaxKey = 128;
+namespace {
+
+constexpr std::size_t kMaxKey = 128;
+
+std::size_t longest_of(const std::vector<std::string_view>& candidates) {
   std::size_t longest = 0;
   for (const auto c : candidates) longest = std::max(longest, c.size());
+  return longest;
+}
+
+}  // namespace
+
+std::optional<std::size_t> ObjectReader::ascii_key_in(
+    std::uint64_t object, std::span<const std::uint8_t> raw,
+    const std::vector<std::string_view>& candidates, std::size_t longest) {
   const std::uint64_t header = layout_.unicode_ascii_data;
-  if (!plausible(object) || header == 0 || header > 256 || longest > kMaxKey) return std::nullopt;
-  std::uint8_t raw[256 + kMaxKey] = {};
-  // A prefix is enough: a key shorter than the longest candidate may end before a mapping does.
-  const std::size_t got = memory_.read(object, raw, header + longest);
-  if (got < header) return std::nullopt;
+  if (raw.size() < header) return std::nullopt;
   // The fields are in the header (not in the text after it).
-  const std::span<const std::uint8_t> head(raw, header);
+  const auto head = raw.first(header);
   const auto type = memory::field_in(head, layout_.object_type);
   const auto length = memory::field_in(head, layout_.unicode_length);
   const auto state = memory::field_in(head, layout_.unicode_state);
@@ -121,17 +127,54 @@ std::optional<std::size_t> ObjectReader::ascii_key_index(
   const UnicodeStateBits& bits = layout_.unicode_state_bits;
   const bool compact_ascii = bits.kind(*state) == 1 && bits.compact(*state) && bits.ascii(*state);
   if (!compact_ascii || *length <= 0 || static_cast<std::size_t>(*length) > longest ||
-      got < header + static_cast<std::size_t>(*length)) {
+      raw.size() < header + static_cast<std::size_t>(*length)) {
     return std::nullopt;
   }
   if (str_type_ ? *type != *str_type_ : type_name(object) != "str") return std::nullopt;
   str_type_ = *type;
-  const std::string_view text(reinterpret_cast<const char*>(raw + header),
+  const std::string_view text(reinterpret_cast<const char*>(raw.data() + header),
                               static_cast<std::size_t>(*length));
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     if (candidates[i] == text) return i;
   }
   return std::nullopt;
+}
+
+std::optional<std::size_t> ObjectReader::ascii_key_index(
+    std::uint64_t object, const std::vector<std::string_view>& candidates) {
+  const std::size_t longest = longest_of(candidates);
+  const std::uint64_t header = layout_.unicode_ascii_data;
+  if (!plausible(object) || header == 0 || header > 256 || longest > kMaxKey) return std::nullopt;
+  std::uint8_t raw[256 + kMaxKey] = {};
+  // A prefix is enough: a key shorter than the longest candidate may end before a mapping does.
+  const std::size_t got = memory_.read(object, raw, header + longest);
+  return ascii_key_in(object, std::span<const std::uint8_t>(raw, got), candidates, longest);
+}
+
+std::vector<std::optional<std::size_t>> ObjectReader::ascii_key_indexes(
+    const std::vector<std::pair<std::uint64_t, std::uint64_t>>& items,
+    const std::vector<std::string_view>& candidates) {
+  std::vector<std::optional<std::size_t>> out(items.size());
+  const std::size_t longest = longest_of(candidates);
+  const std::uint64_t header = layout_.unicode_ascii_data;
+  if (header == 0 || header > 256 || longest > kMaxKey) return out;
+  const std::size_t each = header + longest;
+  std::vector<std::uint8_t> raw(items.size() * each);
+  std::vector<memory::ReadRequest> requests;
+  std::vector<std::size_t> item_of;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (!plausible(items[i].first)) continue;
+    requests.push_back({items[i].first, raw.data() + i * each, each, 0});
+    item_of.push_back(i);
+  }
+  memory_.read_many(requests);
+  for (std::size_t j = 0; j < requests.size(); ++j) {
+    const std::size_t i = item_of[j];
+    out[i] = ascii_key_in(items[i].first,
+                          std::span<const std::uint8_t>(raw.data() + i * each, requests[j].copied),
+                          candidates, longest);
+  }
+  return out;
 }
 
 std::optional<std::string> ObjectReader::bytes(std::uint64_t object, std::size_t max_bytes) {
@@ -236,6 +279,21 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> ObjectReader::dict_items(
   const auto values = read_field(dict, layout_.dict_values);
   if (!keys || !plausible(*keys)) return {};
   return keys_entries(*keys, values.value_or(0), max_items);
+}
+
+std::map<std::string, std::uint64_t> ObjectReader::find_modules(
+    std::uint64_t runtime_address, const std::vector<std::string_view>& names) {
+  std::map<std::string, std::uint64_t> found;
+  const auto interp = read_field(runtime_address, layout_.runtime_interpreters_head);
+  if (!interp || !plausible(*interp)) return found;
+  const auto modules = read_field(*interp, layout_.interp_modules);
+  if (!modules || !plausible(*modules)) return found;
+  const auto items = dict_items(*modules, 1 << 16);
+  const auto index = ascii_key_indexes(items, names);
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (index[i]) found.emplace(names[*index[i]], items[i].second);
+  }
+  return found;
 }
 
 std::optional<std::uint64_t> ObjectReader::dict_get(std::uint64_t dict, std::string_view key) {

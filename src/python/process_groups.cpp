@@ -11,7 +11,7 @@ namespace {
 
 constexpr std::size_t kMaxGroups = 4096;
 
-constexpr std::size_t kNativeBytes = 256;  // of the C++ object searched for rank and size
+constexpr std::size_t kNativeBytes = ProcessGroupReader::kNativeObjectBytes;
 // Other layouts than torch 1.13's (c10d_objects.h) are searched (read_native_groups).
 
 // A wrapper's module-level groups and the parallel dimension each one is.
@@ -52,28 +52,18 @@ std::optional<std::string> ProcessGroupReader::text(std::uint64_t object, std::s
   return objects_.string(object, max);
 }
 
-// The modules read, found in one pass over sys.modules (a torch process imports thousands).
-// Each key costs one read (ascii_key_index): a walk of torch's ~1,500 modules takes about a
-// millisecond instead of the ~12 ms of decoding every key as a string.
+// The modules read, found in one pass over sys.modules (a torch process imports thousands):
+// the keys are read in one batch and compared without being decoded (ObjectReader::find_modules).
 const std::vector<std::string_view> kModules = {
     "torch.distributed.distributed_c10d", "vllm.distributed.parallel_state",
     "sglang.srt.distributed.parallel_state", "megatron.core.parallel_state"};
 
+const std::vector<std::string_view>& ProcessGroupReader::modules_read() {
+  return kModules;
+}
+
 std::optional<std::uint64_t> ProcessGroupReader::module_globals(std::string_view module) {
-  if (!modules_) {
-    modules_.emplace();
-    const auto interp = objects_.read_field(runtime_, layout_.runtime_interpreters_head);
-    const auto dict = interp && objects_.plausible(*interp)
-                          ? objects_.read_field(*interp, layout_.interp_modules)
-                          : std::nullopt;
-    if (dict && objects_.plausible(*dict)) {
-      for (const auto& [key, value] : objects_.dict_items(*dict, 1 << 16)) {
-        if (const auto index = objects_.ascii_key_index(key, kModules)) {
-          (*modules_)[std::string(kModules[*index])] = value;
-        }
-      }
-    }
-  }
+  if (!modules_) modules_ = objects_.find_modules(runtime_, kModules);
   const auto found = modules_->find(std::string(module));
   if (found == modules_->end() || !objects_.plausible(found->second)) return std::nullopt;
   const auto globals = objects_.read_field(found->second, layout_.module_dict);
@@ -218,6 +208,7 @@ void ProcessGroupReader::read_native_groups(model::DistributedState& state) {
       if (static_cast<std::uint8_t>(n.bytes[c10d::kSequenceFlagOffset]) == 1 && sequence != 0) {
         n.group->sequence = sequence;
       }
+      n.group->timeout_ms = collective_timeout(n.bytes, n.group->backend);
     }
     return;
   }
@@ -247,6 +238,40 @@ std::size_t ProcessGroupReader::refresh_sequences(ObjectReader& objects,
     }
   }
   return read;
+}
+
+// The group's collective timeout from its backend's options (c10d_objects.h): the pointer at
+// torch 1.13 gloo's place first, then any pointer of the object's first bytes whose target holds
+// a timeout of at most a week and the group's own backend name as a std::string right after it.
+std::optional<std::int64_t> ProcessGroupReader::collective_timeout(
+    const std::array<std::byte, kNativeBytes>& native, const std::string& backend) {
+  if (backend.empty() || backend.size() > 15) return std::nullopt;  // a short string's buffer
+  constexpr std::int64_t kWeekMs = 7LL * 24 * 3600 * 1000;
+  std::vector<std::size_t> places = {c10d::kGlooOptionsPointer};
+  for (std::size_t o = 8; o + 8 <= kNativeBytes; o += 8) {
+    if (o != c10d::kGlooOptionsPointer) places.push_back(o);
+  }
+  for (const std::size_t place : places) {
+    std::uint64_t options = 0;
+    std::memcpy(&options, native.data() + place, sizeof options);
+    if (!objects_.plausible(options)) continue;
+    std::array<std::byte, c10d::kOptionsBackend + 32> bytes{};
+    if (!objects_.read(options, bytes.data(), bytes.size())) continue;
+    std::int64_t timeout = 0;
+    std::uint64_t data = 0, size = 0;
+    std::memcpy(&timeout, bytes.data() + c10d::kOptionsTimeout, sizeof timeout);
+    std::memcpy(&data, bytes.data() + c10d::kOptionsBackend, sizeof data);
+    std::memcpy(&size, bytes.data() + c10d::kOptionsBackend + 8, sizeof size);
+    if (timeout <= 0 || timeout > kWeekMs || size != backend.size() ||
+        data != options + c10d::kOptionsBackend + 16) {
+      continue;
+    }
+    if (std::memcmp(bytes.data() + c10d::kOptionsBackend + 16, backend.data(), size) != 0) {
+      continue;
+    }
+    return timeout;
+  }
+  return std::nullopt;
 }
 
 // vLLM's and SGLang's GroupCoordinator: the parallel dimension of its torch groups, the rank in

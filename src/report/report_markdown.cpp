@@ -350,10 +350,11 @@ std::string others_section(const analysis::Analysis& a) {
   for (const auto& o : a.others) {
     const auto& p = *o.process;
     const auto serving = analysis::serving_role(a, p);
-    md << "| " << cell(model::to_string(p.identity.role))
-       << (serving ? " (serving: " + cell(*serving) + ")" : "") << " | " << cell(o.node) << " | "
-       << p.pid << " | " << cell(p.comm) << " | " << cell(p.identity.job) << " | "
-       << (p.dump ? cell(o.wait.describe()) : "-") << " |\n";
+    const std::string role(model::to_string(p.identity.role));
+    md << "| " << cell(role)
+       << (serving && *serving != role ? " (serving: " + cell(*serving) + ")" : "") << " | "
+       << cell(o.node) << " | " << p.pid << " | " << cell(p.comm) << " | " << cell(p.identity.job)
+       << " | " << (p.dump ? cell(o.wait.describe()) : "-") << " |\n";
   }
   md << "\n";
   return md.str();

@@ -260,6 +260,7 @@ void encode_distributed(const model::DistributedState& d, v1::DistributedState& 
     }
     if (g.group_rank) group->set_group_rank(*g.group_rank);
     if (g.sequence) group->set_sequence(*g.sequence);
+    if (g.timeout_ms) group->set_timeout_ms(*g.timeout_ms);
     group->set_is_default(g.is_default);
     for (const auto& l : g.labels) group->add_labels(valid_utf8(l));
     group->set_unregistered(!g.registered);
@@ -287,6 +288,7 @@ model::DistributedState decode_distributed(const v1::DistributedState& in) {
     group.size = g.ranks_size() > 0 ? g.ranks_size() : g.size();
     if (g.has_group_rank()) group.group_rank = g.group_rank();
     if (g.has_sequence()) group.sequence = g.sequence();
+    if (g.has_timeout_ms()) group.timeout_ms = g.timeout_ms();
     group.is_default = g.is_default();
     group.labels.assign(g.labels().begin(), g.labels().end());
     group.registered = !g.unregistered();

@@ -11,6 +11,7 @@
 #include "hangscope/snapshot/codec.h"
 #include "hangscope/sources/flight_records.h"
 #include "hangscope/sources/sources.h"
+#include "node_answers.h"
 
 namespace hangscope::sources {
 namespace {
@@ -168,6 +169,7 @@ model::Bundle from_cores(const CoreSource& cores, const Feedback& feedback) {
     }
   }
   attach_job_logs(cores.log_globs, bundle, feedback);
+  settle_serving_roles(bundle);
   feedback.say("read " + std::to_string(read) + " core file(s)");
   return bundle;
 }

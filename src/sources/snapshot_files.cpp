@@ -139,6 +139,7 @@ model::Bundle from_bundle_dir(const std::string& dir, std::size_t max_bytes, Pro
       bundle.nodes.push_back({file, std::nullopt, model::NodeState::kError, e.what(), 0});
     }
   }
+  settle_serving_roles(bundle);
   return bundle;
 }
 

@@ -57,6 +57,9 @@ bool sequence_advanced(const model::ProcessRecord* before, const model::ProcessR
   return false;
 }
 
+// Rank readings a job's history keeps at most (watch.json's observations).
+constexpr std::size_t kHistoryReadings = 200'000;
+
 // Polls after a rank exited within which its peers must stand still for a rank-dead incident.
 constexpr int kDeadPolls = 3;
 
@@ -104,7 +107,13 @@ RankReading read_rank(const analysis::RankEntry& entry) {
 
 std::string label_of(const analysis::Job& job) {
   const std::string key = job.key.empty() ? "(no job key)" : job.key;
-  if (job.group) return job.group->noun() + " group " + key;
+  if (job.group) {
+    // "DP rank" names a member of a data-parallel group: "DP group KEY"; else "group KEY".
+    const std::string noun = job.group->noun();
+    return (noun == "group rank" ? std::string("group ")
+                                 : noun.substr(0, noun.find(' ')) + " group ") +
+           key;
+  }
   return "job " + key;
 }
 
@@ -140,6 +149,14 @@ std::vector<JobPoll> read_polls(const model::Bundle& bundle) {
         poll.until_unix_ns = std::max(poll.until_unix_ns, times.back());
       }
       poll.ranks.push_back(read_rank(entry));
+      if (const auto* latest = entry.latest();
+          latest && latest->dump && latest->dump->distributed) {
+        for (const auto& g : latest->dump->distributed->groups) {
+          if (g.timeout_ms && (!poll.timeout_ms || *g.timeout_ms < *poll.timeout_ms)) {
+            poll.timeout_ms = g.timeout_ms;
+          }
+        }
+      }
     }
     if (poll.alive() == 0 && poll.ranks.empty()) continue;
     poll.progressed = poll.progressing() > 0;
@@ -148,8 +165,8 @@ std::vector<JobPoll> read_polls(const model::Bundle& bundle) {
   return out;
 }
 
-JobTracker::JobTracker(std::chrono::nanoseconds after, std::size_t history)
-    : after_(after), history_size_(std::max<std::size_t>(history, 1)) {}
+JobTracker::JobTracker(std::chrono::nanoseconds after, bool after_given, std::size_t history)
+    : after_(after), after_given_(after_given), history_size_(std::max<std::size_t>(history, 1)) {}
 
 std::vector<JobEvent> JobTracker::update(const std::vector<JobPoll>& polls) {
   std::vector<JobEvent> events;
@@ -159,10 +176,24 @@ std::vector<JobEvent> JobTracker::update(const std::vector<JobPoll>& polls) {
     present.insert(poll.job);
     auto [it, fresh] = jobs_.try_emplace(poll.job);
     State& s = it->second;
-    if (fresh) s.required = after_;
+    if (fresh) s.after = s.required = after_;
+    if (!after_given_ && poll.timeout_ms) {
+      // Half the job's own collective timeout, when shorter: the evidence is kept before the
+      // watchdog's timeout tears the job down.
+      const auto half = std::chrono::milliseconds(*poll.timeout_ms / 2);
+      const std::chrono::nanoseconds own = std::min<std::chrono::nanoseconds>(after_, half);
+      if (own != s.after) {
+        if (s.required == s.after) s.required = own;
+        s.after = own;
+      }
+    }
     s.label = poll.label;
     s.history.push_back(poll);
-    while (s.history.size() > history_size_) s.history.pop_front();
+    // The polls kept hold at most kHistoryReadings rank readings: a job of 100,000 ranks keeps
+    // its last two polls, one of 8 ranks the last history_size_.
+    const std::size_t kept = std::clamp<std::size_t>(
+        kHistoryReadings / std::max<std::size_t>(poll.ranks.size(), 1), 2, history_size_);
+    while (s.history.size() > kept) s.history.pop_front();
     std::vector<RankReading> waiting;  // on peers, or standing still
     for (const auto& r : poll.ranks) {
       if (r.state == "waiting" || (r.state != "exited" && r.still)) waiting.push_back(r);
@@ -195,7 +226,7 @@ std::vector<JobEvent> JobTracker::update(const std::vector<JobPoll>& polls) {
     if (poll.progressed) {
       s.stalled_since.reset();
       s.incident_open = false;
-      s.required = after_;
+      s.required = s.after;
     } else if (waiting.empty()) {
       s.stalled_since.reset();
     } else if (!s.stalled_since) {

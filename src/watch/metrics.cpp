@@ -28,15 +28,11 @@
 #include "hangscope/common/text.h"
 
 namespace hangscope::watch {
-namespace {
 
-// mg_check_feature's bit for IPv6 (civetweb.h documents the numbers, names none).
-constexpr unsigned kCivetwebIpv6 = 8;
-constexpr const char* kIncidentKinds[] = {"hang", "rank-dead"};
-constexpr auto kRefusalLogInterval = std::chrono::minutes(1);
-
-// Where to listen, as parsed from MetricsOptions::endpoint.
-struct Endpoint {
+// Where to listen, as parsed from MetricsOptions::endpoint. Outside the anonymous namespace:
+// Metrics::State (declared in the header) holds one, and GCC warns of a member whose type has
+// internal linkage when this file is compiled into a unity source (the TSan build).
+struct MetricsEndpoint {
   std::string host;  // numeric, without brackets
   int port = 0;
   bool v6() const { return host.find(':') != std::string::npos; }
@@ -44,6 +40,15 @@ struct Endpoint {
     return (v6() ? "[" + host + "]" : host) + ":" + std::to_string(bound);
   }
 };
+
+namespace {
+
+using Endpoint = MetricsEndpoint;
+
+// mg_check_feature's bit for IPv6 (civetweb.h documents the numbers, names none).
+constexpr unsigned kCivetwebIpv6 = 8;
+constexpr const char* kIncidentKinds[] = {"hang", "rank-dead"};
+constexpr auto kRefusalLogInterval = std::chrono::minutes(1);
 
 Endpoint parse_endpoint(const std::string& text) {
   const std::string named = "--metrics " + printable(text);
@@ -358,7 +363,7 @@ class Collector : public prometheus::Collectable {
 };
 
 struct Metrics::State {
-  Endpoint endpoint;
+  MetricsEndpoint endpoint;
   int port = 0;
   std::shared_ptr<Collector> collector = std::make_shared<Collector>();
   // After the collector: destroyed first, so no scrape runs while the collector goes.

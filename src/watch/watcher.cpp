@@ -31,15 +31,28 @@ std::string seconds_text(double s) {
   return buffer;
 }
 
-// The first verdict (they are ordered) about `job`: its own, or one that spans it.
+// Whether a verdict is about `job`: its own, or one that spans it.
+bool about_job(const analysis::Verdict& v, const std::string& job) {
+  if (v.job == job || std::find(v.jobs.begin(), v.jobs.end(), job) != v.jobs.end()) return true;
+  return std::any_of(v.processes.begin(), v.processes.end(),
+                     [&](const auto& p) { return p.job == job || p.group == job; });
+}
+
+// The first verdict (they are ordered) about `job`.
 const analysis::Verdict* verdict_for(const analysis::Analysis& analysis, const std::string& job) {
   for (const auto& v : analysis.verdicts) {
-    if (v.job == job || std::find(v.jobs.begin(), v.jobs.end(), job) != v.jobs.end()) return &v;
-    for (const auto& p : v.processes) {
-      if (p.job == job || p.group == job) return &v;
-    }
+    if (about_job(v, job)) return &v;
   }
   return nullptr;
+}
+
+// The capture holds every job of the nodes, and another job hung meanwhile may have the verdict
+// of higher confidence: the incident's report leads with its own job's verdicts (its top
+// verdict, the culprit, is this job's), the others after them in their order.
+void lead_with_job(analysis::Analysis& analysis, const std::string& job) {
+  std::stable_partition(analysis.verdicts.begin(), analysis.verdicts.end(),
+                        [&](const analysis::Verdict& v) { return about_job(v, job); });
+  if (!analysis.verdicts.empty()) analysis.conclusion = analysis.verdicts.front().summary;
 }
 
 std::string first_line(const std::string& text) {
@@ -120,7 +133,7 @@ class Watcher {
         feedback_(feedback),
         stop_(stop),
         observations_(options.agents, options.request, options.observe),
-        tracker_(options.after),
+        tracker_(options.after, options.after_given),
         rules_(
             rules::load_rules(rules::kSystemRulesDir, options.rules_dir, options.max_rule_bytes)) {
     for (const auto& e : rules_.errors) feedback_.warning("skipped rule: " + e);
@@ -154,8 +167,8 @@ class Watcher {
       const auto polls = read_polls(bundle);
       for (const auto& p : polls) {
         for (const auto& r : p.ranks) {
-          spdlog::debug("{} {}: {} at {} ({})", p.label, rank_text(r), r.state, r.where,
-                        r.evidence);
+          spdlog::debug("{} {}: {}{} ({})", p.label, rank_text(r), r.state,
+                        r.where.empty() ? "" : " at " + r.where, r.evidence);
         }
       }
       const auto events = tracker_.update(polls);
@@ -215,8 +228,10 @@ class Watcher {
       } else if (r.waiting > 0 && r.seconds_stalled > 0) {
         part += ", " + std::to_string(r.waiting) + " waiting, no progress for " +
                 seconds_text(r.seconds_stalled);
-      } else {
+      } else if (r.progressing > 0) {
         part += ", progressing";
+      } else {
+        part += ", none waiting on peers";
       }
       parts.push_back(part);
     }
@@ -276,6 +291,7 @@ class Watcher {
       }
       incident.verdict = verdict->id;
       incident.summary = verdict->summary;
+      lead_with_job(analysis, e.job);
     }
     const auto* history = tracker_.history(e.job);
     std::string path;

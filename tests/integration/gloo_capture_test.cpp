@@ -8,6 +8,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "command.h"
 #include "hangscope/capture/core_capture.h"
@@ -154,6 +156,55 @@ TEST(GlooCapture, MergedStacksShowThePythonCallSitesAndTheirLocals) {
   EXPECT_EQ(load->line, store_wait);
 }
 
+// While `dump --stop-mode all --locals` holds every thread of a gloo rank, only its memory is
+// read: no file is opened through /proc/PID/map_files or /proc/PID/root and none is mapped (the
+// store classes' symbols in libtorch, which give the store of the group met in the barrier's
+// locals, are looked up once the threads run again). Seen from outside, under strace: the system
+// calls between the first PTRACE_SEIZE and the last PTRACE_DETACH.
+TEST(GlooCapture, NoFileIsOpenedWhileEveryThreadIsHeld) {
+  if (::access(kPython, X_OK) != 0) GTEST_SKIP() << kPython << " missing (tools/install-deps.sh)";
+  if (testing::run_command("strace -V >/dev/null 2>&1").exit_code != 0) {
+    GTEST_SKIP() << "strace is not installed (tools/install-deps.sh)";
+  }
+  testing::TargetProcess job({kPython, kScript, "--world-size", "2", "--diverged-rank", "1"});
+  const pid_t waiting = pid_from_line(job.wait_for_line("rank 0 pid", std::chrono::seconds(120)));
+  ASSERT_TRUE(testing::eventually(
+      [&] {
+        return thread_with(capture::capture_process(waiting, {}), "gloo::barrier") != nullptr;
+      },
+      std::chrono::seconds(60)));
+  const std::string trace = testing::temp_path("hangscope-held-trace");
+  const auto result = testing::run_command(
+      "strace -f -qq -e trace=ptrace,open,openat,mmap -o " + trace + " " + HANGSCOPE_BINARY +
+      " dump --pid " + std::to_string(waiting) + " --stop-mode all --locals --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto text = read_file(trace);
+  ::unlink(trace.c_str());
+  ASSERT_TRUE(text.text);
+  std::vector<std::string> lines;
+  std::istringstream in(*text.text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::size_t first = lines.size(), last = 0;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].find("PTRACE_SEIZE") != std::string::npos && first == lines.size()) first = i;
+    if (lines[i].find("PTRACE_DETACH") != std::string::npos) last = i;
+  }
+  ASSERT_LT(first, last) << *text.text;
+  for (std::size_t i = first; i < last; ++i) {
+    const auto& line = lines[i];
+    const bool file_open =
+        line.find("open") != std::string::npos &&
+        (line.find("/map_files/") != std::string::npos || line.find("/root/") != std::string::npos);
+    const bool file_mapping = line.find("mmap(") != std::string::npos &&
+                              line.find("MAP_ANONYMOUS") == std::string::npos &&
+                              line.find("resumed") == std::string::npos;
+    EXPECT_FALSE(file_open || file_mapping) << "while every thread was held: " << line;
+  }
+  // The group met in the barrier's locals still has its store (read after the release).
+  const auto dump = nlohmann::json::parse(result.out);
+  ASSERT_FALSE(dump["distributed"]["groups"].empty()) << dump["distributed"];
+  EXPECT_NE(dump["distributed"]["groups"][0].value("store", ""), "") << dump["distributed"];
+}
 }  // namespace
 }  // namespace hangscope
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "hangscope/memory/memory_reader.h"
+#include "hangscope/memory/page_cache.h"
 #include "hangscope/memory/process_memory.h"
 
 namespace hangscope::memory {
@@ -62,6 +63,56 @@ TEST(ProcessMemory, BatchedReadsSurviveAFaultInTheMiddle) {
   EXPECT_EQ(requests[1].copied, 0u);
   EXPECT_EQ(requests[2].copied, 8u);
   EXPECT_EQ(out_c, 3u);
+}
+
+// A reader that counts the calls that reach it.
+class CountingReader final : public MemoryReader {
+ public:
+  explicit CountingReader(MemoryReader& inner) : inner_(inner) {}
+  std::size_t read(std::uint64_t address, void* out, std::size_t size) override {
+    ++reads;
+    return inner_.read(address, out, size);
+  }
+  void read_many(std::span<ReadRequest> requests) override {
+    ++batches;
+    requests_seen += requests.size();
+    MemoryReader::read_many(requests);  // each as read() does it (counted there too)
+  }
+  int reads = 0, batches = 0;
+  std::size_t requests_seen = 0;
+
+ private:
+  MemoryReader& inner_;
+};
+
+// Batched reads through a page cache: what lies in pages it keeps is copied from them, the rest
+// reaches the inner reader as one batch (and is not kept); a prefix where memory ends.
+TEST(PageCache, BatchedReadsUseKeptPagesAndPassTheRestInOneBatch) {
+  std::array<std::byte, 3 * PageCache::kPageSize> data{};
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::byte>(i % 251);
+  const std::uint64_t base = 0x10000;
+  BufferMemory buffer(base, data.data(), data.size());
+  CountingReader counting(buffer);
+  PageCache cache(counting);
+  std::byte one{};
+  ASSERT_EQ(cache.read(base + 5, &one, 1), 1u);  // page 0 kept
+  EXPECT_EQ(counting.reads, 1);
+  std::array<std::byte, 8> a{}, b{}, c{}, d{};
+  std::array<ReadRequest, 4> requests{{{base + 10, a.data(), 8, 0},
+                                       {base + PageCache::kPageSize + 3, b.data(), 8, 0},
+                                       {base + 2 * PageCache::kPageSize + 7, c.data(), 8, 0},
+                                       {base + data.size() - 4, d.data(), 8, 0}}};
+  cache.read_many(requests);
+  EXPECT_EQ(counting.batches, 1);
+  EXPECT_EQ(counting.requests_seen, 3u);  // the first came from the kept page
+  EXPECT_EQ(requests[0].copied, 8u);
+  EXPECT_EQ(a[0], static_cast<std::byte>(10));
+  EXPECT_EQ(requests[1].copied, 8u);
+  EXPECT_EQ(b[0], static_cast<std::byte>((PageCache::kPageSize + 3) % 251));
+  EXPECT_EQ(requests[2].copied, 8u);
+  EXPECT_EQ(c[0], static_cast<std::byte>((2 * PageCache::kPageSize + 7) % 251));
+  EXPECT_EQ(requests[3].copied, 4u);  // memory ends
+  EXPECT_EQ(cache.pages_read(), 1u);  // batched reads are not kept
 }
 
 TEST(ProcessMemory, MissingProcessReadsNothing) {

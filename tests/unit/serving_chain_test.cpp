@@ -15,6 +15,7 @@
 #include "hangscope/model/fact_keys.h"
 #include "hangscope/report/report.h"
 #include "hangscope/rules/rule.h"
+#include "hangscope/waits/serving_roles.h"
 
 namespace hangscope::analysis {
 namespace {
@@ -47,6 +48,13 @@ constexpr pid_t kApiPid = 800;
 constexpr pid_t kEnginePid = 900;
 
 // The worker's own loop: WorkerProc.worker_busy_loop → Worker.execute_model → …
+// The analysis of `bundle` as a capture would have given it: every sample's processes carry
+// the serving roles capture decides (waits/serving_roles.h), which the analysis only reads.
+analysis::Analysis diagnose_captured(model::Bundle& bundle, const rules::RuleSet& rules = {}) {
+  for (auto& sample : bundle.snapshots) waits::assign_serving_roles(sample.processes);
+  return diagnosis::diagnose(bundle, rules);
+}
+
 std::vector<model::Frame> worker_outer() {
   return {method("Worker.execute_model", kGpuWorker, 380),
           method("WorkerProc.worker_busy_loop", kExecutor, 593),
@@ -257,7 +265,7 @@ TEST(ServingChain, TheTopVerdictNamesTheStuckWorkerBehindTheApiServersRequests) 
   front.engine = [](int) { return engine_blocked(); };
   front.tasks = [](int) { return stuck_requests(37); };
   add_front(bundle, front);
-  const auto a = diagnosis::diagnose(bundle);
+  const auto a = diagnose_captured(bundle);
 
   ASSERT_FALSE(a.verdicts.empty());
   const auto& top = a.verdicts.front();
@@ -341,13 +349,17 @@ TEST(ServingChain, TheTopVerdictNamesTheStuckWorkerBehindTheApiServersRequests) 
   EXPECT_EQ(json["serving"][0]["api_servers"][0]["stuck_requests"], 37);
   EXPECT_EQ(json["serving"][0]["engines"][0]["activity"], "blocked");
   EXPECT_EQ(json["verdicts"][0]["id"], "serving-stalled");
-  // The processes that are no rank say what they are in the chain (the engine core is a
-  // launcher to the capture: the parent of ranks).
+  // The processes that are no rank say what they are in the chain (the engine core, the parent
+  // of the ranks, is the engine core, not their launcher: its role is decided at capture).
   std::map<int, nlohmann::json> roles;
   for (const auto& p : json["processes"]) roles[p["pid"].get<int>()] = p["serving_role"];
   EXPECT_EQ(roles[kApiPid], "api");
   EXPECT_EQ(roles[kEnginePid], "engine");
-  EXPECT_NE(md.find("| launcher (serving: engine) | node0 | 900 |"), std::string::npos);
+  EXPECT_NE(md.find("| engine | node0 | 900 |"), std::string::npos);
+  std::map<int, nlohmann::json> decided;
+  for (const auto& p : json["processes"]) decided[p["pid"].get<int>()] = p["role"];
+  EXPECT_EQ(decided[kApiPid], "api");
+  EXPECT_EQ(decided[kEnginePid], "engine");
 }
 
 // Before the task reader (or a capture without tasks): the engine core's stack alone shows a
@@ -358,7 +370,7 @@ TEST(ServingChain, WithoutTasksTheEngineCoresStackStillLeadsToTheWorker) {
   front.engine = [](int) { return engine_blocked(); };
   front.tasks = [](int) { return std::vector<model::AsyncTask>{}; };
   add_front(bundle, front);
-  const auto a = diagnosis::diagnose(bundle);
+  const auto a = diagnose_captured(bundle);
   ASSERT_FALSE(a.verdicts.empty());
   const auto& top = a.verdicts.front();
   EXPECT_EQ(top.id, "serving-stalled");
@@ -380,7 +392,7 @@ TEST(ServingChain, WithoutLocalsTheEngineWaitsForItsWorkers) {
   front.engine = [](int) { return engine_blocked(false); };
   front.tasks = [](int) { return stuck_requests(5); };
   add_front(bundle, front);
-  const auto a = diagnosis::diagnose(bundle);
+  const auto a = diagnose_captured(bundle);
   ASSERT_FALSE(a.verdicts.empty());
   EXPECT_EQ(a.verdicts.front().id, "serving-stalled");
   EXPECT_EQ(a.verdicts.front().diverged_ranks, std::vector<int>{3});
@@ -407,8 +419,8 @@ model::Bundle server_without_requests(std::vector<model::Frame> (*engine)()) {
 }
 
 TEST(ServingChain, AnIdleHealthyServerHasNoVerdict) {
-  const auto bundle = server_without_requests(engine_idle);
-  const auto a = diagnosis::diagnose(bundle);
+  auto bundle = server_without_requests(engine_idle);
+  const auto a = diagnose_captured(bundle);
   EXPECT_TRUE(a.verdicts.empty()) << a.verdicts.front().id << ": " << a.verdicts.front().summary;
   ASSERT_EQ(a.serving.size(), 1u);
   EXPECT_EQ(a.serving[0].engines[0].activity, "idle");
@@ -433,8 +445,8 @@ std::vector<model::Frame> engine_in_dp_all_reduce() {
 }
 
 TEST(ServingChain, ADpEngineCoreInItsDpAllReduceIsBlockedNotIdle) {
-  const auto bundle = server_without_requests(engine_in_dp_all_reduce);
-  const auto a = diagnosis::diagnose(bundle);
+  auto bundle = server_without_requests(engine_in_dp_all_reduce);
+  const auto a = diagnose_captured(bundle);
   ASSERT_EQ(a.serving.size(), 1u);
   EXPECT_EQ(a.serving[0].engines[0].activity, "blocked");
   EXPECT_EQ(a.conclusion.find("waits for input"), std::string::npos) << a.conclusion;
@@ -454,7 +466,7 @@ TEST(ServingChain, PendingRequestsWhileTheEngineMakesProgressIsNoVerdict) {
   front.engine_cpu_per_sample = 40;
   front.tasks = [](int) { return stuck_requests(12); };
   add_front(bundle, front);
-  const auto a = diagnosis::diagnose(bundle);
+  const auto a = diagnose_captured(bundle);
   EXPECT_TRUE(a.verdicts.empty()) << a.verdicts.front().id << ": " << a.verdicts.front().summary;
   ASSERT_EQ(a.serving.size(), 1u);
   EXPECT_EQ(a.serving[0].engines[0].progressing, std::optional<bool>(true));
@@ -478,7 +490,7 @@ TEST(ServingChain, RequestsThatCompleteDoNotMakeAFrontEndVerdict) {
         request_task(0x7f0000d00000 + 0x1000 * static_cast<std::uint64_t>(sample), 10 + sample)};
   };
   add_front(bundle, front);
-  const auto a = diagnosis::diagnose(bundle);
+  const auto a = diagnose_captured(bundle);
   ASSERT_FALSE(a.verdicts.empty());
   EXPECT_NE(a.verdicts.front().id, "serving-stalled");
   EXPECT_EQ(a.verdicts.front().diverged_ranks, std::vector<int>{3});
@@ -496,7 +508,7 @@ TEST(ServingChain, PendingRequestsWhileTheEngineCoreIdlesAreNamed) {
   front.engine = [](int) { return engine_idle(); };
   front.tasks = [](int) { return stuck_requests(3); };
   add_front(bundle, front);
-  const auto a = diagnosis::diagnose(bundle);
+  const auto a = diagnose_captured(bundle);
   ASSERT_EQ(a.verdicts.size(), 1u);
   const auto& v = a.verdicts.front();
   EXPECT_EQ(v.id, "serving-stalled");
@@ -532,7 +544,7 @@ TEST(ServingChain, ASignatureThatExplainsTheWorkerExplainsTheChain) {
     "explains": ["rank-diverged", "rank-straggler"]
   })",
                                           "test"));
-  const auto a = diagnosis::diagnose(bundle, rules);
+  const auto a = diagnose_captured(bundle, rules);
   ASSERT_GE(a.verdicts.size(), 3u);
   EXPECT_EQ(a.verdicts[0].id, "kv-save-hang");
   EXPECT_EQ(a.verdicts[1].id, "serving-stalled");
@@ -552,7 +564,7 @@ TEST(ServingChain, VllmServeIsTheApiServerUnlessItLaunchesThem) {
     front.api_cmdline = "/usr/bin/python3 /usr/local/bin/vllm serve m --tensor-parallel-size 4";
     front.api_main = serve;
     add_front(bundle, front);
-    const auto a = diagnosis::diagnose(bundle);
+    const auto a = diagnose_captured(bundle);
     ASSERT_EQ(a.serving.size(), 1u);
     ASSERT_EQ(a.serving[0].api_servers.size(), 1u);
     EXPECT_EQ(a.serving[0].api_servers[0].process->pid, kApiPid);
@@ -568,7 +580,7 @@ TEST(ServingChain, VllmServeIsTheApiServerUnlessItLaunchesThem) {
                         py("wait_for_completion_or_failure", serve, 240),
                         py("run_multi_api_server", serve, 200), py("cmd", serve, 60)};
     add_front(bundle, front);
-    const auto a = diagnosis::diagnose(bundle);
+    const auto a = diagnose_captured(bundle);
     ASSERT_EQ(a.serving.size(), 1u);
     EXPECT_TRUE(a.serving[0].api_servers.empty());
     ASSERT_FALSE(a.verdicts.empty());
@@ -578,8 +590,8 @@ TEST(ServingChain, VllmServeIsTheApiServerUnlessItLaunchesThem) {
 
 // Without any serving process the verdicts are the job's own.
 TEST(ServingChain, NoServingProcessLeavesTheVerdictsAlone) {
-  const auto bundle = stuck_workers().bundle();
-  const auto a = diagnosis::diagnose(bundle);
+  auto bundle = stuck_workers().bundle();
+  const auto a = diagnose_captured(bundle);
   EXPECT_TRUE(a.serving.empty());
   ASSERT_FALSE(a.verdicts.empty());
   EXPECT_NE(a.verdicts.front().id, "serving-stalled");
@@ -614,7 +626,7 @@ TEST(ServingChain, SglangRequestTasksLeadToTheStuckScheduler) {
     return tasks;
   };
   add_front(bundle, front);
-  const auto a = diagnosis::diagnose(bundle);
+  const auto a = diagnose_captured(bundle);
   ASSERT_FALSE(a.verdicts.empty());
   const auto& top = a.verdicts.front();
   EXPECT_EQ(top.id, "serving-stalled");
@@ -726,8 +738,8 @@ const ServingChain* chain_of(const Analysis& a, const std::string& job) {
 // connected to, and its links say over what.
 TEST(ServingChain, ApiServersAreLinkedToTheEngineCoresTheyAreConnectedTo) {
   {
-    const auto bundle = crosswise_front(false);
-    const auto a = diagnosis::diagnose(bundle);
+    auto bundle = crosswise_front(false);
+    const auto a = diagnose_captured(bundle);
     const auto* first = chain_of(a, "127.0.0.1:40123");
     ASSERT_NE(first, nullptr);
     ASSERT_EQ(first->api_servers.size(), 1u);
@@ -735,8 +747,8 @@ TEST(ServingChain, ApiServersAreLinkedToTheEngineCoresTheyAreConnectedTo) {
     EXPECT_EQ(first->api_servers[0].link,
               "parent of engine core node0 pid 900 (no socket between them captured)");
   }
-  const auto bundle = crosswise_front(true);
-  const auto a = diagnosis::diagnose(bundle);
+  auto bundle = crosswise_front(true);
+  const auto a = diagnose_captured(bundle);
   ASSERT_EQ(a.serving.size(), 2u);
   const auto* first = chain_of(a, "127.0.0.1:40123");
   const auto* second = chain_of(a, "127.0.0.1:40200");
@@ -778,7 +790,7 @@ TEST(ServingChain, AProcessWithoutSocketsPairsByItsNetTcpFact) {
                                                  : "10.0.0.1:5555>10.0.0.2:41000";
       }
     }
-    const auto a = diagnosis::diagnose(bundle);
+    const auto a = diagnose_captured(bundle);
     const auto* first = chain_of(a, "127.0.0.1:40123");
     ASSERT_NE(first, nullptr) << from_fact;
     ASSERT_EQ(first->api_servers.size(), 1u) << from_fact;
@@ -801,7 +813,7 @@ TEST(ServingChain, LoopbackConnectionsDoNotPairProcessesOfTwoNodes) {
     }
   }
   {
-    const auto a = diagnosis::diagnose(bundle);
+    const auto a = diagnose_captured(bundle);
     const auto* first = chain_of(a, "127.0.0.1:40123");
     ASSERT_NE(first, nullptr);
     // One node: paired (and API server 800, connected to nothing, by parent pid).
@@ -830,7 +842,7 @@ TEST(ServingChain, LoopbackConnectionsDoNotPairProcessesOfTwoNodes) {
     }
   }
   bundle.nodes.push_back({"node9", "node9:7447", model::NodeState::kOk, "", 0});
-  const auto a = diagnosis::diagnose(bundle);
+  const auto a = diagnose_captured(bundle);
   for (const auto& chain : a.serving) {
     for (const auto& api : chain.api_servers) {
       EXPECT_EQ(api.link.find("over tcp"), std::string::npos) << api.link;
@@ -850,7 +862,7 @@ TEST(ServingChain, TheEngineCoresWorkersAreTheRanksConnectedToIt) {
       }
     }
   }
-  const auto a = diagnosis::diagnose(bundle);
+  const auto a = diagnose_captured(bundle);
   const ServingChain* chain = nullptr;
   for (const auto& c : a.serving) {
     for (const auto& e : c.engines) {
@@ -921,7 +933,7 @@ TEST(ServingChain, SglangTwoNodesHandlersAwaitTheGeneratorAndTheOtherLauncherIsN
                                  {py("serve", kSite + "sglang/srt/utils.py", 2200)}, "Future")};
     s.processes.push_back(std::move(launcher));
   }
-  const auto a = diagnosis::diagnose(bundle);
+  const auto a = diagnose_captured(bundle);
   ASSERT_EQ(a.serving.size(), 1u);
   const auto& chain = a.serving[0];
   EXPECT_EQ(chain.framework, "sglang");
@@ -946,6 +958,41 @@ TEST(ServingChain, SglangTwoNodesHandlersAwaitTheGeneratorAndTheOtherLauncherIsN
       << top.summary;
   const auto md = report::report_markdown(bundle, a);
   EXPECT_EQ(md.rfind("# hangscope: Scheduler rank 3 (node1 pid 1003)", 0), 0u) << md.substr(0, 300);
+}
+
+}  // namespace
+}  // namespace hangscope::analysis
+
+namespace hangscope::analysis {
+namespace {
+
+// A record of a snapshot written before roles were decided at capture: the engine core (parent
+// of the workers, no title) a launcher, the API server unidentified.
+model::ProcessRecord old_record(pid_t pid, pid_t ppid, model::ProcessRole role,
+                                std::vector<model::Frame> frames) {
+  model::ProcessRecord p;
+  p.pid = pid;
+  p.ppid = ppid;
+  p.identity.role = role;
+  model::ProcessDump dump;
+  dump.pid = pid;
+  dump.threads.push_back(testing_builders::thread(pid, 'S', std::move(frames)));
+  p.dump = std::move(dump);
+  return p;
+}
+
+TEST(ServingRoles, AnOldSnapshotsEngineCoreAndApiServerAreReadAsWhatTheyAre) {
+  std::vector<model::ProcessRecord> node = {
+      old_record(800, 1, model::ProcessRole::kUnidentified, event_loop_idle(kApiServer)),
+      old_record(900, 800, model::ProcessRole::kLauncher, engine_blocked()),
+      old_record(1000, 900, model::ProcessRole::kRank, worker_in_all_reduce())};
+  node[0].dump->tasks = stuck_requests(3);
+  EXPECT_EQ(waits::assign_serving_roles(node), 2u);
+  EXPECT_EQ(node[0].identity.role, model::ProcessRole::kApi);
+  EXPECT_EQ(node[1].identity.role, model::ProcessRole::kEngine);
+  EXPECT_EQ(node[2].identity.role, model::ProcessRole::kRank);  // a rank stays a rank
+  // Decided once: a second pass (a snapshot written by this version) changes nothing.
+  EXPECT_EQ(waits::assign_serving_roles(node), 0u);
 }
 
 }  // namespace

@@ -1,12 +1,16 @@
 // The socket reader's parts on bytes built by hand: sock_diag's unix answers (names, peers, an
-// abstract name, the end of the dump, a refusal, and answers cut short or malformed), and the
-// descriptors of this process's own sockets.
+// abstract name, the end of the dump, a refusal, and answers cut short or malformed) and its TCP
+// answers (inet_diag: both families, queues, retransmissions), the descriptors of this process's
+// own sockets, and its own TCP connections read through sock_diag and through /proc alike.
 #include "hangscope/capture/sockets.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -194,6 +198,164 @@ TEST(SocketDescriptors, OwnSocketsAreListedInFdOrderAndCapped) {
   ::close(copy);
   ::close(pair[0]);
   ::close(pair[1]);
+}
+
+// inet_diag_msg: family, state, timer, retrans; id (sport, dport big-endian, src[4], dst[4],
+// if, cookie[2]); expires, rqueue, wqueue, uid, inode.
+std::string inet_message(std::uint8_t family, std::uint8_t state, const std::string& src,
+                         std::uint16_t sport, const std::string& dst, std::uint16_t dport,
+                         std::uint32_t inode, std::uint32_t rqueue = 0, std::uint32_t wqueue = 0,
+                         std::uint8_t timer = 0, std::uint8_t retrans = 0) {
+  std::string body;
+  put8(body, family);
+  put8(body, state);
+  put8(body, timer);
+  put8(body, retrans);
+  put16(body, htons(sport));
+  put16(body, htons(dport));
+  const auto put_address = [&](const std::string& text) {
+    std::string bytes(16, '\0');
+    ::inet_pton(family == AF_INET6 ? AF_INET6 : AF_INET, text.c_str(), bytes.data());
+    body += bytes;
+  };
+  put_address(src);
+  put_address(dst);
+  put32(body, 0);       // interface
+  put32(body, 0x5a5a);  // cookie
+  put32(body, 0);
+  put32(body, 0);  // expires
+  put32(body, rqueue);
+  put32(body, wqueue);
+  put32(body, 0);  // uid
+  put32(body, inode);
+  return message(18, body);  // TCPDIAG_GETSOCK, as the kernel answers that request
+}
+
+TEST(InetDiag, BothFamiliesWithTheirQueuesAndStatesAreRead) {
+  const std::string bytes =
+      inet_message(AF_INET, 10, "0.0.0.0", 29500, "0.0.0.0", 0, 700, 3, 128) +  // listen
+      inet_message(AF_INET, 1, "10.0.0.1", 41000, "10.0.0.2", 29500, 701, 5, 9, 1, 4) +
+      inet_message(AF_INET6, 2, "::ffff:10.0.0.1", 41001, "::ffff:10.0.0.3", 29500, 702) +
+      inet_message(AF_INET6, 1, "fd00::1", 80, "fd00::2", 5555, 703, 0, 0, 2, 7) + done();
+  const auto answer = facts::parse_inet_diag(bytes);
+  EXPECT_TRUE(answer.done);
+  ASSERT_EQ(answer.sockets.size(), 4u);
+  EXPECT_EQ(answer.families, (std::vector<int>{AF_INET, AF_INET, AF_INET6, AF_INET6}));
+  const auto& listener = answer.sockets[0];
+  EXPECT_EQ(listener.state, model::SocketState::kListen);
+  EXPECT_EQ(listener.local(), "0.0.0.0:29500");
+  EXPECT_EQ(listener.rx_queue, 3u);  // its accept backlog, as /proc shows it
+  EXPECT_EQ(listener.tx_queue, 0u);  // not its backlog limit: /proc shows 0
+  EXPECT_EQ(listener.inode, 700u);
+  const auto& lossy = answer.sockets[1];
+  EXPECT_EQ(lossy.state, model::SocketState::kEstablished);
+  EXPECT_EQ(lossy.local(), "10.0.0.1:41000");
+  EXPECT_EQ(lossy.remote(), "10.0.0.2:29500");
+  EXPECT_EQ(lossy.rx_queue, 5u);
+  EXPECT_EQ(lossy.tx_queue, 9u);
+  EXPECT_EQ(lossy.retransmits, 4u);  // under the retransmission timer
+  const auto& mapped = answer.sockets[2];
+  EXPECT_EQ(mapped.state, model::SocketState::kSynSent);
+  EXPECT_EQ(mapped.local(), "10.0.0.1:41001");  // IPv4-mapped, as /proc's parser writes it
+  EXPECT_EQ(mapped.remote(), "10.0.0.3:29500");
+  const auto& v6 = answer.sockets[3];
+  EXPECT_EQ(v6.local(), "[fd00::1]:80");
+  EXPECT_EQ(v6.remote(), "[fd00::2]:5555");
+  EXPECT_EQ(v6.retransmits, 0u);  // keepalive probes are no retransmissions
+}
+
+TEST(InetDiag, AnswersCutShortOrRefusedAreErrors) {
+  const std::string whole = inet_message(AF_INET, 1, "127.0.0.1", 1, "127.0.0.1", 2, 9);
+  EXPECT_FALSE(facts::parse_inet_diag(whole).done);
+  try {
+    facts::parse_inet_diag(whole + whole.substr(0, whole.size() - 8));
+    ADD_FAILURE() << "a message cut short was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("at byte " + std::to_string(whole.size())),
+              std::string::npos)
+        << e.what();
+  }
+  std::string small;
+  put32(small, 0);
+  EXPECT_THROW(facts::parse_inet_diag(message(18, small)), Error);  // shorter than inet_diag_msg
+  std::string unknown = whole;
+  unknown[16] = 7;  // a family that is neither
+  EXPECT_THROW(facts::parse_inet_diag(unknown), Error);
+  std::string refusal;
+  put32(refusal, static_cast<std::uint32_t>(-ENOENT));
+  try {
+    facts::parse_inet_diag(message(2, refusal));  // NLMSG_ERROR
+    ADD_FAILURE() << "a refusal was accepted";
+  } catch (const SystemError& e) {
+    EXPECT_EQ(e.error_number(), ENOENT);
+  }
+}
+
+// A listener and both ends of a loopback connection held by this process: sock_diag gives
+// them as /proc/self/net/tcp does, and read_sockets describes them from either.
+TEST(InetDiag, OwnConnectionsAreWhatProcShows) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(::connect(client, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  const int server = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  ASSERT_GE(server, 0);
+  ASSERT_EQ(::write(client, "abc", 3), 3);  // three bytes the server has not read
+
+  std::vector<std::string> notes;
+  auto from_proc = facts::read_tcp_tables("/proc/self", notes);
+  EXPECT_TRUE(notes.empty());
+  std::vector<facts::TcpSocket> from_diag;
+  try {
+    from_diag = facts::dump_tcp_sockets();
+  } catch (const Error& e) {
+    GTEST_SKIP() << "sock_diag gives no TCP sockets here: " << e.what();
+  }
+  const auto key = [](const facts::TcpSocket& s) {
+    return std::tuple(s.inode, s.local(), s.remote(), s.state, s.tx_queue, s.rx_queue,
+                      s.retransmits);
+  };
+  std::vector<std::uint64_t> mine;
+  for (const auto& [fd, inode] : [&] {
+         std::vector<std::pair<int, std::uint64_t>> held;
+         std::size_t left_out = 0;
+         facts::socket_descriptors("/proc/self", 4096, held, left_out);
+         return held;
+       }()) {
+    mine.push_back(inode);
+  }
+  int compared = 0;
+  for (const auto inode : mine) {
+    const auto in = [&](const std::vector<facts::TcpSocket>& table) {
+      return std::find_if(table.begin(), table.end(),
+                          [&](const facts::TcpSocket& s) { return s.inode == inode; });
+    };
+    const auto proc = in(from_proc);
+    const auto diag = in(from_diag);
+    ASSERT_EQ(proc == from_proc.end(), diag == from_diag.end()) << "inode " << inode;
+    if (proc == from_proc.end()) continue;
+    EXPECT_EQ(key(*proc), key(*diag)) << "inode " << inode;
+    ++compared;
+  }
+  EXPECT_EQ(compared, 3);  // the listener and both ends
+
+  const auto described = read_sockets(::getpid(), notes);
+  const auto port = std::to_string(ntohs(address.sin_port));
+  const auto server_end = std::find_if(described.begin(), described.end(),
+                                       [&](const auto& s) { return s.fd == server; });
+  ASSERT_NE(server_end, described.end());
+  EXPECT_EQ(server_end->family, model::Socket::Family::kTcp);
+  EXPECT_EQ(server_end->local, "127.0.0.1:" + port);
+  EXPECT_EQ(server_end->rx_queue, 3u);
+  ::close(server);
+  ::close(client);
+  ::close(listener);
 }
 
 }  // namespace

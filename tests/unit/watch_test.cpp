@@ -131,6 +131,20 @@ TEST(WatchTracker, AStallBecomesSuspectAfterItsTimeAndOnlyOnceUntilTheJobProgres
   EXPECT_EQ(tracker.update({poll_at(52, {"waiting", "working"})}).size(), 1u);
 }
 
+TEST(WatchTracker, WithoutAfterHalfTheJobsCollectiveTimeoutDecidesWhenShorter) {
+  JobTracker tracker(std::chrono::minutes(5), /*after_given=*/false);
+  const auto with_timeout = [](int t) {
+    auto p = poll_at(t, {"waiting", "working"});
+    p.timeout_ms = 20'000;  // init_process_group(timeout=timedelta(seconds=20))
+    return p;
+  };
+  for (int t = 0; t < 8; t += 2) EXPECT_TRUE(tracker.update({with_timeout(t)}).empty()) << t;
+  EXPECT_EQ(tracker.update({with_timeout(10)}).size(), 1u);  // 10 s: half of 20 s
+  // Given explicitly, --after stands.
+  JobTracker given(std::chrono::minutes(5), /*after_given=*/true);
+  for (int t = 0; t < 60; t += 2) EXPECT_TRUE(given.update({with_timeout(t)}).empty()) << t;
+}
+
 TEST(WatchTracker, ASuspicionTheSamplesClearedWaitsTwiceAsLong) {
   JobTracker tracker(std::chrono::seconds(10));
   for (int t = 0; t < 10; t += 2) tracker.update({poll_at(t, {"waiting", "waiting"})});
@@ -268,8 +282,8 @@ TEST_F(IncidentDir, OnHangGetsTheIncidentInItsEnvironmentEscaped) {
   auto incident = incident_of("10.0.0.1:29500", 0);
   incident.summary = "rank 1\x1b[2J stuck\n# forged";
   const std::string out = dir_ + "/env";
-  const auto result = run_on_hang("env | grep ^HANGSCOPE_ | sort > " + out + "; echo done",
-                                  "/b/x", incident, std::chrono::seconds(10));
+  const auto result = run_on_hang("env | grep ^HANGSCOPE_ | sort > " + out + "; echo done", "/b/x",
+                                  incident, std::chrono::seconds(10));
   EXPECT_TRUE(result.ok) << result.ended;
   EXPECT_EQ(result.output, "done\n");
   std::ifstream in(out);
@@ -277,8 +291,7 @@ TEST_F(IncidentDir, OnHangGetsTheIncidentInItsEnvironmentEscaped) {
   EXPECT_NE(text.find("HANGSCOPE_BUNDLE=/b/x\n"), std::string::npos) << text;
   EXPECT_NE(text.find("HANGSCOPE_JOB=10.0.0.1:29500\n"), std::string::npos) << text;
   EXPECT_NE(text.find("HANGSCOPE_VERDICT=rank-diverged\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("HANGSCOPE_SUMMARY=rank 1\\x1b[2J stuck\\x0a# forged\n"),
-            std::string::npos)
+  EXPECT_NE(text.find("HANGSCOPE_SUMMARY=rank 1\\x1b[2J stuck\\x0a# forged\n"), std::string::npos)
       << text;
 }
 

@@ -123,7 +123,7 @@ _hangscope() {
       ;;
     dump)
       opts="-h --help -p --pid --core --exe --sysroot --json --native-only --python-only --locals
-            --tasks --stop-mode --max-stack-kib --stop-timeout-ms"
+            --tasks --sockets --stop-mode --max-stack-kib --stop-timeout-ms"
       ;;
     collect)
       opts="-h --help --once -o --output --samples --interval --listen --token-file --insecure

@@ -33,7 +33,8 @@ every rank in the same order (world, TP, PP, DP, EP). The custom all-reduce is d
 broken P2P) except for symmetric-memory, which needs it.
 
 Scenarios (``--scenario``; STALL_STEP = 2 healthy steps first, so every group has run
-collectives before the hang):
+collectives before the hang; for tp-skip, pp-chain and dp-stall ``--stall-after SECONDS``
+instead runs healthy steps for that long, see below):
   tp-skip           decode steps (the TP all_reduce of RowParallelLinear, then a world barrier
                     at the step's end); at STALL_STEP the culprit takes the empty-shard
                     shortcut, skips its TP all_reduce and waits in the world barrier; its TP
@@ -88,6 +89,15 @@ collectives before the hang):
                     (dist.recv). Node 0's launcher also starts the graph's driver
                     (gloo_barrier_hang.py --driver: VLLM::EngineCore, no rank), which announces
                     "driver pid <pid> waiting".
+
+``--stall-after SECONDS`` (tp-skip, pp-chain, dp-stall): a job that runs healthy, then hangs,
+as a watcher sees one. Every rank announces ``rank <r> pid <pid> progressing`` before its first
+step and steps on (with ``--step-ms`` of host work between steps, as busy-healthy); the culprit
+takes the scenario's stall path at its first step that starts SECONDS or more after its own
+first step (instead of at STALL_STEP) and announces ``rank <r> pid <pid> diverged`` then (one
+more line, the only one telling when the hang began); its peers announce nothing more and
+hang as the scenario says. ``--step-ms`` also paces tp-skip, pp-chain and dp-stall without
+``--stall-after`` (default 0: back to back).
 
 Every rank prints one line ``rank <r> pid <pid> <waiting|diverged|progressing>`` (one
 write(2)) before its blocking step (init-hang: before init_process_group; the culprit before
@@ -192,6 +202,8 @@ def scenario_error(args, layout, world_size):
             return "--scenario symmetric-memory needs --launcher torchrun (LOCAL_WORLD_SIZE)"
         if layout["tp"] <= args.ranks_per_node:
             return "--scenario symmetric-memory needs TP groups across nodes (TP > ranks per node)"
+    if args.stall_after is not None and args.scenario not in ("tp-skip", "pp-chain", "dp-stall"):
+        return "--stall-after applies to tp-skip, pp-chain and dp-stall only"
     if args.scenario == "init-missing" and args.launcher == "spawn":
         return "--scenario init-missing: torch.multiprocessing.spawn starts every index"
     return None
@@ -279,14 +291,51 @@ def cudagraph_capture_sizes(rank, culprit):
     return CAPTURE_SIZES
 
 
-def serve_model_steps(worker, rank, scenario, culprit, step_seconds=0.0):
+class StallClock:
+    """When a hanging scenario's culprit takes its stall path: at STALL_STEP (every rank
+    announces "waiting" or "diverged" there), or with --stall-after at the culprit's first step
+    that starts that many seconds after its own first step (every rank announces "progressing"
+    before its first step, the culprit "diverged" when it stalls)."""
+
+    def __init__(self, rank, is_culprit, stall_after=None):
+        self.rank = rank
+        self.is_culprit = is_culprit
+        self.stall_after = stall_after
+        self.started = None
+        self.stalled = False
+
+    def reached(self, step):
+        """Whether `step` is the stall step (announcing it); true once at most."""
+        if self.stalled:
+            return False
+        if self.stall_after is None:
+            if step != STALL_STEP:
+                return False
+            announce(f"rank {self.rank} pid {os.getpid()} "
+                     f"{'diverged' if self.is_culprit else 'waiting'}")
+            self.stalled = True
+            return True
+        if self.started is None:
+            self.started = time.monotonic()
+            announce(f"rank {self.rank} pid {os.getpid()} progressing")
+        if not self.is_culprit or time.monotonic() - self.started < self.stall_after:
+            return False
+        announce(f"rank {self.rank} pid {os.getpid()} diverged")
+        self.stalled = True
+        return True
+
+
+def serve_model_steps(worker, rank, scenario, culprit, step_seconds=0.0, stall_after=None):
     """The worker's busy loop (vLLM's worker_busy_loop): the next batch, then
-    Worker.execute_model, step after step. pp-chain and dp-stall hang at STALL_STEP;
-    slow-healthy never hangs (0.5-1.5 s of work between steps), nor does busy-healthy
-    (step_seconds of work between steps)."""
+    Worker.execute_model, step after step. pp-chain and dp-stall hang at STALL_STEP (or, with
+    stall_after, once the culprit has stepped that many seconds: StallClock), with
+    step_seconds of work between steps; slow-healthy never hangs (0.5-1.5 s of work between
+    steps), nor does busy-healthy (step_seconds of work between steps)."""
     is_culprit = rank == culprit
     rng = random.Random(rank)
+    stall = StallClock(rank, is_culprit, stall_after)
     for step in itertools.count():
+        stalls = False
         if scenario == "slow-healthy":
             if step == 0:
                 announce(f"rank {rank} pid {os.getpid()} progressing")
@@ -296,12 +345,13 @@ def serve_model_steps(worker, rank, scenario, culprit, step_seconds=0.0):
                 announce(f"rank {rank} pid {os.getpid()} progressing")
             if step_seconds > 0:
                 detokenize_and_stream(step_seconds)
-        elif step == STALL_STEP:
-            announce(f"rank {rank} pid {os.getpid()} {'diverged' if is_culprit else 'waiting'}")
-            if scenario == "pp-chain" and is_culprit:
+        else:
+            if step > 0 and step_seconds > 0:
+                detokenize_and_stream(step_seconds)
+            stalls = stall.reached(step) and is_culprit
+            if scenario == "pp-chain" and stalls:
                 worker.model_runner._simulate_after_forward = wait_for_kv_cache_save
-        batch = prepare_batch(step, stall=scenario == "dp-stall" and is_culprit
-                              and step == STALL_STEP)
+        batch = prepare_batch(step, stall=scenario == "dp-stall" and stalls)
         worker.execute_model(batch)
 
 
@@ -372,11 +422,12 @@ def run_rank(args, rank, local_rank, world_size, init_method):
         announce(f"rank {rank} left init")
         return
     if scenario == "tp-skip":
+        stall = StallClock(rank, is_culprit, args.stall_after)
         for step in itertools.count():
-            skip = is_culprit and step == STALL_STEP
-            if step == STALL_STEP:
-                announce(f"rank {rank} pid {os.getpid()} {'diverged' if is_culprit else 'waiting'}")
+            skip = stall.reached(step) and is_culprit
             decode_step_with_barrier(step, skip)
+            if args.step_ms > 0:
+                detokenize_and_stream(args.step_ms / 1000)
     elif scenario == "loop-early-exit":
         announce(f"rank {rank} pid {os.getpid()} {'diverged' if is_culprit else 'waiting'}")
         capture_cudagraphs(cudagraph_capture_sizes(rank, args.culprit))
@@ -391,7 +442,8 @@ def run_rank(args, rank, local_rank, world_size, init_method):
     elif scenario == "transport-stall":
         gather_logits_forever(rank, args.step_ms / 1000)
     else:
-        serve_model_steps(worker, rank, scenario, args.culprit, args.step_ms / 1000)
+        serve_model_steps(worker, rank, scenario, args.culprit, args.step_ms / 1000,
+                          args.stall_after)
 
 
 def setup_proc_title_and_log_prefix():
@@ -451,7 +503,9 @@ def worker_command(args, extra):
             str(args.culprit), "--nodes", str(args.nodes), "--node-index", str(args.node_index),
             "--ranks-per-node", str(args.ranks_per_node), "--master-addr", args.master_addr,
             "--master-port", str(args.master_port), "--timeout", str(args.timeout),
-            "--step-ms", str(args.step_ms), *extra]
+            "--step-ms", str(args.step_ms),
+            *(["--stall-after", str(args.stall_after)] if args.stall_after is not None else []),
+            *extra]
 
 
 def clean_environment():
@@ -606,7 +660,11 @@ def main():
     parser.add_argument("--master-port", type=int, default=0, help="default: a free port")
     parser.add_argument("--timeout", type=int, default=1800, help="process-group timeout, s")
     parser.add_argument("--step-ms", type=float, default=0.0,
-                        help="busy-healthy, transport-stall: host work between steps, ms")
+                        help="busy-healthy, transport-stall, tp-skip, pp-chain, dp-stall: host "
+                        "work between steps, ms")
+    parser.add_argument("--stall-after", type=float, default=None, metavar="SECONDS",
+                        help="tp-skip, pp-chain, dp-stall: healthy steps for this long, then the "
+                        "culprit stalls (instead of at step %d)" % STALL_STEP)
     parser.add_argument("--rank-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--rank", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--local-rank", type=int, help=argparse.SUPPRESS)

@@ -2,7 +2,7 @@
 """A simulated vLLM V1 serving deployment hung at one worker (tools/repro/sim: real module paths
 and function names), for the serving chain of issue 23.
 
-    serving_chain.py [--tp N] [--stuck-rank R] [--requests K] [--stall-step S]
+    serving_chain.py [--tp N] [--stuck-rank R] [--requests K] [--stall-step S] [--idle]
 
 Starts `python3 -m vllm.entrypoints.openai.api_server` (the API server: an asyncio program whose
 K request tasks run the chat-completions handler through AsyncLLM.generate and await their
@@ -23,6 +23,13 @@ P: K requests in flight"; then "serving chain ready", once the broadcast rings' 
 from /dev/shm (they stay mapped; a SIGKILLed deployment leaves nothing behind). The script runs
 until SIGTERM or SIGINT and then kills the whole process group it leads (API server, engine
 core, workers).
+
+--idle: the same deployment healthy and without requests, as a server between users: the API
+server holds no request, the engine core idles in its input queue (_process_input_queue ->
+queue.get) and the workers wait for the next RPC on the broadcast ring (MessageQueue.dequeue
+-> acquire_read); nothing ever runs a step (--requests, --stuck-rank and --stall-step are
+ignored). Each process says so once: "rank R pid P ready" (the workers), "engine core pid P
+ready", "api server pid P: 0 requests in flight"; then "serving chain ready" as above.
 """
 import argparse
 import glob
@@ -55,8 +62,13 @@ def main():
     parser.add_argument("--requests", type=int, default=37)
     parser.add_argument("--stall-step", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=120, help="seconds to become ready")
+    parser.add_argument("--idle", action="store_true",
+                        help="no requests: a healthy server waiting for its first request")
     args = parser.parse_args()
-    if not 0 <= args.stuck_rank < args.tp or args.tp < 2:
+    if args.idle:
+        args.requests = 0
+        args.stuck_rank = -1
+    if not args.idle and not 0 <= args.stuck_rank < args.tp or args.tp < 2:
         parser.error("--stuck-rank must be a rank of --tp (>= 2)")
     lead_process_group()  # one group for the whole deployment: killed together
     before = set(glob.glob("/dev/shm/psm_*"))
@@ -85,8 +97,8 @@ def main():
     for line in server.stdout:
         sys.stdout.write(line)
         sys.stdout.flush()
-        if (" stuck" in line or " waiting" in line or "requests in flight" in line) and \
-                " pid " in line:
+        final = ((" ready",) if args.idle else (" stuck", " waiting")) + ("requests in flight",)
+        if any(word in line for word in final) and " pid " in line:
             seen += 1
             if seen == wanted:
                 # The rings stay mapped (hangscope reads them through /proc/PID/map_files);

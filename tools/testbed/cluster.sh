@@ -7,6 +7,9 @@
 #   cluster.sh up   --dir DIR [--nodes K] [--ranks N] [--diverged R] [--hangscope BIN]
 #                   [--scenario NAME] [--variety] [--job "ARGS"]
 #   cluster.sh cut  --dir DIR --node N   (takes node N's fabric link down: its host-side veth)
+#   cluster.sh exec --dir DIR --node N [--log FILE] -- COMMAND...   (COMMAND in node N's network,
+#                   PID, mount and UTS namespaces, as its agent and ranks run; with --log in the
+#                   background, its output in FILE; ended by `down` with the node)
 #   cluster.sh down --dir DIR
 #   cluster.sh run  [up options] -- COMMAND...   (up, run COMMAND with AGENTS and TOKEN_FILE
 #                                                  set, then down, whatever happens)
@@ -41,7 +44,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 
 nodes=2 ranks=4 diverged=5 dir="" hangscope="$repo/build/src/hangscope" scenario=store-wait
-variety=0 job="" fabric=0 cut_node=""
+variety=0 job="" fabric=0 node_arg="" log=""
 subnet=${HANGSCOPE_TESTBED_SUBNET:-198.51.100}  # TEST-NET-2: only ever on our own bridge
 bridge=hsbr0
 fabric_subnet=${HANGSCOPE_TESTBED_FABRIC_SUBNET:-203.0.113}  # TEST-NET-3, on its own bridge
@@ -60,7 +63,8 @@ parse() {
       --variety) variety=1; shift ;;
       --job) job=$2; shift 2 ;;
       --fabric) fabric=1; shift ;;
-      --node) cut_node=$2; shift 2 ;;
+      --node) node_arg=$2; shift 2 ;;
+      --log) log=$2; shift 2 ;;
       --) shift; command=("$@"); return ;;
       *) echo "cluster.sh: unknown option $1" >&2; exit 2 ;;
     esac
@@ -188,8 +192,32 @@ down() {
 # Node N's fabric link down (its host-side veth): its ranks' traffic to the other nodes stops
 # without a reset, as when a cable or a switch port fails; its agent still answers on eth0.
 cut_fabric() {
-  [ -n "$dir" ] && [ -n "$cut_node" ] || { echo "cluster.sh: cut needs --dir and --node" >&2; exit 2; }
-  ip link set "f$(node_ns "$cut_node")" down
+  [ -n "$dir" ] && [ -n "$node_arg" ] || { echo "cluster.sh: cut needs --dir and --node" >&2; exit 2; }
+  ip link set "f$(node_ns "$node_arg")" down
+}
+
+# COMMAND inside node N, as if node.sh had started it: nsenter into the namespaces of the
+# node's pid 1 (node.sh, the child of DIR/node<n>.pid's unshare), in the caller's working
+# directory. A second job on a node (its own MASTER_PORT) is started this way. Every process it
+# starts is in the node's network namespace and PID namespace, so `down` ends it with the node.
+# In the foreground, cluster.sh becomes the command (its exit status); with --log FILE it
+# runs in the background (stdin /dev/null, stdout and stderr to FILE) and cluster.sh returns.
+exec_in_node() {
+  if [ -z "$dir" ] || [ -z "$node_arg" ] || [ ${#command[@]} -eq 0 ]; then
+    echo "cluster.sh: exec needs --dir, --node and -- COMMAND" >&2
+    exit 2
+  fi
+  local unshare_pid="" init=""
+  unshare_pid=$(cat "$dir/node$node_arg.pid" 2>/dev/null || true)
+  [ -n "$unshare_pid" ] && init=$(pgrep -P "$unshare_pid" | head -n 1 || true)
+  [ -n "$init" ] || { echo "cluster.sh: node $node_arg of $dir is not running" >&2; exit 1; }
+  local enter=(nsenter --target "$init" --net --pid --mount --uts --wd="$PWD" --)
+  if [ -n "$log" ]; then
+    "${enter[@]}" "${command[@]}" </dev/null >"$log" 2>&1 &
+    disown $!
+  else
+    exec "${enter[@]}" "${command[@]}"
+  fi
 }
 
 action=${1:-}
@@ -200,6 +228,7 @@ case "$action" in
   up) trap 'down' ERR; up ;;
   down) down ;;
   cut) cut_fabric ;;
+  exec) exec_in_node ;;
   run)
     # One testbed per machine (one bridge, one subnet): `run` holds the machine-wide lock from
     # up to down, as tests/support/virtual_cluster.cpp does around its own up and down, so
@@ -211,5 +240,5 @@ case "$action" in
     up
     AGENTS=$(paste -sd, "$dir/agents") TOKEN_FILE="$dir/token" "${command[@]}"
     ;;
-  *) echo "usage: cluster.sh up|down|run --dir DIR [...]" >&2; exit 2 ;;
+  *) echo "usage: cluster.sh up|down|cut|exec|run --dir DIR [...]" >&2; exit 2 ;;
 esac

@@ -63,6 +63,9 @@ class NodeObserver {
   std::map<pid_t, std::unique_ptr<Watched>> processes_;
   std::unique_ptr<Discovery> discovery_;
   std::shared_ptr<elf::ModuleCache> modules_;  // parsed libraries, shared by the processes
+  // The last observation's last read: the next window's first when it follows at once.
+  std::optional<model::NodeSnapshot> last_read_;
+  std::vector<pid_t> last_pids_;
 };
 
 }  // namespace hangscope::capture

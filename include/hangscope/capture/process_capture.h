@@ -15,8 +15,17 @@
 
 namespace hangscope::capture {
 
+class SocketTables;  // capture/sockets.h
+
 struct CaptureOptions : ReadOptions {
   native::FreezeOptions freeze;
+  // The sockets it holds (ProcessDump::sockets), read after every thread is released: `dump`
+  // reads them only when asked (--sockets); node captures always (the serving chain and the
+  // groups' identity use them).
+  bool sockets = false;
+  // The socket tables of the capture this process is part of, shared by its processes (each
+  // network namespace read once); a capture of its own otherwise.
+  std::shared_ptr<SocketTables> socket_tables;
 };
 
 // The live process as a capture target: its /proc, its memory, its threads stopped (or, Python-

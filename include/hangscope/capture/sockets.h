@@ -1,6 +1,8 @@
 // The sockets a live process holds open (/proc/PID/fd), each described from outside: unix
 // sockets through the kernel's sock_diag (their name, type, state and the peer's inode, which
-// /proc/net/unix does not give), TCP sockets through the process's own net/tcp and tcp6.
+// /proc/net/unix does not give), TCP sockets through sock_diag's inet_diag (one walk of the
+// kernel's TCP tables for IPv4 and IPv6), else the process's own net/tcp and tcp6. Within one
+// capture each network namespace's tables are read once (SocketTables, src/capture).
 #pragma once
 
 #include <sys/types.h>
@@ -33,9 +35,13 @@ UnixDiagAnswer parse_unix_diag(std::string_view bytes);
 // "@name" for an abstract one (NULs as '@').
 std::string unix_socket_name(std::string_view sun_path);
 
+// The socket tables of one capture (src/capture/socket_tables.h).
+class SocketTables;
+
 // The unix and TCP sockets of process `pid`, in fd order. Never throws: what could not be read
-// is said in `notes`.
+// is said in `notes`. `tables`: the tables of the capture it is part of (else read for it alone).
 std::vector<model::Socket> read_sockets(pid_t pid, std::vector<std::string>& notes,
-                                        std::size_t max = kMaxSockets);
+                                        std::size_t max = kMaxSockets,
+                                        SocketTables* tables = nullptr);
 
 }  // namespace hangscope::capture

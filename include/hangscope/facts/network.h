@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -61,6 +62,25 @@ bool socket_descriptors(const std::string& proc_pid_dir, std::size_t max,
 std::vector<TcpSocket> read_tcp_tables(const std::string& proc_pid_dir,
                                        std::vector<std::string>& notes);
 
+// One answer of an inet_diag dump (sock_diag's TCP sockets, one recv): its sockets (IPv4 and
+// IPv6, addresses as parse_proc_net_tcp gives them; a listener's tx_queue 0, as /proc shows it;
+// retransmits while the retransmission timer runs, else 0) and whether the dump ended. Throws
+// Error naming the offset of a message cut short or malformed, SystemError for a refusal.
+struct InetDiagAnswer {
+  std::vector<TcpSocket> sockets;
+  std::vector<int> families;  // each socket's own: AF_INET or AF_INET6
+  bool done = false;
+};
+InetDiagAnswer parse_inet_diag(std::string_view bytes);
+
+// Every TCP socket of the calling thread's network namespace that a descriptor can hold (the
+// kernel leaves out TIME_WAIT and pending connection requests, which have no inode), from one
+// sock_diag dump of both families: one walk of the kernel's TCP tables, where net/tcp and tcp6
+// take two each (their last, empty read walks them again). In the order of those files: the
+// IPv4 sockets, then the IPv6 ones. Throws Error (SystemError for a refusal: a kernel or
+// container without inet_diag) when sock_diag cannot give them.
+std::vector<TcpSocket> dump_tcp_sockets();
+
 // Whether an interface name matches an NCCL/Gloo *_SOCKET_IFNAME value: comma-separated
 // prefixes, "=name" for exact names, a leading "^" to exclude.
 bool interface_selected(const std::string& name, const std::string& ifname_setting);
@@ -90,5 +110,11 @@ NamespaceTables read_namespace_tables(const std::string& proc_pid_dir);
 // sockets the process holds. The second form reuses tables already read for its namespace.
 NetworkFacts network_facts(const std::string& proc_pid_dir);
 NetworkFacts network_facts(const std::string& proc_pid_dir, const NamespaceTables& tables);
+// The same from what the caller read already: the namespace's interfaces, its TCP sockets and
+// what could not be read of them, and the inodes of the sockets the process holds.
+NetworkFacts network_facts(const std::vector<NetworkInterface>& interfaces,
+                           const std::vector<TcpSocket>& namespace_sockets,
+                           const std::vector<std::string>& notes,
+                           const std::set<std::uint64_t>& held);
 
 }  // namespace hangscope::facts

@@ -5,11 +5,20 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <span>
 #include <type_traits>
 
 #include "hangscope/memory/field_offset.h"
 
 namespace hangscope::memory {
+
+// One piece of a batched read.
+struct ReadRequest {
+  std::uint64_t address = 0;
+  void* out = nullptr;
+  std::size_t size = 0;
+  std::size_t copied = 0;  // filled in by read_many
+};
 
 class MemoryReader {
  public:
@@ -18,6 +27,11 @@ class MemoryReader {
   // Copies up to `size` bytes at `address` into `out`; returns how many bytes were copied
   // (a prefix: reading stops at the first unreadable byte).
   virtual std::size_t read(std::uint64_t address, void* out, std::size_t size) = 0;
+
+  // Several reads, each as `read` does it, with as few system calls as the reader allows.
+  virtual void read_many(std::span<ReadRequest> requests) {
+    for (auto& r : requests) r.copied = read(r.address, r.out, r.size);
+  }
 
   bool read_exact(std::uint64_t address, void* out, std::size_t size) {
     return read(address, out, size) == size;

@@ -22,6 +22,9 @@ class PageCache final : public MemoryReader {
       : inner_(inner), max_pages_(max_pages) {}
 
   std::size_t read(std::uint64_t address, void* out, std::size_t size) override;
+  // Requests within pages kept are copied from them; the others are read together through
+  // inner's read_many (one system call for many small scattered reads), not kept.
+  void read_many(std::span<ReadRequest> requests) override;
 
   std::size_t pages_read() const { return pages_read_; }
 

@@ -11,14 +11,6 @@
 
 namespace hangscope::memory {
 
-// One piece of a batched read.
-struct ReadRequest {
-  std::uint64_t address = 0;
-  void* out = nullptr;
-  std::size_t size = 0;
-  std::size_t copied = 0;  // filled in by read_many
-};
-
 class ProcessMemory final : public MemoryReader {
  public:
   explicit ProcessMemory(pid_t pid);
@@ -28,8 +20,8 @@ class ProcessMemory final : public MemoryReader {
 
   std::size_t read(std::uint64_t address, void* out, std::size_t size) override;
 
-  // Several reads with as few system calls as the kernel allows.
-  void read_many(std::span<ReadRequest> requests);
+  // Several reads with as few system calls as the kernel allows (process_vm_readv's iovecs).
+  void read_many(std::span<ReadRequest> requests) override;
 
   pid_t pid() const { return pid_; }
 

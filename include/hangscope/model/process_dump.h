@@ -126,9 +126,12 @@ struct ProcessGroupState {
   int size = 0;                           // members
   std::optional<int> group_rank;          // this process's rank in the group (the C++ ProcessGroup)
   std::optional<std::uint64_t> sequence;  // collectives issued on it (C++ sequence number)
-  bool is_default = false;                // the default (world) group
-  std::vector<std::string> labels;        // what wrappers call it: "vllm:tp", "megatron:pp", …
-  std::uint64_t address = 0;              // the Python object (local to the capture; not sent)
+  // Its collective timeout (the C++ backend's options: init_process_group's or new_group's
+  // `timeout`), when read.
+  std::optional<std::int64_t> timeout_ms;
+  bool is_default = false;          // the default (world) group
+  std::vector<std::string> labels;  // what wrappers call it: "vllm:tp", "megatron:pp", …
+  std::uint64_t address = 0;        // the Python object (local to the capture; not sent)
   // Groups outside torch's registry (docs/analysis.md, "Groups outside the registry"): false
   // for a group found only as a frame's local or an object's attribute (vLLM's stateless DP
   // group, its StatelessProcessGroup, a group only user code holds).

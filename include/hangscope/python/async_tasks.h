@@ -40,6 +40,10 @@ class AsyncTaskReader {
   AsyncTaskReader(ObjectReader& objects, std::uint64_t runtime_address,
                   AsyncTasksOptions options = {});
 
+  // The name of the module whose registries hold the tasks, for a caller that walks sys.modules
+  // for it with others (ObjectReader::find_modules).
+  static constexpr std::string_view kTasksModule = "asyncio.tasks";
+
   // The module object asyncio.tasks (one pass over sys.modules); nullopt when never imported.
   std::optional<std::uint64_t> find_tasks_module();
 

@@ -29,6 +29,12 @@ class GroupDiscovery : public LocalsObserver {
 
   void local(std::string_view name, std::uint64_t object, ObjectReader& objects) override;
 
+  // The stores of the groups found (their chains, from the C++ objects remembered when each was
+  // met), read now: locating libtorch's store classes opens and searches its symbol table, which
+  // must not happen while the reads of the frames hold threads stopped. Call once the threads
+  // run again, before add_to.
+  void read_stores(ObjectReader& objects);
+
   // Adds the groups found outside the registry to `state`, and the stores of the registry's
   // groups met in frames to theirs.
   void add_to(model::DistributedState& state) const;
@@ -47,14 +53,15 @@ class GroupDiscovery : public LocalsObserver {
                                                            ObjectReader& objects);
   std::optional<model::ProcessGroupState> read_stateless_group(std::uint64_t object,
                                                                ObjectReader& objects);
-  std::optional<StoreChain> chain_of(std::uint64_t cpp_object, ObjectReader& objects);
-  void set_store(model::ProcessGroupState& group, std::uint64_t cpp_object, ObjectReader& objects);
+  // The C++ object whose store chain read_stores reads for the group `object`.
+  void store_held_by(std::uint64_t object, std::uint64_t cpp_object);
 
   elf::ProcessImage& image_;
   std::optional<TorchStoreReader> stores_;  // located on first use
   std::map<std::uint64_t, std::string>& labels_;
   std::map<std::uint64_t, model::ProcessGroupState> found_;  // outside the registry, by object
   std::map<std::uint64_t, StoreChain> registry_stores_;      // registry groups met, by object
+  std::map<std::uint64_t, std::uint64_t> store_holders_;     // group object → its C++ object
   std::set<std::uint64_t> searched_;                         // objects whose attributes were read
 };
 

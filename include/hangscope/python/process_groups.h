@@ -6,11 +6,15 @@
 // "Membership", says what is read where.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "hangscope/model/process_dump.h"
 #include "hangscope/python/objects.h"
@@ -19,8 +23,20 @@ namespace hangscope::python {
 
 class ProcessGroupReader {
  public:
-  ProcessGroupReader(ObjectReader& objects, std::uint64_t runtime_address)
-      : objects_(objects), layout_(objects.layout()), runtime_(runtime_address) {}
+  // The bytes of a C++ ProcessGroup searched for its rank, size and options.
+  static constexpr std::size_t kNativeObjectBytes = 256;
+
+  // `modules`: sys.modules' entries for modules_read() when the caller found them already
+  // (with others, in one walk); they are looked up otherwise.
+  ProcessGroupReader(ObjectReader& objects, std::uint64_t runtime_address,
+                     std::optional<std::map<std::string, std::uint64_t>> modules = std::nullopt)
+      : objects_(objects),
+        layout_(objects.layout()),
+        runtime_(runtime_address),
+        modules_(std::move(modules)) {}
+
+  // The modules read: torch.distributed's and the wrappers' (vLLM, SGLang, Megatron).
+  static const std::vector<std::string_view>& modules_read();
 
   // nullopt when torch.distributed was never imported; a state with no groups when it was but
   // no default group exists yet (before or inside init_process_group).
@@ -41,6 +57,8 @@ class ProcessGroupReader {
   void read_registry(std::uint64_t globals, model::DistributedState& state);
   std::optional<std::uint64_t> default_group(std::uint64_t globals, std::string& registry);
   void read_native_groups(model::DistributedState& state);
+  std::optional<std::int64_t> collective_timeout(
+      const std::array<std::byte, kNativeObjectBytes>& native, const std::string& backend);
   void read_coordinators(std::string_view framework, std::uint64_t globals,
                          model::DistributedState& state);
   void read_megatron(std::uint64_t globals, model::DistributedState& state);

@@ -16,13 +16,14 @@ class NodeSnapshot;
 namespace hangscope::snapshot {
 
 inline constexpr unsigned kSchemaMajor = 2;  // 2: shared stacks, facts and log lines
-inline constexpr unsigned kSchemaMinor = 6;  // 1: the flight record as a message; 2: tasks;
+inline constexpr unsigned kSchemaMinor = 7;  // 1: the flight record as a message; 2: tasks;
                                              // 3: sockets; 4: typed identity source (and the
                                              // other enums beside their text); 5: the
                                              // flight entry's state typed (FlightState); 6:
                                              // groups outside the registry and their
                                              // stores, and the socket state typed
-                                             // (SocketState)
+                                             // (SocketState); 7: a group's collective
+                                             // timeout
 
 void encode(const model::NodeSnapshot& node, v1::NodeSnapshot& out);
 

@@ -44,6 +44,8 @@ struct JobPoll {
   std::int64_t unix_ns = 0;        // the poll's first read (coordinator clock)
   std::int64_t until_unix_ns = 0;  // its last read
   bool progressed = false;         // a collective of the job completed during the poll
+  // The shortest collective timeout among its ranks' groups (read from their memory), if any.
+  std::optional<std::int64_t> timeout_ms;
   std::vector<RankReading> ranks;
   int waiting() const;
   int progressing() const;
@@ -72,8 +74,9 @@ struct JobEvent {
 class JobTracker {
  public:
   // `after`: a stall this long makes a job suspect (doubled after each suspicion the samples
-  // cleared, until the job progresses again). `history`: polls kept per job for watch.json.
-  JobTracker(std::chrono::nanoseconds after, std::size_t history = 150);
+  // cleared, until the job progresses again); unless `after_given`, half the job's collective
+  // timeout when that is shorter and known. `history`: polls kept per job for watch.json.
+  JobTracker(std::chrono::nanoseconds after, bool after_given = true, std::size_t history = 150);
 
   // Takes one poll's jobs; jobs not in it any more are dropped (they ended). Returns the jobs
   // to confirm (suspects) and the ranks that exited while their peers wait.
@@ -103,6 +106,7 @@ class JobTracker {
   struct State {
     std::string label;
     std::optional<std::int64_t> stalled_since;  // first poll with waiting ranks, no completion
+    std::chrono::nanoseconds after{0};          // its --after (or half its collective timeout)
     std::chrono::nanoseconds required{0};       // the stall that makes it suspect now
     bool incident_open = false;  // an incident was written: none again until it progresses
     std::set<std::pair<std::string, pid_t>> dead_told;  // ranks already reported exited
@@ -112,6 +116,7 @@ class JobTracker {
     std::deque<JobPoll> history;
   };
   std::chrono::nanoseconds after_;
+  bool after_given_;
   std::size_t history_size_;
   std::map<std::string, State> jobs_;
 };

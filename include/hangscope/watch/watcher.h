@@ -25,6 +25,7 @@ struct WatchOptions {
   sources::LocalSampling local;     // this node's incident capture (no agents)
   capture::ObserveOptions observe;  // this node's observation (its pids, select, node name)
   std::chrono::milliseconds after{5 * 60 * 1000};
+  bool after_given = false;  // else half a job's collective timeout when shorter
   std::chrono::milliseconds poll{2000};
   int probes = 8;  // reads per poll between its first and last
   std::string dir = "hangscope-watch";
