@@ -11,7 +11,7 @@
 namespace hangscope::sources {
 namespace {
 
-std::string milliseconds(std::chrono::nanoseconds d) {
+std::string ms_text(std::chrono::nanoseconds d) {
   char text[32];
   std::snprintf(text, sizeof text, "%.0f ms", static_cast<double>(d.count()) / 1e6);
   return text;
@@ -29,13 +29,12 @@ class Listener final : public agent::FanoutListener {
 
   void sampling(const agent::FanoutTimes& times) override {
     clocks_.end();
-    feedback_.say("sample 0 set " + milliseconds(times.lead) + " ahead for " +
+    feedback_.say("sample 0 set " + ms_text(times.lead) + " ahead for " +
                   std::to_string(times.asked) + " node(s) (clocks read in " +
-                  milliseconds(times.clocks) + "; every request sent in " +
-                  milliseconds(times.sent) + ")");
+                  ms_text(times.clocks) + "; every request sent in " + ms_text(times.sent) + ")");
     if (times.sent > times.lead) {
-      feedback_.warning("sending the Capture requests took " + milliseconds(times.sent) +
-                        ", past the moment set for sample 0 (" + milliseconds(times.lead) +
+      feedback_.warning("sending the Capture requests took " + ms_text(times.sent) +
+                        ", past the moment set for sample 0 (" + ms_text(times.lead) +
                         " ahead): the last nodes sample late");
     }
     answers_ = feedback_.start("waiting for the agents' answers", "", nodes_);
@@ -122,13 +121,13 @@ void say_sample_times(const std::vector<agent::AgentAnswer>& answers,
   }
   if (sampled == 0) return;
   feedback.say("sample 0 of " + std::to_string(sampled) + " node(s) taken from " +
-               milliseconds(std::chrono::nanoseconds(earliest)) + " to " +
-               milliseconds(std::chrono::nanoseconds(latest)) +
+               ms_text(std::chrono::nanoseconds(earliest)) + " to " +
+               ms_text(std::chrono::nanoseconds(latest)) +
                " after the moment set (clock offsets applied)");
   if (late > 0) {
     feedback.warning(std::to_string(late) + " node(s) took sample 0 more than " +
-                     milliseconds(kLateSample) + " after the moment set for every node (latest: " +
-                     latest_node->address + ", " + milliseconds(std::chrono::nanoseconds(latest)) +
+                     ms_text(kLateSample) + " after the moment set for every node (latest: " +
+                     latest_node->address + ", " + ms_text(std::chrono::nanoseconds(latest)) +
                      "): their first interval is shorter than asked");
   }
 }
