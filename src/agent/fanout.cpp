@@ -5,6 +5,7 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/support/proto_buffer_reader.h>
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -258,15 +259,26 @@ class Fanout {
         rss_mib());
     decoder.finish();
     spdlog::debug("fan-out: every answer decoded ({:.0f} ms of CPU, {} MiB)", cpu_ms(), rss_mib());
+    // The connections and the replies' bytes are freed by now, mostly in other threads' arenas
+    // than the one the decoded snapshots grow in: given back to the system, they no longer add
+    // to the peak the analysis reaches (8,192 replayed nodes: 1,591 -> 1,475 MiB; 50 ms).
+    ::malloc_trim(0);
+    spdlog::debug("fan-out: freed memory returned ({} MiB)", rss_mib());
     decoder_ = nullptr;
     times.worst_round_trip = std::chrono::nanoseconds(worst_round_trip_);
+    return std::move(answers_);
+  }
+
+  // The queue is shut down and drained before it goes (every call is through by then).
+  ~Fanout() {
     cq_.Shutdown();
     void* tag = nullptr;
     bool ok = false;
     while (cq_.Next(&tag, &ok)) {
     }
-    return std::move(answers_);
   }
+  Fanout(const Fanout&) = delete;
+  Fanout& operator=(const Fanout&) = delete;
 
  private:
   enum class Stage {

@@ -26,12 +26,6 @@ namespace {
 // them, gRPC's own, the log).
 constexpr std::size_t kReplaySpareDescriptors = 64;
 
-struct Node {
-  std::string name;
-  std::vector<std::string> samples;  // each a serialized v1::NodeSnapshot, as recorded
-  std::atomic<long> busy_calls{0};   // Capture calls still to refuse as busy
-};
-
 void append_varint(std::string& out, std::uint64_t value) {
   while (value >= 0x80) {
     out.push_back(static_cast<char>((value & 0x7f) | 0x80));
@@ -114,6 +108,14 @@ std::string local_hostname() {
 }  // namespace
 
 struct Replay::State {
+  // A recorded node (a type of the class, not of this file's anonymous namespace: the
+  // sanitizer builds are unity builds, where GCC warns of such a field).
+  struct Node {
+    std::string name;
+    std::vector<std::string> samples;  // each a serialized v1::NodeSnapshot, as recorded
+    std::atomic<long> busy_calls{0};   // Capture calls still to refuse as busy
+  };
+
   // A Capture call waiting for its samples: sample i is taken (stamped) at start + i *
   // interval on this machine's clock, like an agent's capture_series, and the reply goes once
   // the last one is.

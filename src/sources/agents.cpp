@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <map>
 
 #include "hangscope/sources/sources.h"
 #include "node_answers.h"
@@ -10,7 +11,7 @@
 namespace hangscope::sources {
 namespace {
 
-std::string milliseconds(std::chrono::nanoseconds d) {
+std::string ms_text(std::chrono::nanoseconds d) {
   char text[32];
   std::snprintf(text, sizeof text, "%.0f ms", static_cast<double>(d.count()) / 1e6);
   return text;
@@ -28,13 +29,12 @@ class Listener final : public agent::FanoutListener {
 
   void sampling(const agent::FanoutTimes& times) override {
     clocks_.end();
-    feedback_.say("sample 0 set " + milliseconds(times.lead) + " ahead for " +
+    feedback_.say("sample 0 set " + ms_text(times.lead) + " ahead for " +
                   std::to_string(times.asked) + " node(s) (clocks read in " +
-                  milliseconds(times.clocks) + "; every request sent in " +
-                  milliseconds(times.sent) + ")");
+                  ms_text(times.clocks) + "; every request sent in " + ms_text(times.sent) + ")");
     if (times.sent > times.lead) {
-      feedback_.warning("sending the Capture requests took " + milliseconds(times.sent) +
-                        ", past the moment set for sample 0 (" + milliseconds(times.lead) +
+      feedback_.warning("sending the Capture requests took " + ms_text(times.sent) +
+                        ", past the moment set for sample 0 (" + ms_text(times.lead) +
                         " ahead): the last nodes sample late");
     }
     answers_ = feedback_.start("waiting for the agents' answers", "", nodes_);
@@ -48,7 +48,13 @@ class Listener final : public agent::FanoutListener {
     } else {
       ++answered_before_;
     }
-    if (answer.status != model::NodeState::kOk || total <= 16 || done % 256 == 0 || done == total) {
+    const bool failed = answer.status != model::NodeState::kOk;
+    if (failed) ++failed_[answer.status];
+    // Each failure is said up to kFailuresSaid; past them, a count at the end (every node is in
+    // the report with its reason).
+    const bool say_failure = failed && failures_said_ < kFailuresSaid;
+    if (say_failure || (!failed && (total <= 16 || done % 256 == 0 || done == total))) {
+      if (say_failure) ++failures_said_;
       feedback_.say(answer.address + ": " + std::string(model::to_string(answer.status)) +
                     (answer.error.empty() ? "" : " (" + answer.error + ")") + " [" +
                     std::to_string(done) + "/" + std::to_string(total) + "]");
@@ -61,6 +67,19 @@ class Listener final : public agent::FanoutListener {
   void end() {
     clocks_.end();
     answers_.end();
+    std::size_t failed = 0;
+    std::string states;
+    for (const auto& [state, count] : failed_) {
+      failed += count;
+      states += (states.empty() ? "" : ", ") + std::to_string(count) + " " +
+                std::string(model::to_string(state));
+    }
+    if (failed > failures_said_) {
+      feedback_.say(std::to_string(failed) + " of " + std::to_string(nodes_) +
+                    " node(s) did not answer (" + states + "): the first " +
+                    std::to_string(failures_said_) +
+                    " are named above, every one in the report with its reason");
+    }
   }
 
  private:
@@ -70,6 +89,9 @@ class Listener final : public agent::FanoutListener {
   ProgressMeter::Task answers_;
   std::size_t answered_before_ = 0;  // nodes that failed before the answers' phase
   bool answering_ = false;
+  static constexpr std::size_t kFailuresSaid = 32;
+  std::size_t failures_said_ = 0;
+  std::map<model::NodeState, std::size_t> failed_;
 };
 
 // A node is late when it took sample 0 this long after the moment set for every node.
@@ -99,13 +121,13 @@ void say_sample_times(const std::vector<agent::AgentAnswer>& answers,
   }
   if (sampled == 0) return;
   feedback.say("sample 0 of " + std::to_string(sampled) + " node(s) taken from " +
-               milliseconds(std::chrono::nanoseconds(earliest)) + " to " +
-               milliseconds(std::chrono::nanoseconds(latest)) +
+               ms_text(std::chrono::nanoseconds(earliest)) + " to " +
+               ms_text(std::chrono::nanoseconds(latest)) +
                " after the moment set (clock offsets applied)");
   if (late > 0) {
     feedback.warning(std::to_string(late) + " node(s) took sample 0 more than " +
-                     milliseconds(kLateSample) + " after the moment set for every node (latest: " +
-                     latest_node->address + ", " + milliseconds(std::chrono::nanoseconds(latest)) +
+                     ms_text(kLateSample) + " after the moment set for every node (latest: " +
+                     latest_node->address + ", " + ms_text(std::chrono::nanoseconds(latest)) +
                      "): their first interval is shorter than asked");
   }
 }

@@ -23,8 +23,6 @@
 namespace hangscope {
 namespace {
 
-using std::chrono::milliseconds;
-
 std::int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())

@@ -80,13 +80,19 @@ def wall(argv, **kwargs):
     return time.perf_counter() - start, p, None
 
 
+LAST_CPU_S = None  # user + system time of the last peak_rss_run
+
+
 def peak_rss_run(argv, **kwargs):
-    """Runs argv under /usr/bin/time to get its own peak RSS (KiB) and wall time (s)."""
+    """Runs argv under /usr/bin/time to get its own peak RSS (KiB) and wall time (s); its CPU
+    time (user + system) is left in LAST_CPU_S."""
+    global LAST_CPU_S
     start = time.perf_counter()
-    p = subprocess.run(["/usr/bin/time", "-f", "%M"] + argv, capture_output=True, **kwargs)
+    p = subprocess.run(["/usr/bin/time", "-f", "%M %U %S"] + argv, capture_output=True, **kwargs)
     seconds = time.perf_counter() - start
-    rss = int(p.stderr.decode().strip().splitlines()[-1])
-    return seconds, p, rss
+    rss, user, system = p.stderr.decode().strip().splitlines()[-1].split()
+    LAST_CPU_S = float(user) + float(system)
+    return seconds, p, int(rss)
 
 
 def median_time(argv, runs):
@@ -476,8 +482,12 @@ def diagnose_agents(procs, files, workdir, tag):
     with open(hostfile, "w") as f:
         f.write("\n".join(addresses) + "\n")
     out_dir = os.path.join(workdir, f"b-agents-{tag}")
+    # The replays' own CPU meanwhile: on this one machine the stand-ins for 16,384 agents share
+    # its cores with diagnose (real agents would work on their own nodes).
+    replay_ticks = sum(ticks(r.pid) for r in replays)
     seconds, p, rss = peak_rss_run([HANGSCOPE, "diagnose", "--hostfile", hostfile,
                                     "--samples", "1", "-o", out_dir])
+    replay_cpu_s = (sum(ticks(r.pid) for r in replays) - replay_ticks) / os.sysconf("SC_CLK_TCK")
     for replay in replays:
         os.killpg(replay.pid, signal.SIGKILL)
         replay.wait()
@@ -486,7 +496,7 @@ def diagnose_agents(procs, files, workdir, tag):
     late = LATE_LINE.search(stderr)
     with open(os.path.join(out_dir, "report.json")) as f:
         report = json.load(f)
-    row = {"s": seconds, "rss_kib": rss,
+    row = {"s": seconds, "rss_kib": rss, "replay_cpu_s": replay_cpu_s, "cpu_s": LAST_CPU_S,
            "ok_nodes": sum(1 for n in report["nodes"] if n["status"] == "ok"),
            "report": report, "spread": sample_spread(out_dir),
            "late_nodes": int(late.group(1)) if late else 0}
@@ -518,11 +528,14 @@ def bench_scale(procs, args, results, workdir, real):
         row = {"ranks": ranks, "nodes": nodes, "runs": args.scale_runs}
         json_runs, pb_runs, agent_runs = [], [], []
         pb_files = []
+        loads = []
         for run in range(args.scale_runs):
+            loads.append(os.getloadavg()[0])  # other work on the machine, as each run began
             out = os.path.join(workdir, f"b-json-{nodes}")
             shutil.rmtree(out, ignore_errors=True)
             seconds, rss, report = diagnose_files(files, out)
-            json_runs.append({"s": seconds, "rss_kib": rss, "named": named(report, diverged)})
+            json_runs.append({"s": seconds, "rss_kib": rss, "cpu_s": LAST_CPU_S,
+                              "named": named(report, diverged)})
             # The bundle keeps binary copies of the snapshots (beyond 64 nodes): the binary input.
             pb_dir = os.path.join(workdir, f"pb-{nodes}")
             if not pb_files:
@@ -531,7 +544,8 @@ def bench_scale(procs, args, results, workdir, real):
             shutil.rmtree(out, ignore_errors=True)
             out = os.path.join(workdir, f"b-pb-{nodes}")
             seconds, rss, report = diagnose_files(pb_files, out)
-            pb_runs.append({"s": seconds, "rss_kib": rss, "named": named(report, diverged)})
+            pb_runs.append({"s": seconds, "rss_kib": rss, "cpu_s": LAST_CPU_S,
+                            "named": named(report, diverged)})
             shutil.rmtree(out, ignore_errors=True)
             # Through agents: `collect --replay` serves each node on a port of its own, and
             # diagnose asks every one, one connection each.
@@ -542,14 +556,16 @@ def bench_scale(procs, args, results, workdir, real):
                   f"{pb_runs[-1]['s']:.1f} s, agents {agents['s']:.1f} s "
                   f"({agents['ok_nodes']}/{nodes} ok, spread {agents['spread']})", flush=True)
         row["wire_bytes_per_rank"] = sum(os.path.getsize(f) for f in pb_files) / ranks
+        row["load_average"] = [round(v, 1) for v in loads]
         for name, runs in (("json", json_runs), ("pb", pb_runs), ("agents", agent_runs)):
             row[f"{name}_s"] = median_of(runs, "s")
             row[f"{name}_s_all"] = [round(r["s"], 2) for r in runs]
+            row[f"{name}_cpu_s_all"] = [round(r["cpu_s"], 2) for r in runs]
             row[f"{name}_rss_kib"] = max(r["rss_kib"] for r in runs)
             row[f"{name}_named"] = all(r["named"] for r in runs)
         row["agents_ok_nodes"] = min(r["ok_nodes"] for r in agent_runs)
         row["agents_late_nodes"] = max(r["late_nodes"] for r in agent_runs)
-        for key in ("lead_ms", "clocks_ms", "sent_ms"):
+        for key in ("lead_ms", "clocks_ms", "sent_ms", "replay_cpu_s"):
             row[f"agents_{key}"] = [r.get(key) for r in agent_runs]
         spreads = [r["spread"] for r in agent_runs if r["spread"]]
         row["agents_spread_ms"] = [round(s["spread_ms"], 1) for s in spreads]
@@ -592,9 +608,10 @@ def scale_markdown(scale):
              "port below the ephemeral range (as many nodes per process as RLIMIT_NOFILE "
              "holds: a listener and a connection each), taking each sample when it is due; "
              "diagnose connects to every node and asks for 1 sample.", "",
-             "| ranks | nodes | JSON files | binary files | agents | peak RSS (JSON / binary "
-             "/ agents) | bytes per rank | diverged rank named | target |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| ranks | nodes | JSON files | binary files | agents | diagnose's CPU, user + "
+             "system (JSON / binary / agents) | peak RSS (JSON / binary / agents) | bytes per "
+             "rank | diverged rank named | target |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for ranks, r in scale.items():
         limit, rss_limit = SCALE_LIMITS.get(int(ranks), (30.0, 2 << 30))
         worst_rss = max(r["json_rss_kib"], r["pb_rss_kib"], r["agents_rss_kib"])
@@ -604,12 +621,19 @@ def scale_markdown(scale):
             f"{spread_of(r.get('pb_s_all', [r['pb_s']]))} | "
             f"{spread_of(r.get('agents_s_all', [r['agents_s']]))} "
             f"({r['agents_ok_nodes']}/{r['nodes']} ok) | "
+            f"{' / '.join(spread_of(r.get(k + '_cpu_s_all', [])) for k in ('json', 'pb', 'agents'))} | "
             f"{r['json_rss_kib'] // 1024} / {r['pb_rss_kib'] // 1024} / "
             f"{r['agents_rss_kib'] // 1024} MiB | {r['wire_bytes_per_rank']:.0f} | "
             f"{'yes' if r['json_named'] and r['pb_named'] and r['agents_named'] else 'NO'} | "
             f"< {limit:.0f} s: binary {verdict(r['pb_s'] < limit)}, JSON "
             f"{verdict(r['json_s'] < limit)}, agents {verdict(r['agents_s'] < limit)}; "
             f"< {rss_text}: {verdict(worst_rss * 1024 < rss_limit)} |")
+    loads = [f"{ranks}: {', '.join(str(v) for v in r['load_average'])}"
+             for ranks, r in scale.items() if r.get("load_average")]
+    if loads:
+        lines += ["", "The machine's load average (1 min) as each run began, on its "
+                  f"{os.cpu_count()} CPUs: " + "; ".join(loads) + " (other users' builds and "
+                  "tests: the wall times grow with it, the CPU times much less)."]
     lines.append("")
     fanned = {k: r for k, r in scale.items() if "agents_spread_ms" in r}
     if fanned:
@@ -620,8 +644,8 @@ def scale_markdown(scale):
                   "spread):", "",
                   "| ranks | nodes | clocks read | sample 0 set ahead | every request sent | "
                   "sample 0 spread, offsets applied | raw spread | largest offset | nodes late > "
-                  f"{SAMPLE_SPREAD_BOUND_MS} ms | target |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  f"{SAMPLE_SPREAD_BOUND_MS} ms | the replays' CPU meanwhile | target |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for ranks, r in fanned.items():
             spreads = r["agents_spread_ms"]
             on_time = all(sent is not None and lead is not None and sent < lead
@@ -635,6 +659,7 @@ def scale_markdown(scale):
                 f"{spread_of(spreads, lambda v: f'{v:.1f} ms')} | "
                 f"{spread_of(r['agents_raw_spread_ms'], lambda v: f'{v:.1f} ms')} | "
                 f"{'-' if offset is None else f'{offset:.1f} ms'} | {r['agents_late_nodes']} | "
+                f"{spread_of(r.get('agents_replay_cpu_s') or [])} | "
                 f"every request before sample 0: {verdict(on_time)}; spread <= "
                 f"{SAMPLE_SPREAD_BOUND_MS} ms: {verdict(within)} |")
         lines.append("")
