@@ -70,7 +70,11 @@ void encode_frame(const model::Frame& f, v1::InternedFrame& out, StringTable& st
 class StackTable {
  public:
   StackTable(v1::NodeSnapshot& out, StringTable& strings) : out_(out), strings_(strings) {}
-  std::uint32_t intern(const std::vector<model::Frame>& frames) {
+  std::uint32_t intern(const model::FrameList& frames) {
+    // A stack the lists share (decoded, or copied) is encoded once.
+    if (const auto known = by_list_.find(frames.stack().get()); known != by_list_.end()) {
+      return known->second;
+    }
     v1::Stack stack;
     for (const auto& f : frames) encode_frame(f, *stack.add_frames(), strings_);
     std::string key;
@@ -78,10 +82,14 @@ class StackTable {
     const auto [it, added] =
         index_.emplace(std::move(key), static_cast<std::uint32_t>(index_.size() + 1));
     if (added) *out_.add_stacks() = std::move(stack);
+    by_list_.emplace(frames.stack().get(), it->second);
+    lists_.push_back(frames.stack());  // held: its address names it while the table lives
     return it->second;
   }
 
  private:
+  std::unordered_map<const model::FrameList::Stack*, std::uint32_t> by_list_;
+  std::vector<std::shared_ptr<const model::FrameList::Stack>> lists_;
   v1::NodeSnapshot& out_;
   StringTable& strings_;
   std::unordered_map<std::string, std::uint32_t> index_;

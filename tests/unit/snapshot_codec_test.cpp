@@ -380,9 +380,9 @@ TEST(SnapshotCodec, DecodedThreadsShareOneCopyOfAStackUntilChanged) {
   auto back = snapshot::decode(wire);
   auto& first = back.processes[0].dump->threads[0];
   const auto& second = back.processes[1].dump->threads[0];
-  EXPECT_EQ(&first.frames.vector(), &second.frames.vector());
-  first.frames.edit()[0].function = "changed";
-  EXPECT_NE(&first.frames.vector(), &second.frames.vector());
+  EXPECT_TRUE(first.frames.shares(second.frames));
+  first.frames.edit([](auto& frames) { frames[0].function = "changed"; });
+  EXPECT_FALSE(first.frames.shares(second.frames));
   EXPECT_EQ(first.frames[0].function, "changed");
   EXPECT_EQ(second.frames[0].function, "function_0");
   EXPECT_EQ(back.processes[2].dump->threads[0].frames[0].function, "function_0");
@@ -547,7 +547,9 @@ TEST(SnapshotCodec, InvalidUtf8FromTheTargetIsReplacedNotFatal) {
   auto node = sample_node(1);
   node.processes[0].cmdline = "python3 \xfe\xfe";
   node.processes[0].logs.push_back({"/log", {"line \x80"}});
-  node.processes[0].dump->threads[0].frames.edit()[0].locals.push_back({"blob", "b'\x9c'"});
+  node.processes[0].dump->threads[0].frames.edit([](auto& frames) {
+    frames[0].locals.push_back({"blob", "b'\x9c'"});
+  });
   v1::NodeSnapshot wire;
   snapshot::encode(node, wire);
   std::string bytes;
