@@ -74,13 +74,13 @@ std::string frame_label(const Frame& frame) {
   return (frame.module.empty() ? "?" : waits::short_path(frame.module)) + offset;
 }
 
-const std::vector<Frame>* rank_stack(const RankEntry& rank) {
+const model::FrameList* rank_stack(const RankEntry& rank) {
   const auto* latest = rank.latest();
   if (latest == nullptr || !latest->dump) return nullptr;
   for (const auto& t : latest->dump->threads) {
     if (t.tid != rank.wait.tid) continue;
-    if (!t.frames.empty()) return &t.frames.vector();
-    return t.python_frames.empty() ? &t.native_frames.vector() : &t.python_frames.vector();
+    if (!t.frames.empty()) return &t.frames;
+    return t.python_frames.empty() ? &t.native_frames : &t.python_frames;
   }
   return nullptr;
 }

@@ -65,14 +65,17 @@ void fill_python(model::ThreadDump& thread, const python::PyThread& py,
   thread.py_thread_id = py.thread_id;
   thread.py_thread_name = py.name;
   thread.holds_gil = py.holds_gil;
-  for (const auto& f : py.frames) thread.python_frames.push_back(python::to_frame(f));
-  mask_locals(thread.python_frames.edit());
+  std::vector<model::Frame> python_frames;
+  for (const auto& f : py.frames) python_frames.push_back(python::to_frame(f));
+  mask_locals(python_frames);
+  thread.python_frames = std::move(python_frames);
   if (py.error) thread.notes.push_back("Python stack: " + py.error->text);
   if (stacks == StackKinds::kPythonOnly) {
     thread.frames = thread.python_frames;
     return;
   }
-  auto merged = python::merge_stacks(thread.native_frames, py.frames, interpreter_module);
+  auto merged =
+      python::merge_stacks(thread.native_frames.to_vector(), py.frames, interpreter_module);
   mask_locals(merged.frames);
   thread.frames = std::move(merged.frames);
   thread.merge = merged.merge;
@@ -117,9 +120,9 @@ void attach_tasks(model::ProcessDump& dump, python::AsyncTasks tasks,
     if (const auto it = thread_of_loop.find(task.loop); it != thread_of_loop.end()) {
       task.tid = it->second;
     }
-    const auto& chain = task.coroutine.vector();
+    const auto& chain = task.coroutine;
     if (std::any_of(chain.begin(), chain.end(), [](const auto& f) { return !f.locals.empty(); })) {
-      mask_locals(task.coroutine.edit());
+      task.coroutine.edit(mask_locals);
     }
   }
   for (auto& note : tasks.notes) dump.notes.push_back("asyncio tasks: " + note);

@@ -8,9 +8,29 @@ std::string_view Socket::state_name() const {
   return family == Family::kUnix ? unix_state_name(state) : tcp_state_name(state);
 }
 
-const std::vector<Frame>& FrameList::vector() const {
-  static const std::vector<Frame> kNoFrames;
-  return frames_ ? *frames_ : kNoFrames;
+FrameList::FrameList(std::vector<Frame> frames) {
+  if (frames.empty()) return;
+  auto own = std::make_shared<const std::vector<Frame>>(std::move(frames));
+  auto stack = std::make_shared<Stack>();
+  stack->frames.reserve(own->size());
+  for (const auto& f : *own) stack->frames.push_back(&f);
+  stack->owner = std::move(own);
+  stack_ = std::move(stack);
+}
+
+void FrameList::push_back(Frame frame) {
+  edit([&](std::vector<Frame>& frames) { frames.push_back(std::move(frame)); });
+}
+
+bool FrameList::operator==(const FrameList& other) const {
+  if (stack_ == other.stack_) return true;
+  if (size() != other.size()) return false;
+  for (std::size_t i = 0; i < size(); ++i) {
+    const Frame* a = stack_->frames[i];
+    const Frame* b = other.stack_->frames[i];
+    if (a != b && !(*a == *b)) return false;
+  }
+  return true;
 }
 
 bool in_asyncio(const Frame& frame) {
@@ -34,15 +54,6 @@ void ProbeTally::count(std::uint32_t frames_kept) {
   } else {
     kept.insert(it, {frames_kept, 1});
   }
-}
-
-std::vector<Frame>& FrameList::edit() {
-  if (!frames_) {
-    frames_ = std::make_shared<std::vector<Frame>>();
-  } else if (frames_.use_count() > 1) {
-    frames_ = std::make_shared<std::vector<Frame>>(*frames_);
-  }
-  return *frames_;
 }
 
 }  // namespace hangscope::model

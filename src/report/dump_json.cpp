@@ -30,7 +30,7 @@ nlohmann::json frame_to_json(const model::Frame& frame) {
           {"address", frame.address}};
 }
 
-nlohmann::json frames_json(const std::vector<model::Frame>& frames) {
+nlohmann::json frames_json(const model::FrameList& frames) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& f : frames) out.push_back(frame_to_json(f));
   return out;

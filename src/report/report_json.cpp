@@ -133,7 +133,7 @@ json rank_json(const RankEntry& r, const RankSet& present) {
     out["identity_sources"] = id.sources;
     out["title"] = id.title;
     out["log_lines"] = log_lines(p);
-    out["facts"] = p->facts;
+    out["facts"] = p->facts.get();
     out["collectives"] = r.collectives;
     if (p->flight_record) {
       const auto& fr = *p->flight_record;

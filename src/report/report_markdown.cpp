@@ -311,7 +311,7 @@ std::string tree_section(const analysis::Analysis& a) {
   return md.str();
 }
 
-std::string stack_text(const std::vector<model::Frame>& frames) {
+std::string stack_text(const model::FrameList& frames) {
   std::string out;
   for (const auto& f : frames) {
     out += (f.kind == model::Frame::Kind::kPython ? "  py  " : "  c   ") +

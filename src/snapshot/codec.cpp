@@ -11,14 +11,17 @@
 
 #include <algorithm>
 #include <cctype>
+#include <deque>
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "flight_codec.h"
 #include "hangscope/common/error.h"
@@ -70,7 +73,11 @@ void encode_frame(const model::Frame& f, v1::InternedFrame& out, StringTable& st
 class StackTable {
  public:
   StackTable(v1::NodeSnapshot& out, StringTable& strings) : out_(out), strings_(strings) {}
-  std::uint32_t intern(const std::vector<model::Frame>& frames) {
+  std::uint32_t intern(const model::FrameList& frames) {
+    // A stack the lists share (decoded, or copied) is encoded once.
+    if (const auto known = by_list_.find(frames.stack().get()); known != by_list_.end()) {
+      return known->second;
+    }
     v1::Stack stack;
     for (const auto& f : frames) encode_frame(f, *stack.add_frames(), strings_);
     std::string key;
@@ -78,10 +85,14 @@ class StackTable {
     const auto [it, added] =
         index_.emplace(std::move(key), static_cast<std::uint32_t>(index_.size() + 1));
     if (added) *out_.add_stacks() = std::move(stack);
+    by_list_.emplace(frames.stack().get(), it->second);
+    lists_.push_back(frames.stack());  // held: its address names it while the table lives
     return it->second;
   }
 
  private:
+  std::unordered_map<const model::FrameList::Stack*, std::uint32_t> by_list_;
+  std::vector<std::shared_ptr<const model::FrameList::Stack>> lists_;
   v1::NodeSnapshot& out_;
   StringTable& strings_;
   std::unordered_map<std::string, std::uint32_t> index_;
@@ -198,10 +209,109 @@ void encode_identity(const model::ProcessRecord& r, v1::RankIdentity& out) {
   }
 }
 
-// Reads strings back, refusing indices outside the table.
+}  // namespace
+
+// The indexes of one read (Interner). Every interned value is held by a shared_ptr that the
+// decoded snapshots share; the frames live in one pool that every interned stack keeps alive.
+struct Interner::State {
+  std::mutex mutex;
+  // Text of frames' fields, canonical: a frame's key compares these pointers.
+  std::unordered_set<std::string> strings;
+  std::shared_ptr<std::deque<model::Frame>> frames = std::make_shared<std::deque<model::Frame>>();
+  struct FrameKey {
+    bool python = false;
+    const std::string *function = nullptr, *module = nullptr, *qualname = nullptr, *file = nullptr;
+    std::uint64_t address = 0, offset = 0, module_offset = 0;
+    int line = 0;
+    bool operator==(const FrameKey&) const = default;
+  };
+  struct FrameKeyHash {
+    std::size_t operator()(const FrameKey& k) const {
+      std::size_t h = k.python ? 0x9e3779b97f4a7c15u : 0;
+      for (const std::size_t v :
+           {reinterpret_cast<std::size_t>(k.function), reinterpret_cast<std::size_t>(k.module),
+            reinterpret_cast<std::size_t>(k.qualname), reinterpret_cast<std::size_t>(k.file),
+            static_cast<std::size_t>(k.address), static_cast<std::size_t>(k.offset),
+            static_cast<std::size_t>(k.module_offset), static_cast<std::size_t>(k.line)}) {
+        h ^= std::hash<std::size_t>{}(v) + 0x9e3779b97f4a7c15u + (h << 6) + (h >> 2);
+      }
+      return h;
+    }
+  };
+  std::unordered_map<FrameKey, const model::Frame*, FrameKeyHash> frame_index;
+
+  // Values equal in content, held once: by the hash of their content.
+  template <typename T, typename Equal = std::equal_to<T>>
+  struct Pool {
+    std::unordered_multimap<std::size_t, std::shared_ptr<T>> by_hash;
+    std::shared_ptr<T> intern(T value, std::size_t hash) {
+      for (auto [it, end] = by_hash.equal_range(hash); it != end; ++it) {
+        if (Equal{}(*it->second, value)) return it->second;
+      }
+      return by_hash.emplace(hash, std::make_shared<T>(std::move(value)))->second;
+    }
+  };
+  // Stacks of interned frames: equal frames are one frame.
+  struct SameFrames {
+    bool operator()(const model::FrameList::Stack& a, const model::FrameList::Stack& b) const {
+      return a.frames == b.frames;
+    }
+  };
+  Pool<model::FrameList::Stack, SameFrames> stacks;
+  Pool<std::map<std::string, std::string>> facts;
+  Pool<std::vector<model::Socket>> sockets;
+  Pool<std::vector<std::string>> lines;
+};
+
+Interner::Interner() : state_(std::make_unique<State>()) {}
+Interner::~Interner() = default;
+
+namespace {
+
+template <typename T>
+void mix(std::size_t& h, const T& value) {
+  h ^= std::hash<T>{}(value) + 0x9e3779b97f4a7c15u + (h << 6) + (h >> 2);
+}
+
+std::shared_ptr<std::map<std::string, std::string>> intern_facts(
+    Interner::State& state, std::map<std::string, std::string> facts) {
+  std::size_t h = facts.size();
+  for (const auto& [k, v] : facts) {
+    mix(h, k);
+    mix(h, v);
+  }
+  std::lock_guard lock(state.mutex);
+  return state.facts.intern(std::move(facts), h);
+}
+
+std::shared_ptr<std::vector<std::string>> intern_lines(Interner::State& state,
+                                                       std::vector<std::string> lines) {
+  std::size_t h = lines.size();
+  for (const auto& line : lines) mix(h, line);
+  std::lock_guard lock(state.mutex);
+  return state.lines.intern(std::move(lines), h);
+}
+
+std::shared_ptr<std::vector<model::Socket>> intern_sockets(Interner::State& state,
+                                                           std::vector<model::Socket> sockets) {
+  std::size_t h = sockets.size();
+  for (const auto& s : sockets) {
+    mix(h, s.inode);
+    mix(h, s.fd);
+    mix(h, s.local);
+    mix(h, s.remote);
+    mix(h, s.path);
+  }
+  std::lock_guard lock(state.mutex);
+  return state.sockets.intern(std::move(sockets), h);
+}
+
+// Reads strings back, refusing indices outside the table; canonical() gives the interner's one
+// copy of a string, for frames' keys (looked up once per index of the table).
 class StringLookup {
  public:
-  explicit StringLookup(const v1::NodeSnapshot& in) : in_(in) {}
+  StringLookup(const v1::NodeSnapshot& in, Interner::State& state)
+      : in_(in), state_(state), canonical_(static_cast<std::size_t>(in.strings_size()), nullptr) {}
   const std::string& operator()(std::uint32_t index) const {
     if (index >= static_cast<std::uint32_t>(in_.strings_size())) {
       throw Error("string index " + std::to_string(index) + " is outside the snapshot's table of " +
@@ -209,9 +319,19 @@ class StringLookup {
     }
     return in_.strings(static_cast<int>(index));
   }
+  // Called with the interner's mutex held.
+  const std::string* canonical(std::uint32_t index) const {
+    const std::string& text = (*this)(index);
+    auto& known = canonical_[index];
+    if (known == nullptr) known = &*state_.strings.insert(text).first;
+    return known;
+  }
+  Interner::State& state() const { return state_; }
 
  private:
   const v1::NodeSnapshot& in_;
+  Interner::State& state_;
+  mutable std::vector<const std::string*> canonical_;
 };
 
 model::Frame decode_frame(const v1::InternedFrame& f, const StringLookup& s) {
@@ -229,11 +349,55 @@ model::Frame decode_frame(const v1::InternedFrame& f, const StringLookup& s) {
   return out;
 }
 
+// The interner's frame equal to `f`. A frame with locals is its own (no two are compared).
+const model::Frame* intern_frame(const v1::InternedFrame& f, const StringLookup& s) {
+  auto& state = s.state();
+  if (f.locals_size() > 0) {
+    auto frame = decode_frame(f, s);
+    std::lock_guard lock(state.mutex);
+    return &state.frames->emplace_back(std::move(frame));
+  }
+  std::lock_guard lock(state.mutex);
+  const Interner::State::FrameKey key{f.python(),
+                                      s.canonical(f.function()),
+                                      s.canonical(f.module()),
+                                      s.canonical(f.qualname()),
+                                      s.canonical(f.file()),
+                                      f.address(),
+                                      f.offset(),
+                                      f.module_offset(),
+                                      f.line()};
+  auto [it, added] = state.frame_index.emplace(key, nullptr);
+  if (added) {
+    model::Frame frame;
+    frame.kind = key.python ? model::Frame::Kind::kPython : model::Frame::Kind::kNative;
+    frame.function = *key.function;
+    frame.module = *key.module;
+    frame.address = key.address;
+    frame.offset = key.offset;
+    frame.module_offset = key.module_offset;
+    frame.qualname = *key.qualname;
+    frame.file = *key.file;
+    frame.line = key.line;
+    it->second = &state.frames->emplace_back(std::move(frame));
+  }
+  return it->second;
+}
+
+// A stack of interned frames, itself interned: every list of the same frames is one stack.
 template <typename Repeated>
-std::vector<model::Frame> decode_frames(const Repeated& frames, const StringLookup& s) {
-  std::vector<model::Frame> out;
-  for (const auto& f : frames) out.push_back(decode_frame(f, s));
-  return out;
+model::FrameList decode_frames(const Repeated& frames, const StringLookup& s) {
+  if (frames.empty()) return {};
+  model::FrameList::Stack stack;
+  stack.frames.reserve(static_cast<std::size_t>(frames.size()));
+  for (const auto& f : frames) stack.frames.push_back(intern_frame(f, s));
+  std::size_t h = stack.frames.size();
+  for (const auto* f : stack.frames) mix(h, f);
+  auto& state = s.state();
+  std::lock_guard lock(state.mutex);
+  stack.owner = state.frames;
+  return model::FrameList(
+      std::shared_ptr<const model::FrameList::Stack>(state.stacks.intern(std::move(stack), h)));
 }
 
 char state_letter(const std::string& state) {
@@ -404,9 +568,11 @@ void encode_process(const model::ProcessRecord& r, const std::map<std::string, s
 // the file.
 class StackLookup {
  public:
+  explicit StackLookup(std::string node) : node_(std::move(node)) {}
   StackLookup(const v1::NodeSnapshot& in, const StringLookup& s) : node_(in.node_name()) {
-    for (const auto& st : in.stacks()) stacks_.push_back(decode_frames(st.frames(), s));
+    for (const auto& st : in.stacks()) add(decode_frames(st.frames(), s));
   }
+  void add(model::FrameList stack) { stacks_.push_back(std::move(stack)); }
   model::FrameList operator()(std::uint32_t id) const {
     if (id == 0 || id > stacks_.size()) {
       throw Error("snapshot of " + node_ + ": stack " + std::to_string(id) +
@@ -424,7 +590,7 @@ class StackLookup {
 template <typename Repeated>
 model::FrameList stack_of(std::uint32_t id, const Repeated& inline_frames, const StringLookup& s,
                           const StackLookup& stacks) {
-  return id ? stacks(id) : model::FrameList(decode_frames(inline_frames, s));
+  return id ? stacks(id) : decode_frames(inline_frames, s);
 }
 
 // A thread's probe tally; one that cannot be true (pairs cut short, out of order, more probes
@@ -569,11 +735,18 @@ model::ProcessDump decode_dump(const v1::ProcessSnapshot& p, const StringLookup&
   for (const auto& t : p.threads()) dump.threads.push_back(decode_thread(t, s, stacks));
   if (p.has_distributed()) dump.distributed = decode_distributed(p.distributed());
   for (const auto& t : p.tasks()) dump.tasks.push_back(decode_task(t, stacks));
-  for (const auto& socket : p.sockets()) dump.sockets.push_back(decode_socket(socket));
+  if (p.sockets_size() > 0) {
+    std::vector<model::Socket> sockets;
+    sockets.reserve(static_cast<std::size_t>(p.sockets_size()));
+    for (const auto& socket : p.sockets()) sockets.push_back(decode_socket(socket));
+    dump.sockets =
+        model::Shared<std::vector<model::Socket>>(intern_sockets(s.state(), std::move(sockets)));
+  }
   return dump;
 }
 
-model::ProcessRecord decode_process(const v1::ProcessSnapshot& p, const v1::NodeSnapshot& in,
+model::ProcessRecord decode_process(const v1::ProcessSnapshot& p,
+                                    const google::protobuf::Map<std::string, std::string>& common,
                                     const StringLookup& s, const StackLookup& stacks) {
   model::ProcessRecord r;
   r.pid = p.pid();
@@ -587,8 +760,12 @@ model::ProcessRecord decode_process(const v1::ProcessSnapshot& p, const v1::Node
   r.start_time_ticks = p.start_time_ticks();
   decode_identity(p.identity(), r);
   r.environment.insert(p.environment().begin(), p.environment().end());
-  r.facts.insert(p.facts().begin(), p.facts().end());
-  r.facts.insert(in.common_facts().begin(), in.common_facts().end());
+  if (!p.facts().empty() || !common.empty()) {
+    std::map<std::string, std::string> facts(p.facts().begin(), p.facts().end());
+    facts.insert(common.begin(), common.end());
+    r.facts = model::Shared<std::map<std::string, std::string>>(
+        intern_facts(s.state(), std::move(facts)));
+  }
   if (p.has_flight()) {
     r.flight_record = decode_flight(p.flight());
   } else if (!p.flight_record().empty()) {
@@ -599,7 +776,8 @@ model::ProcessRecord decode_process(const v1::ProcessSnapshot& p, const v1::Node
   for (const auto& log : p.logs()) {
     std::vector<std::string> lines(log.lines().begin(), log.lines().end());
     for (const auto line_id : log.line_ids()) lines.push_back(s(line_id));
-    r.logs.push_back({log.path(), std::move(lines)});
+    r.logs.push_back({log.path(), model::Shared<std::vector<std::string>>(
+                                      intern_lines(s.state(), std::move(lines)))});
   }
   if (r.error.empty() || p.threads_size() > 0) r.dump = decode_dump(p, s, stacks);
   return r;
@@ -636,10 +814,10 @@ void encode(const model::NodeSnapshot& node, v1::NodeSnapshot& out) {
   }
 }
 
-model::NodeSnapshot decode(const v1::NodeSnapshot& in) {
-  check_schema(in);
-  const StringLookup s(in);
-  const StackLookup stacks(in, s);
+namespace {
+
+// A node's header: everything but its processes, stacks and strings.
+model::NodeSnapshot decode_header(const v1::NodeSnapshot& in) {
   model::NodeSnapshot node;
   node.node_name = in.node_name();
   node.hostname = in.hostname();
@@ -647,7 +825,20 @@ model::NodeSnapshot decode(const v1::NodeSnapshot& in) {
   node.sample_index = in.sample_index();
   node.capture_time = std::chrono::nanoseconds(in.capture_ns());
   node.notes.assign(in.notes().begin(), in.notes().end());
-  for (const auto& p : in.processes()) node.processes.push_back(decode_process(p, in, s, stacks));
+  return node;
+}
+
+}  // namespace
+
+model::NodeSnapshot decode(const v1::NodeSnapshot& in, Interner* interner) {
+  check_schema(in);
+  Interner own;
+  const StringLookup s(in, (interner != nullptr ? *interner : own).state());
+  const StackLookup stacks(in, s);
+  model::NodeSnapshot node = decode_header(in);
+  for (const auto& p : in.processes()) {
+    node.processes.push_back(decode_process(p, in.common_facts(), s, stacks));
+  }
   return node;
 }
 
@@ -851,59 +1042,142 @@ class CountingInput : public google::protobuf::io::ZeroCopyInputStream {
   ProgressMeter::Task* task_;
 };
 
-// The file's bytes into `file`: binary protobuf when `binary`, else protobuf's JSON mapping.
-void parse_message(const std::string& bytes, bool binary, const std::string& path,
-                   v1::SnapshotFile& file, std::size_t max_input_bytes, ProgressMeter::Task* task) {
+// The file's bytes in protobuf's binary form: a binary file's own (moved), a JSON file's converted
+// (the JSON text is freed on return: the text and the binary form are held together only while
+// converting). Checks the decoding cost first.
+std::string wire_form(std::string bytes, bool binary, const std::string& path,
+                      std::size_t max_input_bytes, ProgressMeter::Task* task) {
   if (task != nullptr) task->stage("checking");
   check_decode_cost(bytes, binary, path, max_input_bytes);
   if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
     throw Error("snapshot file " + printable(path) + ": refused: larger than 2 GiB");
   }
+  if (binary) return bytes;
   if (task != nullptr) task->stage("parsing", bytes.size(), ProgressMeter::Unit::kBytes);
-  if (binary) {
-    CountingInput in(bytes, task);
-    if (!file.ParseFromZeroCopyStream(&in)) {
-      throw Error("snapshot file " + printable(path) +
-                  ": not a hangscope snapshot (binary protobuf expected)");
-    }
-    return;
-  }
-  // JsonStringToMessage is this conversion into binary, then ParseFromString: the same steps,
-  // with the JSON text read through the counting stream.
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = true;  // newer minor versions add fields
   const std::unique_ptr<google::protobuf::util::TypeResolver> resolver(
       google::protobuf::util::NewTypeResolverForDescriptorPool(
           "type.googleapis.com", google::protobuf::DescriptorPool::generated_pool()));
   std::string binary_form;
-  {
-    CountingInput in(bytes, task);
-    google::protobuf::io::StringOutputStream out(&binary_form);
-    const auto status = google::protobuf::util::JsonToBinaryStream(
-        resolver.get(), "type.googleapis.com/" + v1::SnapshotFile::descriptor()->full_name(), &in,
-        &out, options);
-    if (!status.ok()) {
-      // The parser's message may quote the file's bytes: escaped, never printed raw.
-      throw Error("snapshot file " + printable(path) +
-                  ": not a hangscope snapshot: " + printable(std::string(status.message())));
-    }
-  }
-  if (!file.ParseFromString(binary_form)) {
+  CountingInput in(bytes, task);
+  google::protobuf::io::StringOutputStream out(&binary_form);
+  const auto status = google::protobuf::util::JsonToBinaryStream(
+      resolver.get(), "type.googleapis.com/" + v1::SnapshotFile::descriptor()->full_name(), &in,
+      &out, options);
+  if (!status.ok()) {
+    // The parser's message may quote the file's bytes: escaped, never printed raw.
     throw Error("snapshot file " + printable(path) +
-                ": not a hangscope snapshot: JSON transcoder produced invalid protobuf output");
+                ": not a hangscope snapshot: " + printable(std::string(status.message())));
+  }
+  return binary_form;
+}
+
+// One field of a message on the wire: its number, its payload when length-delimited, and all
+// its bytes (tag included).
+struct WireField {
+  std::uint32_t number = 0;
+  bool delimited = false;
+  std::string_view payload;
+  std::string_view whole;
+};
+
+const char kNotBinary[] = "not a hangscope snapshot (binary protobuf expected)";
+
+// The fields of a message's wire bytes, in their order, each checked to be whole (a field cut
+// short, or a tag that is none, is an error: as protobuf's parser, which then reads them).
+std::vector<WireField> wire_fields(std::string_view message) {
+  using google::protobuf::internal::WireFormatLite;
+  std::vector<WireField> fields;
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const std::uint8_t*>(message.data()),
+                                            static_cast<int>(message.size()));
+  while (true) {
+    const auto start = static_cast<std::size_t>(in.CurrentPosition());
+    const std::uint32_t tag = in.ReadTag();
+    if (tag == 0) {
+      if (start != message.size()) throw Error(kNotBinary);
+      return fields;
+    }
+    WireField field;
+    field.number = WireFormatLite::GetTagFieldNumber(tag);
+    if (WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      std::uint32_t length = 0;
+      if (!in.ReadVarint32(&length)) throw Error(kNotBinary);
+      const auto at = static_cast<std::size_t>(in.CurrentPosition());
+      if (!in.Skip(static_cast<int>(length))) throw Error(kNotBinary);
+      field.delimited = true;
+      field.payload = message.substr(at, length);
+    } else if (!WireFormatLite::SkipField(&in, tag)) {
+      throw Error(kNotBinary);
+    }
+    field.whole = message.substr(start, static_cast<std::size_t>(in.CurrentPosition()) - start);
+    fields.push_back(field);
   }
 }
 
-std::vector<model::NodeSnapshot> decode_file(const v1::SnapshotFile& file, const std::string& path,
-                                             ProgressMeter::Task* task) {
-  if (file.snapshots_size() == 0) {
+// One node snapshot decoded from its wire bytes without building its whole message: the header
+// (every field but its processes and stacks: the strings, the names, common facts, notes) parsed
+// as a message, then each stack and each process parsed and decoded one at a time.
+model::NodeSnapshot decode_node_wire(std::string_view bytes, Interner::State& state) {
+  constexpr std::uint32_t kProcesses = 9, kStacks = 12;  // NodeSnapshot's field numbers
+  std::string header;
+  std::vector<std::string_view> processes, stacks;
+  for (const auto& field : wire_fields(bytes)) {
+    if (field.delimited && field.number == kProcesses) {
+      processes.push_back(field.payload);
+    } else if (field.delimited && field.number == kStacks) {
+      stacks.push_back(field.payload);
+    } else {
+      header.append(field.whole);
+    }
+  }
+  v1::NodeSnapshot head;
+  if (!head.ParseFromString(header)) throw Error(kNotBinary);
+  header.clear();
+  check_schema(head);
+  const StringLookup s(head, state);
+  StackLookup lookup(head.node_name());
+  {
+    v1::Stack stack;
+    for (const auto piece : stacks) {
+      if (!stack.ParseFromArray(piece.data(), static_cast<int>(piece.size()))) {
+        throw Error(kNotBinary);
+      }
+      lookup.add(decode_frames(stack.frames(), s));
+    }
+  }
+  model::NodeSnapshot node = decode_header(head);
+  v1::ProcessSnapshot process;
+  for (const auto piece : processes) {
+    if (!process.ParseFromArray(piece.data(), static_cast<int>(piece.size()))) {
+      throw Error(kNotBinary);
+    }
+    node.processes.push_back(decode_process(process, head.common_facts(), s, lookup));
+  }
+  return node;
+}
+
+// A snapshot file's wire bytes (SnapshotFile: its snapshots, field 1) decoded node by node.
+std::vector<model::NodeSnapshot> decode_file(const std::string& wire, const std::string& path,
+                                             ProgressMeter::Task* task, Interner::State& state) {
+  std::vector<std::string_view> snapshots;
+  try {
+    for (const auto& field : wire_fields(wire)) {
+      if (field.number != 1) continue;  // a field a newer minor added
+      if (!field.delimited) throw Error(kNotBinary);
+      snapshots.push_back(field.payload);
+    }
+  } catch (const Error& e) {
+    throw Error("snapshot file " + printable(path) + ": " + e.what());
+  }
+  if (snapshots.empty()) {
     throw Error("snapshot file " + printable(path) + ": holds no snapshot");
   }
-  if (task != nullptr) task->stage("decoding", static_cast<std::uint64_t>(file.snapshots_size()));
+  if (task != nullptr) task->stage("decoding", static_cast<std::uint64_t>(snapshots.size()));
   std::vector<model::NodeSnapshot> nodes;
-  for (const auto& snapshot : file.snapshots()) {
+  for (const auto snapshot : snapshots) {
     try {
-      nodes.push_back(decode(snapshot));
+      nodes.push_back(decode_node_wire(snapshot, state));
       if (task != nullptr) task->set_done(nodes.size());
     } catch (const Error& e) {
       throw Error("snapshot file " + printable(path) + ": " + printable(e.what()));
@@ -936,25 +1210,24 @@ std::vector<model::NodeSnapshot> refused_if_too_large(const std::string& path, R
 }  // namespace
 
 std::vector<model::NodeSnapshot> read_file(const std::string& path, std::size_t max_bytes,
-                                           Links links, ProgressMeter::Task* task) {
+                                           Links links, ProgressMeter::Task* task,
+                                           Interner* interner) {
   return refused_if_too_large(path, [&] {
-    v1::SnapshotFile file;
-    {
-      if (task != nullptr) task->stage("reading");
-      const std::string bytes =
-          read_input_file(path, "snapshot file", max_bytes, InputKind::kRegularFile, links);
-      parse_message(bytes, is_binary(path), path, file, max_bytes, task);
-    }  // the bytes are freed before the snapshots are decoded
-    return decode_file(file, path, task);
+    if (task != nullptr) task->stage("reading");
+    const std::string wire =
+        wire_form(read_input_file(path, "snapshot file", max_bytes, InputKind::kRegularFile, links),
+                  is_binary(path), path, max_bytes, task);
+    Interner own;
+    return decode_file(wire, path, task, (interner != nullptr ? *interner : own).state());
   });
 }
 
 std::vector<model::NodeSnapshot> parse_file(const std::string& bytes, bool binary,
-                                            const std::string& path) {
+                                            const std::string& path, Interner* interner) {
   return refused_if_too_large(path, [&] {
-    v1::SnapshotFile file;
-    parse_message(bytes, binary, path, file, kDefaultMaxInputBytes, nullptr);
-    return decode_file(file, path, nullptr);
+    const std::string wire = wire_form(bytes, binary, path, kDefaultMaxInputBytes, nullptr);
+    Interner own;
+    return decode_file(wire, path, nullptr, (interner != nullptr ? *interner : own).state());
   });
 }
 

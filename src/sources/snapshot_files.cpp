@@ -34,13 +34,16 @@ model::Bundle from_snapshot_files(const std::vector<std::string>& files,
   };
   std::vector<Read> reads(files.size());
   std::atomic<std::size_t> next{0};
+  // The files' snapshots share what they repeat (frames, stacks, facts, sockets, log lines).
+  snapshot::Interner interner;
   auto all = files.size() > 1 ? feedback.start("reading snapshot files", "", files.size())
                               : ProgressMeter::Task();
   const auto work = [&] {
     for (std::size_t i = next++; i < files.size(); i = next++) {
       try {
         auto task = feedback.start("reading", files[i]);
-        reads[i].nodes = snapshot::read_file(files[i], max_input_bytes, Links::kFollow, &task);
+        reads[i].nodes =
+            snapshot::read_file(files[i], max_input_bytes, Links::kFollow, &task, &interner);
       } catch (const std::exception& e) {  // nothing may escape a thread
         reads[i].error = e.what();
       }
@@ -54,6 +57,12 @@ model::Bundle from_snapshot_files(const std::vector<std::string>& files,
   work();
   for (auto& w : workers) w.join();
   all.end();
+  if (files.size() > 16) {  // one line for them all (each file's below, for a few)
+    std::size_t snapshots = 0;
+    for (const auto& r : reads) snapshots += r.nodes.size();
+    feedback.say("read " + std::to_string(snapshots) + " snapshot(s) from " +
+                 std::to_string(files.size()) + " files");
+  }
   // A node per file and node name in it; the same name in two files is two nodes, named apart.
   std::vector<model::NodeAnswer> answers;
   for (std::size_t i = 0; i < files.size(); ++i) {
@@ -125,10 +134,11 @@ model::Bundle from_bundle_dir(const std::string& dir, std::size_t max_bytes, Pro
                   printable(e.what()) + ")");
     }
   }
+  snapshot::Interner interner;  // what the bundle's snapshots repeat, held once
   for (const auto& file : files) {
     try {
       auto task = meter != nullptr ? meter->start("reading", file) : ProgressMeter::Task();
-      for (auto& node : snapshot::read_file(file, max_bytes, Links::kRefuse, &task)) {
+      for (auto& node : snapshot::read_file(file, max_bytes, Links::kRefuse, &task, &interner)) {
         if (!statuses.count(node.node_name)) {
           statuses[node.node_name] = {node.node_name, std::nullopt, model::NodeState::kOk, "", 0};
           bundle.nodes.push_back(statuses[node.node_name]);

@@ -125,7 +125,7 @@ CallSite call_site(const Frame& frame) {
 }
 
 // The thread's stack, innermost first: the merged view, else Python then native frames.
-const std::vector<Frame>& stack_of(const model::ThreadDump& thread) {
+const model::FrameList& stack_of(const model::ThreadDump& thread) {
   if (!thread.frames.empty()) return thread.frames;
   return thread.python_frames.empty() ? thread.native_frames : thread.python_frames;
 }

@@ -325,8 +325,7 @@ TEST_P(AsyncioTaskLocals, EachRequestsFramesCarryItsOwnLocalsWithSecretsMasked) 
   const auto snapshot_like = capture::capture_process(target.pid(), options);
   EXPECT_GE(snapshot_like.tasks.size(), static_cast<std::size_t>(kRequests));
   for (const auto& task : snapshot_like.tasks) {
-    for (const auto& frame : task.coroutine.vector())
-      EXPECT_TRUE(frame.locals.empty()) << task.name;
+    for (const auto& frame : task.coroutine) EXPECT_TRUE(frame.locals.empty()) << task.name;
   }
   options.task_locals = true;
   const auto dump = capture::capture_process(target.pid(), options);
@@ -335,7 +334,7 @@ TEST_P(AsyncioTaskLocals, EachRequestsFramesCarryItsOwnLocalsWithSecretsMasked) 
     if (task.name.rfind("request-", 0) != 0) continue;
     ++requests;
     const int i = std::stoi(task.name.substr(8));
-    const auto& chain = task.coroutine.vector();
+    const auto& chain = task.coroutine;
     ASSERT_GE(chain.size(), 3u) << task.name;  // Event.wait, wait_for_output, handle_request
     std::map<std::string, std::map<std::string, std::string>> locals;
     for (const auto& frame : chain) {

@@ -128,7 +128,10 @@ TEST(GlooCapture, MergedStacksShowThePythonCallSitesAndTheirLocals) {
   ASSERT_GE(wait_at, 0) << testing::describe_stack(main_thread);
   ASSERT_NE(barrier, nullptr);
   ASSERT_NE(call_site, nullptr);
-  EXPECT_LT(wait_at, barrier - main_thread.frames.vector().data());
+  EXPECT_LT(wait_at,
+            std::distance(main_thread.frames.begin(),
+                          std::find_if(main_thread.frames.begin(), main_thread.frames.end(),
+                                       [&](const auto& f) { return &f == barrier; })));
   EXPECT_LT(barrier, call_site);
   EXPECT_NE(barrier->file.find("torch/distributed/distributed_c10d.py"), std::string::npos);
   EXPECT_EQ(call_site->file, kScript);

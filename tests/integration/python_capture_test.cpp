@@ -56,15 +56,15 @@ std::string describe(const nlohmann::json& frames) {
   return out.str();
 }
 
-std::string describe(const std::vector<model::Frame>& frames) {
+std::string describe(const model::FrameList& frames) {
   std::ostringstream out;
   for (const auto& f : frames) out << "  " << f.qualname << " " << f.file << ":" << f.line << "\n";
   return out.str();
 }
 
 // Every frame must match: function, qualified name (3.11+), file, line.
-::testing::AssertionResult same_frames(const nlohmann::json& truth,
-                                       const std::vector<model::Frame>& got, bool qualnames) {
+::testing::AssertionResult same_frames(const nlohmann::json& truth, const model::FrameList& got,
+                                       bool qualnames) {
   const auto fail = [&](const std::string& why) {
     return ::testing::AssertionFailure() << why << "\nexpected:\n"
                                          << describe(truth) << "got:\n"
@@ -84,7 +84,7 @@ std::string describe(const std::vector<model::Frame>& frames) {
   return ::testing::AssertionSuccess();
 }
 
-std::vector<model::Frame> python_only(const std::vector<model::Frame>& frames) {
+model::FrameList python_only(const model::FrameList& frames) {
   std::vector<model::Frame> out;
   for (const auto& f : frames) {
     if (f.kind == model::Frame::Kind::kPython) out.push_back(f);

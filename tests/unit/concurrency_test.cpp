@@ -86,7 +86,7 @@ TEST(Concurrency, FrameListsSharedAcrossThreadsAreCopiedBeforeAChange) {
     workers.emplace_back([&, t] {
       for (int i = 0; i < 100; ++i) {
         model::FrameList mine = original;  // shares
-        mine.edit()[0].function = "worker " + std::to_string(t);
+        mine.edit([&](auto& frames) { frames[0].function = "worker " + std::to_string(t); });
         if (original[0].function != "barrier" || mine[0].function == "barrier") ++wrong;
       }
     });

@@ -106,7 +106,7 @@ model::Bundle hostile_bundle() {
   other.identity = {};
   other.identity.role = model::ProcessRole::kUnidentified;
   other.comm = kTable;
-  other.dump->threads[0].frames.edit()[3].function = kForged;
+  other.dump->threads[0].frames.edit([](auto& frames) { frames[3].function = kForged; });
   for (auto& s : bundle.snapshots) {
     if (s.node_name == "node0") s.processes.push_back(other);
   }

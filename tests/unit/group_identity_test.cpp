@@ -154,13 +154,15 @@ TEST(GroupIdentity, EngineCoresAllInTheAllReduceAreNoVerdict) {
     for (auto& p : snapshot.processes) {
       if (p.pid != 402) continue;
       auto others = snapshot.processes.back().dump->threads.front().frames;  // DP rank 3's
-      for (auto& f : others.edit()) {
-        for (auto& [name, value] : f.locals) {
-          if (name == "group" || name == "dp_group") {
-            value = model::group_label(p.dump->distributed->groups[0].name);
+      others.edit([&](std::vector<model::Frame>& frames) {
+        for (auto& f : frames) {
+          for (auto& [name, value] : f.locals) {
+            if (name == "group" || name == "dp_group") {
+              value = model::group_label(p.dump->distributed->groups[0].name);
+            }
           }
         }
-      }
+      });
       p.dump->threads.front().frames = others;
     }
   }

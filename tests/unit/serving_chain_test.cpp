@@ -784,7 +784,7 @@ TEST(ServingChain, AProcessWithoutSocketsPairsByItsNetTcpFact) {
     for (auto& s : bundle.snapshots) {
       for (auto& p : s.processes) {
         if (p.pid != from_fact) continue;
-        p.dump->sockets.clear();
+        p.dump->sockets.edit().clear();
         p.facts[model::fact_keys::kNetTcp] = from_fact == kEnginePid
                                                  ? "10.0.0.2:41000>10.0.0.1:5555"
                                                  : "10.0.0.1:5555>10.0.0.2:41000";

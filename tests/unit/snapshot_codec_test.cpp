@@ -380,9 +380,9 @@ TEST(SnapshotCodec, DecodedThreadsShareOneCopyOfAStackUntilChanged) {
   auto back = snapshot::decode(wire);
   auto& first = back.processes[0].dump->threads[0];
   const auto& second = back.processes[1].dump->threads[0];
-  EXPECT_EQ(&first.frames.vector(), &second.frames.vector());
-  first.frames.edit()[0].function = "changed";
-  EXPECT_NE(&first.frames.vector(), &second.frames.vector());
+  EXPECT_TRUE(first.frames.shares(second.frames));
+  first.frames.edit([](auto& frames) { frames[0].function = "changed"; });
+  EXPECT_FALSE(first.frames.shares(second.frames));
   EXPECT_EQ(first.frames[0].function, "changed");
   EXPECT_EQ(second.frames[0].function, "function_0");
   EXPECT_EQ(back.processes[2].dump->threads[0].frames[0].function, "function_0");
@@ -533,6 +533,127 @@ TEST(SnapshotCodec, SharedStacksFactsAndLogLinesAreSentOnceAndRestored) {
   }
 }
 
+// A node of `ranks` processes that repeat one another as a job's ranks do: the same deep stack
+// (one recursion frame thousands of times), facts, sockets and log lines.
+model::NodeSnapshot repeating_node(const std::string& name, int ranks, int depth) {
+  model::NodeSnapshot node;
+  node.node_name = name;
+  node.hostname = name;
+  for (int r = 0; r < ranks; ++r) {
+    model::ProcessRecord p;
+    p.pid = 100 + r;
+    p.identity.role = model::ProcessRole::kRank;
+    p.identity.rank = r;
+    p.facts["version.torch"] = "1.13.0";
+    p.facts["net.tcp"] = "127.0.0.1:1>127.0.0.1:2";
+    p.logs.push_back({"/var/log/job.log", {"NCCL INFO init", "waiting"}});
+    model::ProcessDump dump;
+    model::Socket socket;
+    socket.family = model::Socket::Family::kTcp;
+    socket.inode = 7;
+    socket.fd = 3;
+    socket.local = "127.0.0.1:1";
+    socket.remote = "127.0.0.1:2";
+    dump.sockets = std::vector<model::Socket>{socket};
+    model::ThreadDump thread;
+    thread.tid = p.pid;
+    model::Frame recurse;
+    recurse.kind = model::Frame::Kind::kPython;
+    recurse.function = "recurse";
+    recurse.file = "/srv/deep.py";
+    recurse.line = 21;
+    std::vector<model::Frame> frames(static_cast<std::size_t>(depth), recurse);
+    frames.back().function = "main";
+    thread.python_frames = frames;
+    thread.frames = thread.python_frames;
+    dump.threads.push_back(thread);
+    p.dump = dump;
+    node.processes.push_back(p);
+  }
+  return node;
+}
+
+// Decoded through one interner, what ranks, samples and files repeat is held once: a frame
+// that recurs in a stack, the stack of every rank and of both files, the facts, sockets and log
+// lines; a change to one process's copy leaves the others alone. Both file forms, and the
+// decoded snapshots are the ones encoded.
+TEST(SnapshotCodec, FilesReadThroughOneInternerShareWhatTheyRepeat) {
+  for (const char* suffix : {".pb", ".json"}) {
+    SCOPED_TRACE(suffix);
+    const auto a = repeating_node("node-a", 3, 500);
+    const auto b = repeating_node("node-b", 2, 500);
+    const std::string file_a = ::testing::TempDir() + "interned-a" + suffix;
+    const std::string file_b = ::testing::TempDir() + "interned-b" + suffix;
+    snapshot::write_file(file_a, {a, a});  // two samples
+    snapshot::write_file(file_b, std::vector<model::NodeSnapshot>{b});
+    snapshot::Interner interner;
+    auto from_a =
+        snapshot::read_file(file_a, kDefaultMaxInputBytes, Links::kFollow, nullptr, &interner);
+    const auto from_b =
+        snapshot::read_file(file_b, kDefaultMaxInputBytes, Links::kFollow, nullptr, &interner);
+    std::remove(file_a.c_str());
+    std::remove(file_b.c_str());
+    ASSERT_EQ(from_a.size(), 2u);
+    ASSERT_EQ(from_b.size(), 1u);
+    auto& first = from_a[0].processes[0];
+    const auto& stack = first.dump->threads[0].python_frames;
+    ASSERT_EQ(stack.size(), 500u);
+    EXPECT_EQ(&stack[0], &stack[498]);  // one frame, 499 times
+    EXPECT_NE(&stack[0], &stack[499]);
+    EXPECT_EQ(stack[499].function, "main");
+    for (const model::NodeSnapshot* node :
+         std::vector<const model::NodeSnapshot*>{&from_a[0], &from_a[1], &from_b[0]}) {
+      for (const auto& p : node->processes) {
+        const auto& t = p.dump->threads[0];
+        EXPECT_TRUE(t.python_frames.shares(stack)) << node->node_name << " " << p.pid;
+        EXPECT_TRUE(t.frames.shares(stack));
+        EXPECT_TRUE(p.facts.shares(first.facts));
+        EXPECT_TRUE(p.dump->sockets.shares(first.dump->sockets));
+        EXPECT_TRUE(p.logs[0].lines.shares(first.logs[0].lines));
+      }
+    }
+    // What was encoded comes back.
+    for (std::size_t i = 0; i < a.processes.size(); ++i) {
+      const auto& want = a.processes[i];
+      const auto& got = from_a[1].processes[i];
+      EXPECT_EQ(got.facts, want.facts);
+      EXPECT_EQ(got.logs[0].lines, want.logs[0].lines);
+      EXPECT_EQ(got.dump->sockets, want.dump->sockets);
+      EXPECT_EQ(got.dump->threads[0].python_frames, want.dump->threads[0].python_frames);
+      EXPECT_EQ(got.dump->threads[0].frames, want.dump->threads[0].frames);
+    }
+    // One process's change is its own.
+    first.facts["only.here"] = "x";
+    first.dump->sockets.edit().clear();
+    first.dump->threads[0].python_frames.edit([](auto& f) { f[0].line = 1; });
+    const auto& second = from_a[0].processes[1];
+    EXPECT_EQ(second.facts.count("only.here"), 0u);
+    EXPECT_EQ(second.dump->sockets.size(), 1u);
+    EXPECT_EQ(second.dump->threads[0].python_frames[0].line, 21);
+    EXPECT_EQ(first.dump->threads[0].python_frames[0].line, 1);
+  }
+}
+
+// A binary file cut short, anywhere, is refused with its name: never a partial snapshot.
+TEST(SnapshotCodec, ABinaryFileCutShortIsRefused) {
+  const auto node = repeating_node("node-a", 2, 50);
+  const std::string path = ::testing::TempDir() + "cut.pb";
+  snapshot::write_file(path, std::vector<model::NodeSnapshot>{node});
+  std::ifstream in(path, std::ios::binary);
+  const std::string whole((std::istreambuf_iterator<char>(in)), {});
+  std::remove(path.c_str());
+  ASSERT_GT(whole.size(), 100u);
+  for (const std::size_t cut : {whole.size() - 1, whole.size() / 2, std::size_t{3}}) {
+    try {
+      snapshot::parse_file(whole.substr(0, cut), true, "cut.pb");
+      ADD_FAILURE() << "cut at " << cut << " of " << whole.size() << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("cut.pb"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(snapshot::parse_file(whole, true, "whole.pb").at(0).processes.size(), 2u);
+}
+
 // Bytes from a target (a local's repr, a log line, a command line) that are not UTF-8 must not
 // make the snapshot unencodable: they become U+FFFD and the rest comes through.
 TEST(SnapshotCodec, InvalidUtf8FromTheTargetIsReplacedNotFatal) {
@@ -547,7 +668,9 @@ TEST(SnapshotCodec, InvalidUtf8FromTheTargetIsReplacedNotFatal) {
   auto node = sample_node(1);
   node.processes[0].cmdline = "python3 \xfe\xfe";
   node.processes[0].logs.push_back({"/log", {"line \x80"}});
-  node.processes[0].dump->threads[0].frames.edit()[0].locals.push_back({"blob", "b'\x9c'"});
+  node.processes[0].dump->threads[0].frames.edit([](auto& frames) {
+    frames[0].locals.push_back({"blob", "b'\x9c'"});
+  });
   v1::NodeSnapshot wire;
   snapshot::encode(node, wire);
   std::string bytes;

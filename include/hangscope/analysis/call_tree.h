@@ -26,6 +26,6 @@ CallTreeNode build_call_tree(const Job& job);
 std::string frame_label(const model::Frame& frame);
 
 // The stack of the thread a rank's wait point was read from, innermost first (latest sample).
-const std::vector<model::Frame>* rank_stack(const RankEntry& rank);
+const model::FrameList* rank_stack(const RankEntry& rank);
 
 }  // namespace hangscope::analysis

@@ -14,6 +14,7 @@
 #include "hangscope/model/flight_record.h"
 #include "hangscope/model/process_dump.h"
 #include "hangscope/model/rank_identity.h"
+#include "hangscope/model/shared.h"
 
 namespace hangscope::model {
 
@@ -32,8 +33,10 @@ struct ProcessRecord {
   std::map<std::string, std::string> environment;  // allowlisted, masked
   std::string environment_source;
   std::optional<ProcessDump> dump;
-  std::vector<LogExcerpt> logs;               // its stdout/stderr files, masked
-  std::map<std::string, std::string> facts;   // "version.torch" → "1.13.0", … (facts/)
+  std::vector<LogExcerpt> logs;  // its stdout/stderr files, masked
+  // "version.torch" → "1.13.0", … (facts/); a decoder shares one map between the processes
+  // that have the same facts.
+  Shared<std::map<std::string, std::string>> facts;
   std::optional<FlightRecord> flight_record;  // its newest flight-recorder dump
   std::string error;                          // why it could not be captured
 };

@@ -4,8 +4,11 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <compare>
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -14,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "hangscope/model/shared.h"
 #include "hangscope/model/socket_state.h"
 
 namespace hangscope::model {
@@ -40,37 +44,87 @@ struct Frame {
 // is parked in (Event.wait, Queue.get, sleep), which AsyncTask::awaits names.
 bool in_asyncio(const Frame& frame);
 
-// The frames of one stack view, innermost first. Copies share one immutable vector, so the
-// thousands of threads of a large job that stand in the same stack hold it once (decoding a
-// 32,768-rank snapshot set gives each distinct stack one vector); `edit()` copies first when
-// the vector is shared.
+// The frames of one stack view, innermost first. Copies share one immutable stack, so the
+// thousands of threads of a large job that stand in the same stack hold it once; a stack is a
+// list of frames held elsewhere, so a decoder that interns frames (snapshot::Interner) holds a
+// frame that recurs 3,000 times in a deep stack, or in every stack of a job, once. Read like a
+// vector of frames; `edit()` changes a copy of its own.
 class FrameList {
  public:
+  // The frames, and what keeps them alive (their own vector, or a decoder's frame pool).
+  struct Stack {
+    std::vector<const Frame*> frames;
+    std::shared_ptr<const void> owner;
+  };
+
+  class const_iterator {
+   public:
+    using iterator_category = std::random_access_iterator_tag;
+    using value_type = Frame;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const Frame*;
+    using reference = const Frame&;
+
+    const_iterator() = default;
+    explicit const_iterator(const Frame* const* at) : at_(at) {}
+    reference operator*() const { return **at_; }
+    pointer operator->() const { return *at_; }
+    reference operator[](difference_type n) const { return *at_[n]; }
+    const_iterator& operator++() { return ++at_, *this; }
+    const_iterator operator++(int) { return const_iterator(at_++); }
+    const_iterator& operator--() { return --at_, *this; }
+    const_iterator operator--(int) { return const_iterator(at_--); }
+    const_iterator& operator+=(difference_type n) { return at_ += n, *this; }
+    const_iterator& operator-=(difference_type n) { return at_ -= n, *this; }
+    friend const_iterator operator+(const_iterator i, difference_type n) { return i += n; }
+    friend const_iterator operator+(difference_type n, const_iterator i) { return i += n; }
+    friend const_iterator operator-(const_iterator i, difference_type n) { return i -= n; }
+    friend difference_type operator-(const_iterator a, const_iterator b) { return a.at_ - b.at_; }
+    friend bool operator==(const_iterator a, const_iterator b) { return a.at_ == b.at_; }
+    friend auto operator<=>(const_iterator a, const_iterator b) { return a.at_ <=> b.at_; }
+
+   private:
+    const Frame* const* at_ = nullptr;
+  };
+  using const_reverse_iterator = std::reverse_iterator<const_iterator>;
+  using value_type = Frame;
+
   FrameList() = default;
-  FrameList(std::vector<Frame> frames)  // NOLINT(google-explicit-constructor): a value type
-      : frames_(std::make_shared<std::vector<Frame>>(std::move(frames))) {}
+  FrameList(std::vector<Frame> frames);  // NOLINT(google-explicit-constructor): a value type
   FrameList(std::initializer_list<Frame> frames) : FrameList(std::vector<Frame>(frames)) {}
+  // A stack whose frames are held elsewhere (a decoder's interned ones).
+  explicit FrameList(std::shared_ptr<const Stack> stack) : stack_(std::move(stack)) {}
 
-  const std::vector<Frame>& vector() const;
-  operator const std::vector<Frame>&() const { return vector(); }  // NOLINT: read as a vector
-  std::vector<Frame>::const_iterator begin() const { return vector().begin(); }
-  std::vector<Frame>::const_iterator end() const { return vector().end(); }
-  std::vector<Frame>::const_reverse_iterator rbegin() const { return vector().rbegin(); }
-  std::vector<Frame>::const_reverse_iterator rend() const { return vector().rend(); }
-  std::size_t size() const { return vector().size(); }
-  bool empty() const { return vector().empty(); }
-  const Frame& operator[](std::size_t i) const { return vector()[i]; }
-  const Frame& front() const { return vector().front(); }
-  const Frame& back() const { return vector().back(); }
+  const_iterator begin() const { return const_iterator(data()); }
+  const_iterator end() const { return const_iterator(data() + size()); }
+  const_reverse_iterator rbegin() const { return const_reverse_iterator(end()); }
+  const_reverse_iterator rend() const { return const_reverse_iterator(begin()); }
+  std::size_t size() const { return stack_ ? stack_->frames.size() : 0; }
+  bool empty() const { return size() == 0; }
+  const Frame& operator[](std::size_t i) const { return *stack_->frames[i]; }
+  const Frame& front() const { return *stack_->frames.front(); }
+  const Frame& back() const { return *stack_->frames.back(); }
 
-  // The frames to change: this list's own copy when another list shares them.
-  std::vector<Frame>& edit();
-  void push_back(Frame frame) { edit().push_back(std::move(frame)); }
+  // The frames as a vector of their own (a copy).
+  std::vector<Frame> to_vector() const { return {begin(), end()}; }
+  // Changes this list (only): `change` gets a copy of the frames, which the list holds after.
+  template <typename Change>
+  void edit(Change&& change) {
+    auto frames = to_vector();
+    change(frames);
+    *this = FrameList(std::move(frames));
+  }
+  void push_back(Frame frame);
 
-  bool operator==(const FrameList& other) const { return vector() == other.vector(); }
+  // Whether the two hold one stack (not merely equal frames).
+  bool shares(const FrameList& other) const { return stack_ != nullptr && stack_ == other.stack_; }
+  const std::shared_ptr<const Stack>& stack() const { return stack_; }
+
+  bool operator==(const FrameList& other) const;
 
  private:
-  std::shared_ptr<std::vector<Frame>> frames_;  // null: no frames
+  const Frame* const* data() const { return stack_ ? stack_->frames.data() : nullptr; }
+  std::shared_ptr<const Stack> stack_;  // null: no frames
 };
 
 // ThreadDump::merge of a thread whose native and Python stacks were merged (or that has only
@@ -232,8 +286,8 @@ struct ProcessDump {
   // asyncio was never imported or tasks were not asked for.
   std::vector<AsyncTask> tasks;
   // The unix and TCP sockets it holds (live captures; at most capture::kMaxSockets, a note when
-  // more).
-  std::vector<Socket> sockets;
+  // more). Shared by the copies of a decoded snapshot that hold the same ones.
+  Shared<std::vector<Socket>> sockets;
 };
 
 // How a local that is a known process group shows in a frame's locals: "<process group NAME>".

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "hangscope/model/shared.h"
+
 namespace hangscope::model {
 
 // What a process is, decided once when it is captured (identity, then the node's launchers and
@@ -58,7 +60,7 @@ struct RankIdentity {
 
 struct LogExcerpt {
   std::string path;
-  std::vector<std::string> lines;  // oldest first, masked
+  Shared<std::vector<std::string>> lines;  // oldest first, masked; shared by equal excerpts
 };
 
 // A dump written this long before the median write time of the set is stale (a leftover of an
