@@ -12,20 +12,6 @@
 #include "hangscope/capture/node_capture.h"
 
 namespace hangscope::agent::parts {
-namespace {
-
-// Compares a presented credential with the expected one in a time that depends on the
-// expected one's length only (no early exit at the first differing byte).
-bool same_secret(std::string_view presented, std::string_view expected) {
-  unsigned char diff = presented.size() == expected.size() ? 0 : 1;
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    const char p = i < presented.size() ? presented[i] : '\0';
-    diff |= static_cast<unsigned char>(p ^ expected[i]);
-  }
-  return diff == 0;
-}
-
-}  // namespace
 
 std::string host_of(const std::string& address) {
   if (!address.empty() && address.front() == '[') return address.substr(1, address.find(']') - 1);

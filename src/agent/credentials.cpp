@@ -109,6 +109,15 @@ std::string token_file_exposure(const std::string& path) {
 
 }  // namespace
 
+bool same_secret(std::string_view presented, std::string_view expected) {
+  unsigned char diff = presented.size() == expected.size() ? 0 : 1;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    const char p = i < presented.size() ? presented[i] : '\0';
+    diff |= static_cast<unsigned char>(p ^ expected[i]);
+  }
+  return diff == 0;
+}
+
 std::string read_pem_file(const std::string& path, const std::string& option) {
   return read_input_file(path, option, kMaxPemBytes, InputKind::kRegularFile);
 }

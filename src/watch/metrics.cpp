@@ -81,18 +81,6 @@ Endpoint parse_endpoint(const std::string& text) {
   return out;
 }
 
-// Compares a presented credential with the expected one in a time that depends on the
-// expected one's length only (no early exit at the first differing byte). The agent has its
-// own copy (src/agent/agent.cpp).
-bool same_secret(std::string_view presented, std::string_view expected) {
-  unsigned char diff = presented.size() == expected.size() ? 0 : 1;
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    const char p = i < presented.size() ? presented[i] : '\0';
-    diff |= static_cast<unsigned char>(p ^ expected[i]);
-  }
-  return diff == 0;
-}
-
 std::uint32_t fnv1a(std::string_view text) {
   std::uint32_t hash = 2166136261u;
   for (const char c : text) {
@@ -419,7 +407,7 @@ Metrics::Metrics(const MetricsOptions& options) : state_(std::make_unique<State>
     auto last_refusal = std::make_shared<std::atomic<std::int64_t>>(0);
     state_->exposer->RegisterAuth(
         [token = options.token, last_refusal](const std::string&, const std::string& password) {
-          if (same_secret(password, token)) return true;
+          if (agent::same_secret(password, token)) return true;
           const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
           auto last = last_refusal->load();
           const auto interval =

@@ -156,6 +156,22 @@ class CredentialFiles : public ::testing::Test {
   const std::string long_token = "0123456789abcdef0123456789abcdef";  // 32 bytes
 };
 
+// A token is equal only in full: not a prefix, not a longer text that starts with it, not the
+// empty text (the comparison runs over the expected token whatever is presented).
+TEST(AgentTokens, OnlyTheWholeTokenIsTheSameSecret) {
+  const std::string token = "Bearer 0123456789abcdef0123";
+  EXPECT_TRUE(agent::same_secret(token, token));
+  EXPECT_FALSE(agent::same_secret(token.substr(0, token.size() - 1), token));
+  EXPECT_FALSE(agent::same_secret(token + "4", token));
+  EXPECT_FALSE(agent::same_secret("", token));
+  EXPECT_FALSE(agent::same_secret("Bearer 0123456789abcdef0124", token));
+  // A token ending in a NUL byte and the same text without it: the bytes compared agree (a
+  // missing byte reads as NUL), the lengths do not.
+  const std::string ends_in_nul = token + '\0';
+  EXPECT_FALSE(agent::same_secret(token, ends_in_nul));
+  EXPECT_TRUE(agent::same_secret(ends_in_nul, ends_in_nul));
+}
+
 TEST_F(CredentialFiles, ALoopbackListenerNeedsNoCredentials) {
   const auto check = validate(listening_on("127.0.0.1:7447"));
   EXPECT_FALSE(check.authenticated());

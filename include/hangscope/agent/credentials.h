@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace hangscope::agent {
@@ -44,6 +45,11 @@ CredentialCheck check_server_credentials(const ServerCredentialFiles& files);
 // in plaintext).
 void check_client_credentials(const std::string& tls_ca, const std::string& tls_cert,
                               const std::string& tls_key);
+
+// Whether a presented token equals the expected one, compared in a time that depends on the
+// expected one's length only (no early exit at the first differing byte): the agent's bearer
+// tokens and watch's metrics password.
+bool same_secret(std::string_view presented, std::string_view expected);
 
 // The text of a PEM file an option names (regular file, at most 1 MiB): hangscope::Error
 // "OPTION PATH: reason" otherwise.
