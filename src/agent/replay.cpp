@@ -185,13 +185,8 @@ struct Replay::State {
         reactor->Finish(status);
         return reactor;
       };
-      if (auto denied = parts::authenticate(*context, state_.options.token, "Capture")) {
-        return finish(*denied);
-      }
       v1::CaptureRequest request;
-      if (!parse(*bytes, request)) {
-        return finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unreadable request"));
-      }
+      if (auto refused = admit(*context, *bytes, "Capture", request)) return finish(*refused);
       std::string note;
       const int samples = parts::clamp_samples(request, &note);
       const std::int64_t now = unix_now_ns();
@@ -231,13 +226,8 @@ struct Replay::State {
         reactor->Finish(status);
         return reactor;
       };
-      if (auto denied = parts::authenticate(*context, state_.options.token, "Observe")) {
-        return finish(*denied);
-      }
       v1::ObserveRequest request;
-      if (!parse(*bytes, request)) {
-        return finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unreadable request"));
-      }
+      if (auto refused = admit(*context, *bytes, "Observe", request)) return finish(*refused);
       std::vector<std::string> notes;
       if (request.window_ns() > static_cast<std::uint64_t>(AgentLimits::kMaxObserveWindowNs)) {
         notes.push_back("asked for a window of " + std::to_string(request.window_ns() / 1'000'000) +
@@ -258,6 +248,17 @@ struct Replay::State {
     }
 
    private:
+    // What every raw call checks first: the caller's token, then its request's bytes.
+    std::optional<grpc::Status> admit(const grpc::CallbackServerContext& context,
+                                      const grpc::ByteBuffer& bytes, const char* method,
+                                      google::protobuf::MessageLite& request) const {
+      if (auto denied = parts::authenticate(context, state_.options.token, method)) return denied;
+      if (!parse(bytes, request)) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unreadable request");
+      }
+      return std::nullopt;
+    }
+
     State& state_;
   };
 
