@@ -95,13 +95,27 @@ def peak_rss_run(argv, **kwargs):
     return seconds, p, int(rss)
 
 
-def median_time(argv, runs):
+def median_time(argv, runs, all_times=None):
+    """The median wall time of `runs` runs of argv and the last run's result; each run's time
+    is appended to `all_times` when given (the spread)."""
     times = []
     last = None
     for _ in range(runs):
         seconds, last, _ = wall(argv)
         times.append(seconds)
+    if all_times is not None:
+        all_times.extend(times)
     return statistics.median(times), last
+
+
+def pin_to_one_cpu(pid, cpu=0):
+    """Pins every thread of `pid` to one CPU (issue 36's method: the target on one CPU, so a
+    capture's cost is not spread by where the target's threads happen to run)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            os.sched_setaffinity(int(tid), {cpu})
+        except OSError:
+            pass  # a thread that ended meanwhile
 
 
 def wait_for_lines(proc, pattern, count, timeout):
@@ -224,24 +238,29 @@ def bench_capture(procs, args, results):
     targets = {"hung gloo rank": ranks[0], "64-thread Python process": py64.pid}
     rows = {}
     for name, pid in targets.items():
+        pin_to_one_cpu(pid)
         threads = len(os.listdir(f"/proc/{pid}/task"))
-        row = {"threads": threads}
-        seconds, out = median_time([HANGSCOPE, "dump", "--pid", str(pid)], args.runs)
+        row = {"threads": threads, "pinned_cpu": 0, "all": {}}
+        seconds, out = median_time([HANGSCOPE, "dump", "--pid", str(pid)], args.runs,
+                                   row["all"].setdefault("hangscope", []))
         row["hangscope"] = seconds
         row["hangscope_ok"] = out.returncode == 0 and b"[py]" in out.stdout
         seconds, out = median_time([HANGSCOPE, "dump", "--pid", str(pid), "--native-only"],
-                                   args.runs)
+                                   args.runs, row["all"].setdefault("hangscope_native", []))
         row["hangscope_native"] = seconds
         if shutil.which("eu-stack"):
-            seconds, out = median_time(["eu-stack", "-p", str(pid)], args.runs)
+            seconds, out = median_time(["eu-stack", "-p", str(pid)], args.runs,
+                                       row["all"].setdefault("eu-stack", []))
             row["eu-stack"] = seconds
         if shutil.which("gdb"):
             gdb = ["gdb", "-nx", "-p", str(pid), "-batch", "-iex", "set auto-load safe-path /"]
-            seconds, out = median_time(gdb + ["-ex", "thread apply all bt"], args.gdb_runs)
+            seconds, out = median_time(gdb + ["-ex", "thread apply all bt"], args.gdb_runs,
+                                       row["all"].setdefault("gdb bt", []))
             row["gdb bt"] = seconds
             seconds, out = median_time(
                 gdb + ["-iex", "source /usr/share/gdb/auto-load/usr/bin/python3.11-gdb.py",
-                       "-ex", "thread apply all py-bt"], args.gdb_runs)
+                       "-ex", "thread apply all py-bt"], args.gdb_runs,
+                row["all"].setdefault("gdb py-bt", []))
             row["gdb py-bt"] = seconds
             row["py-bt_ok"] = b"File " in out.stdout
         rows[name] = row
@@ -332,6 +351,11 @@ def bench_node(procs, args, results, workdir):
 
 
 # --- scale ------------------------------------------------------------------------------------
+
+# The capture goals (issue 36), per target: hangscope dump at most this fraction of eu-stack's
+# time, gdb py-bt at least this many times hangscope's.
+CAPTURE_GOALS = {"hung gloo rank": (0.25, 150), "64-thread Python process": (0.25, 100)}
+NODE_CAPTURE_GOAL_MS = 100
 
 # The fan-out's goals (issue 36) at 131,072 ranks, and the linear-growth check: the time per rank
 # present at the largest size at most this many times its value at the next smaller one.
@@ -679,6 +703,70 @@ def scale_markdown(scale):
     return lines
 
 
+def goals(results):
+    """Every goal of issue 36 this run measured: (goal, figure, met)."""
+    out = []
+    for name, r in results.get("capture", {}).items():
+        eu, pybt = r.get("eu-stack"), r.get("gdb py-bt")
+        eu_goal, pybt_goal = CAPTURE_GOALS.get(name, (0.5, 100))
+        if eu:
+            out.append((f"{name}: hangscope dump <= {eu_goal}x eu-stack",
+                        f"{r['hangscope'] / eu:.2f}x ({ms(r['hangscope'])} / {ms(eu)})",
+                        r["hangscope"] <= eu * eu_goal))
+        if pybt:
+            out.append((f"{name}: gdb py-bt >= {pybt_goal}x hangscope dump",
+                        f"{pybt / r['hangscope']:.0f}x", pybt >= pybt_goal * r["hangscope"]))
+    pause = results.get("pause", {})
+    for threads in (10, 100, 1000):
+        r = pause.get(threads) or pause.get(str(threads))
+        if r:
+            limit = 2000 + 30 * (threads - 10)
+            out.append((f"worst pause of a thread, {threads} threads: <= {limit} us",
+                        f"{r['inside_max_us']} us", r["inside_max_us"] <= limit))
+    node = results.get("node")
+    if node:
+        out.append((f"a node of {node['ranks']} ranks captured in < {NODE_CAPTURE_GOAL_MS} ms",
+                    f"{node['collect_median_ms']:.0f} ms",
+                    node["collect_median_ms"] < NODE_CAPTURE_GOAL_MS))
+    scale = results.get("scale", {})
+    for ranks, r in sorted(scale.items(), key=lambda kv: int(kv[0])):
+        limit, rss_limit = SCALE_LIMITS.get(int(ranks), (30.0, 2 << 30))
+        for name, key in (("files, binary", "pb"), ("files, JSON", "json"), ("agents", "agents")):
+            out.append((f"{ranks} ranks from {name}: < {limit:.0f} s", ms(r[f"{key}_s"]),
+                        r[f"{key}_s"] < limit))
+        worst_rss = max(r["json_rss_kib"], r["pb_rss_kib"], r["agents_rss_kib"])
+        out.append((f"{ranks} ranks: peak RSS < {rss_limit >> 30} GiB",
+                    f"{worst_rss // 1024} MiB", worst_rss * 1024 < rss_limit))
+        spreads = r.get("agents_spread_ms") or []
+        if spreads:
+            out.append((f"{ranks} ranks: sample 0 of every node within {SAMPLE_SPREAD_BOUND_MS} ms",
+                        f"{max(spreads):.1f} ms", max(spreads) <= SAMPLE_SPREAD_BOUND_MS))
+    sizes = sorted(scale, key=int)
+    if len(sizes) >= 2:
+        for name, key in (("binary", "pb_s"), ("JSON", "json_s"), ("agents", "agents_s")):
+            per_rank = [scale[k][key] / int(k) for k in sizes[-2:]]
+            ratio = per_rank[1] / per_rank[0]
+            out.append((f"linear growth ({name}): time per rank at {sizes[-1]} <= "
+                        f"{LINEAR_FACTOR}x at {sizes[-2]}", f"{ratio:.2f}x",
+                        ratio <= LINEAR_FACTOR))
+    for rhythm, r in results.get("watch", {}).items():
+        out.append((f"watching a {rhythm} job: agent <= 0.5 % of a core",
+                    f"{r['agent_core_pct']:.2f} %", r["agent_core_pct"] <= 0.5))
+    return out
+
+
+def goals_markdown(results):
+    rows = goals(results)
+    if not rows:
+        return []
+    missed = sum(1 for _, _, ok in rows if not ok)
+    return ["## Goals", "",
+            f"{len(rows) - missed} of {len(rows)} met" +
+            (f"; {missed} missed (why: the notes below)." if missed else "."), "",
+            "| goal | this run | |", "|---|---|---|"] + [
+        f"| {goal} | {figure} | {verdict(ok)} |" for goal, figure, ok in rows] + [""]
+
+
 def write_markdown(results, path):
     v = results["versions"]
     lines = ["# Performance", "",
@@ -690,6 +778,7 @@ def write_markdown(results, path):
     if len(set(dates.values())) > 1:
         lines += ["Sections from separate runs (`--only`): " +
                   ", ".join(f"{k} {dates[k]}" for k in sorted(dates)) + ".", ""]
+    lines += goals_markdown(results)
     cap = results.get("capture", {})
     if cap:
         lines += ["## Capture of one process (median wall time of the whole command)", "",
@@ -700,14 +789,22 @@ def write_markdown(results, path):
         for name, r in cap.items():
             eu = r.get("eu-stack")
             pybt = r.get("gdb py-bt")
+            runs = r.get("all", {})
+
+            def timed(key):
+                return spread_of(runs.get(key) or ([r[key]] if key in r else []))
+            eu_goal, pybt_goal = CAPTURE_GOALS.get(name, (0.5, 100))
             lines.append(
-                f"| {name} | {r['threads']} | {ms(r['hangscope'])} | {ms(r['hangscope_native'])} | "
-                f"{ms(eu) if eu else '-'} | {ms(r['gdb bt']) if 'gdb bt' in r else '-'} | "
-                f"{ms(pybt) if pybt else '-'} | "
-                f"{r['hangscope'] / eu:.2f} ({verdict(r['hangscope'] <= eu / 2)}: <= 0.5) | "
-                f"{pybt / r['hangscope']:.0f}x ({verdict(pybt >= 100 * r['hangscope'])}: >= 100x) |"
+                f"| {name} | {r['threads']} | {timed('hangscope')} | {timed('hangscope_native')} | "
+                f"{timed('eu-stack')} | {timed('gdb bt')} | {timed('gdb py-bt')} | "
+                f"{r['hangscope'] / eu:.2f} ({verdict(r['hangscope'] <= eu * eu_goal)}: <= "
+                f"{eu_goal}) | {pybt / r['hangscope']:.0f}x "
+                f"({verdict(pybt >= pybt_goal * r['hangscope'])}: >= {pybt_goal}x) |"
                 if eu and pybt else f"| {name} | {r['threads']} | {ms(r['hangscope'])} | peers missing |")
-        lines.append("")
+        pinned = any("pinned_cpu" in r for r in cap.values())
+        lines += ["", f"Medians of {len(next(iter(cap.values())).get('all', {}).get('hangscope', [])) or '?'} "
+                  "runs (gdb: fewer), with (the range)" +
+                  ("; each target's threads pinned to CPU 0." if pinned else "."), ""]
     pause = results.get("pause", {})
     if pause:
         lines += ["## Target pause", "",
@@ -861,6 +958,8 @@ def main():
     write_markdown(results, args.out)
     with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
         json.dump(results, f, indent=1, default=str)
+    for goal, figure, ok in goals(results):
+        print(f"goal: {goal}: {figure}: {'met' if ok else 'MISSED'}")
     print(f"wrote {args.out}")
 
 
