@@ -18,10 +18,7 @@ std::vector<ServingChain> serving_chains(const model::Bundle& bundle, const std:
   std::vector<ServingChain> out;
   for (auto& [key, chain] : by_job) {
     chain.coordinators = coordinators;
-    for (const auto& p : chain.api_servers) {
-      if (p.process->cmdline.find("sglang") != std::string::npos) chain.framework = "sglang";
-    }
-    if (chain.framework.empty()) chain.framework = "vllm";
+    chain.framework = serving::serving_framework(chain.api_servers);
     if (const auto* job = serving::find_job(jobs, chain.job);
         job != nullptr && !chain.job.empty()) {
       if (!chain.engines.empty()) {

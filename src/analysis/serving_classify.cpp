@@ -201,4 +201,22 @@ Classified classify(const model::Bundle& bundle, const std::vector<OtherProcess>
   return out;
 }
 
+std::string serving_framework(const std::vector<ServingProcess>& apis) {
+  for (const auto* framework : waits::frameworks()) {
+    if (!framework->serving || framework->serving->command_word.empty()) continue;
+    for (const auto& p : apis) {
+      if (p.process->cmdline.find(framework->serving->command_word) != std::string::npos) {
+        return std::string(framework->name);
+      }
+    }
+  }
+  return std::string(waits::default_serving_framework().name);
+}
+
+const waits::ServingFront& chain_serving_front(const ServingChain& chain) {
+  const auto* framework = waits::framework_named(chain.framework);
+  if (framework != nullptr && framework->serving) return *framework->serving;
+  return *waits::default_serving_framework().serving;
+}
+
 }  // namespace hangscope::analysis::serving

@@ -182,25 +182,35 @@ std::string only_job(const std::vector<Job>& jobs) {
   return with_ranks == 1 ? key : "";
 }
 
+// The worker rank a busy-loop frame's local names, when a framework table says the local names
+// one (waits::AwaitedWorkerLocal); `how` is set to the table's description of it.
+std::optional<int> awaited_rank_in_local(const model::Frame& frame, const std::string& name,
+                                         const std::string& value, std::string& how) {
+  for (const auto* framework : waits::frameworks()) {
+    if (!framework->serving) continue;
+    for (const auto& local : framework->serving->awaited_worker_locals) {
+      if (frame.function != local.function || name != local.local) continue;
+      how = std::string(local.described);
+      return local.holds == waits::AwaitedWorkerLocal::Holds::kRankInRepr ? rank_in_repr(value)
+                                                                          : to_int(value);
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
-// The workers the engine core waits for directly: the worker handle `w` of get_response
-// (multiproc_executor.py: a dataclass whose repr says `rank=N`), collective_rpc's
-// `unique_reply_rank`, the ranks behind on the broadcast ring it writes; else every worker.
+// The workers the engine core waits for directly: the busy loop's locals that name a worker
+// (the framework tables' awaited_worker_locals: vLLM's worker handle `w` of get_response,
+// collective_rpc's `unique_reply_rank`), the ranks behind on the broadcast ring it writes; else
+// every worker.
 void awaited_workers(const ServingProcess& engine, const Job& job, ServingChain& chain) {
   const auto* thread = busy_loop_thread(*engine.process);
   if (thread != nullptr && engine.activity == "blocked") {
     for (const auto& f : thread->python_frames) {
       for (const auto& [name, value] : f.locals) {
-        std::optional<int> rank;
         std::string how;
-        if (f.function == "get_response" && name == "w") {
-          rank = rank_in_repr(value);
-          how = "the worker handle `w` of get_response";
-        } else if (f.function == "collective_rpc" && name == "unique_reply_rank") {
-          rank = to_int(value);
-          how = "collective_rpc's `unique_reply_rank`";
-        }
+        const auto rank = awaited_rank_in_local(f, name, value, how);
         if (rank && job.find(*rank) != nullptr) {
           chain.awaited.insert(*rank);
           chain.awaited_reason = how;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "hangscope/analysis/analysis.h"
+#include "hangscope/waits/frameworks.h"
 
 namespace hangscope::analysis::serving {
 
@@ -23,6 +24,11 @@ struct Classified {
   std::vector<ServingProcess> apis, engines, coordinators;
 };
 Classified classify(const model::Bundle& bundle, const std::vector<OtherProcess>& others);
+// The framework of a chain with these API servers: the first framework table whose serving
+// front's command word an API server's command line holds, else the default (vLLM).
+std::string serving_framework(const std::vector<ServingProcess>& apis);
+// The serving front of the chain's framework (the default's when no table is named so).
+const waits::ServingFront& chain_serving_front(const ServingChain& chain);
 // The thread of the engine core's busy loop, nullptr when none.
 const model::ThreadDump* busy_loop_thread(const model::ProcessRecord& p);
 

@@ -27,10 +27,10 @@ std::string label(const ServingProcess& s) {
   return name + " (" + who(s.node, *s.process) + (s.title.empty() ? "" : ", " + s.title) + ")";
 }
 
-// What an API server's request tasks and output handlers wait on: vLLM's engine core, SGLang's
-// schedulers (requests) and detokenizer (outputs).
+// What an API server's request tasks and output handlers wait on (the framework table's
+// serving front: vLLM's engine core, SGLang's schedulers and detokenizer).
 std::string api_link(const ServingProcess& a, const ServingChain& chain) {
-  const bool sglang = chain.framework == "sglang";
+  const auto& front = chain_serving_front(chain);
   std::string out = label(a) + ": ";
   if (a.tasks == 0) {
     return out + "its asyncio tasks were not read (no request count); its event loop waits in " +
@@ -39,14 +39,14 @@ std::string api_link(const ServingProcess& a, const ServingChain& chain) {
   }
   out += std::to_string(a.tasks) + " asyncio tasks, " + std::to_string(a.pending_requests) +
          " request task" + (a.pending_requests == 1 ? "" : "s") + " awaiting " +
-         (sglang ? "the schedulers' output" : "the engine's output");
+         std::string(front.requests_await);
   if (a.pending_requests > 0) {
     out += " (" + std::to_string(a.stuck_requests) + " pending in every sample) in " +
            a.requests_wait_in;
   }
   out += "; " + std::to_string(a.output_handlers) + " output handler task" +
          (a.output_handlers == 1 ? "" : "s") + " pulling " +
-         (sglang ? "the detokenizer's outputs" : "the engine core's outputs");
+         std::string(front.output_handlers_pull);
   if (!a.link.empty()) out += "; " + a.link;
   return out;
 }
@@ -88,10 +88,10 @@ std::string root_what(const RankEntry& r) {
   return "is in an unknown state (not captured)";
 }
 
-// What the chain's ranks are called: SGLang's are its schedulers (sglang::scheduler_TP<r>), one
-// per TP rank; vLLM's are the engine core's workers.
+// What the chain's ranks are called (the framework table's serving front): SGLang's are its
+// schedulers, one per TP rank; vLLM's are the engine core's workers.
 std::string rank_noun(const ServingChain& chain) {
-  return chain.framework == "sglang" ? "scheduler" : "worker";
+  return std::string(chain_serving_front(chain).rank_noun);
 }
 
 std::string capitalized(std::string text) {

@@ -3,6 +3,7 @@
 #include <re2/re2.h>
 
 #include "hangscope/common/numbers.h"
+#include "hangscope/waits/frameworks.h"
 
 namespace hangscope::identity {
 
@@ -19,9 +20,15 @@ std::string env_source_name(bool env_from_memory) {
                                      : model::IdentitySource::kEnv);
 }
 
-std::optional<int> env_int(const std::map<std::string, std::string>& env, const char* name) {
-  const auto it = env.find(name);
+std::optional<int> env_int(const std::map<std::string, std::string>& env, std::string_view name) {
+  const auto it = env.find(std::string(name));
   return it == env.end() ? std::nullopt : to_int(it->second);
+}
+
+// A variable's value; "" when it is unset.
+std::string env_text(const std::map<std::string, std::string>& env, std::string_view name) {
+  const auto it = env.find(std::string(name));
+  return it == env.end() ? std::string() : it->second;
 }
 
 // Reads "_DP0_PP1_TP3_EP2"-style suffixes into info; false on anything else.
@@ -52,65 +59,141 @@ bool parse_parallel_suffix(std::string_view rest, TitleInfo& info) {
 
 }  // namespace
 
-std::optional<TitleInfo> parse_title(std::string_view title) {
-  // Titles may carry a prefix (VLLM_PROCESS_NAME_PREFIX) and trailing arguments.
-  if (const auto space = title.find(' '); space != std::string_view::npos)
-    title = title.substr(0, space);
-  TitleInfo info;
-  if (const auto at = title.find("VLLM::"); at != std::string_view::npos) {
-    info.framework = "vllm";
-    const std::string_view name = title.substr(at + 6);
-    const auto underscore = name.find('_');
-    const std::string_view base = name.substr(0, underscore);
-    const std::string_view rest =
-        underscore == std::string_view::npos ? "" : name.substr(underscore);
-    if (base == "Worker") {
-      info.role = model::ProcessRole::kRank;
-      if (!parse_parallel_suffix(rest, info)) return std::nullopt;
-    } else if (base == "EngineCore") {
-      info.role = model::ProcessRole::kEngine;
-      if (!parse_parallel_suffix(rest, info)) return std::nullopt;
-    } else if (base == "APIServer") {
-      info.role = model::ProcessRole::kApi;
-    } else if (base == "DPCoordinator") {
-      info.role = model::ProcessRole::kCoordinator;
-    } else {
-      return std::nullopt;
-    }
-    return info;
+namespace {
+
+// The name after the framework's marker in `title`; nullopt when the title does not carry the
+// marker where the framework puts it.
+std::optional<std::string_view> name_after_marker(std::string_view title,
+                                                  const waits::ProcessTitle& pattern) {
+  if (pattern.after_prefix) {
+    const auto at = title.find(pattern.marker);
+    if (at == std::string_view::npos) return std::nullopt;
+    return title.substr(at + pattern.marker.size());
   }
-  if (title.rfind("ray::", 0) == 0) {
-    info.framework = "ray";
-    // Ray v1 workers: ray::RayWorkerWrapper; v2 actors: vllm_Worker_{id}_TP{t}_PP{p}.
-    const std::string_view name = title.substr(5);
-    info.role = name.find("Worker") != std::string_view::npos ? model::ProcessRole::kRank
-                                                              : model::ProcessRole::kDriver;
-    if (const auto tp = name.find("_TP"); tp != std::string_view::npos) {
-      parse_parallel_suffix(name.substr(tp), info);
-    }
-    return info;
+  if (title.substr(0, pattern.marker.size()) != pattern.marker) return std::nullopt;
+  return title.substr(pattern.marker.size());
+}
+
+bool title_name_matches(std::string_view name, const waits::TitleName& entry) {
+  switch (entry.match) {
+    case waits::TitleName::Match::kWord:
+      return name.substr(0, name.find('_')) == entry.text;
+    case waits::TitleName::Match::kContains:
+      return name.find(entry.text) != std::string_view::npos;
+    case waits::TitleName::Match::kAny:
+      return true;
   }
-  if (title.rfind("sglang::scheduler", 0) == 0) {
-    info.framework = "sglang";
-    info.role = model::ProcessRole::kRank;
-    if (!parse_parallel_suffix(title.substr(17), info)) return std::nullopt;
+  return false;
+}
+
+// Reads the parallel ranks `entry` says the name carries; false when a suffix it must carry
+// does not read.
+bool read_title_ranks(std::string_view name, const waits::TitleName& entry, TitleInfo& info) {
+  switch (entry.ranks) {
+    case waits::TitleRanks::kNone:
+      return true;
+    case waits::TitleRanks::kSuffix: {
+      const auto underscore = name.find('_');
+      return parse_parallel_suffix(
+          underscore == std::string_view::npos ? std::string_view() : name.substr(underscore),
+          info);
+    }
+    case waits::TitleRanks::kFromTp:
+      if (const auto tp = name.find("_TP"); tp != std::string_view::npos) {
+        parse_parallel_suffix(name.substr(tp), info);
+      }
+      return true;
+  }
+  return false;
+}
+
+// What the name after a framework's marker says: the first of its title names that matches.
+std::optional<TitleInfo> read_title_name(const waits::FrameworkTable& framework,
+                                         std::string_view name) {
+  for (const auto& entry : framework.title->names) {
+    if (!title_name_matches(name, entry)) continue;
+    TitleInfo info;
+    info.framework = std::string(framework.name);
+    info.role = entry.role;
+    if (!read_title_ranks(name, entry, info)) return std::nullopt;
     return info;
   }
   return std::nullopt;
 }
 
+// The key the variables name; "" when a required one is unset.
+std::string key_from_variables(const std::map<std::string, std::string>& env,
+                               const waits::JobVariables& variables) {
+  std::string key(variables.prefix);
+  std::string_view separator;
+  for (const auto name : variables.required) {
+    const std::string value = env_text(env, name);
+    if (value.empty()) return "";
+    key.append(separator).append(value);
+    separator = ":";
+  }
+  for (const auto name : variables.optional) {
+    key.append(separator).append(env_text(env, name));
+    separator = ":";
+  }
+  return key;
+}
+
+// Rank, local rank and world size from a launcher's variables; false when they name no rank.
+bool identify_from_rank_variables(const std::map<std::string, std::string>& env,
+                                  const waits::RankVariables& names, bool env_from_memory,
+                                  RankIdentity& id) {
+  // torchrun / env:// launches name the global rank; the title adds the parallel grid.
+  if (const auto rank = env_int(env, names.rank)) {
+    id.rank = rank;
+    id.local_rank = env_int(env, names.local_rank);
+    id.world_size = env_int(env, names.world_size);
+    if (id.role == model::ProcessRole::kUnidentified) id.role = model::ProcessRole::kRank;
+    id.source = env_from_memory ? model::IdentitySource::kMemoryEnv : model::IdentitySource::kEnv;
+    const std::string source(model::to_string(id.source));
+    id.sources["rank"] = source;
+    if (id.local_rank) id.sources["local_rank"] = source;
+    if (id.world_size) id.sources["world_size"] = source;
+    return true;
+  }
+  if (const auto local = env_int(env, names.local_rank);
+      local && id.role == model::ProcessRole::kRank) {
+    id.local_rank = local;  // Ray v1 workers: LOCAL_RANK only
+    id.sources["local_rank"] = env_source_name(env_from_memory);
+    return true;
+  }
+  return false;
+}
+
+// The identity's field of a parallel dimension ("tp", "pp", "dp"); nullptr for another.
+std::optional<int>* coordinate_field(RankIdentity& id, std::string_view dimension) {
+  if (dimension == "tp") return &id.tp;
+  if (dimension == "pp") return &id.pp;
+  if (dimension == "dp") return &id.dp;
+  return nullptr;
+}
+
+}  // namespace
+
+std::optional<TitleInfo> parse_title(std::string_view title) {
+  // Titles may carry a prefix (VLLM_PROCESS_NAME_PREFIX) and trailing arguments.
+  if (const auto space = title.find(' '); space != std::string_view::npos)
+    title = title.substr(0, space);
+  // The first framework whose marker the title carries says what it is, or nothing.
+  for (const auto* framework : waits::frameworks()) {
+    if (!framework->title) continue;
+    if (const auto name = name_after_marker(title, *framework->title)) {
+      return read_title_name(*framework, *name);
+    }
+  }
+  return std::nullopt;
+}
+
 std::string job_key(const std::map<std::string, std::string>& env) {
-  const auto get = [&](const char* name) {
-    const auto it = env.find(name);
-    return it == env.end() ? std::string() : it->second;
-  };
-  if (!get("MASTER_ADDR").empty() && !get("MASTER_PORT").empty()) {
-    return get("MASTER_ADDR") + ":" + get("MASTER_PORT");
+  for (const auto* framework : waits::frameworks()) {
+    if (!framework->job_variables) continue;
+    if (auto key = key_from_variables(env, *framework->job_variables); !key.empty()) return key;
   }
-  if (!get("VLLM_DP_MASTER_IP").empty()) {
-    return "vllm-dp:" + get("VLLM_DP_MASTER_IP") + ":" + get("VLLM_DP_MASTER_PORT");
-  }
-  if (!get("RAY_JOB_ID").empty()) return "ray-job:" + get("RAY_JOB_ID");
   return "";
 }
 
@@ -130,25 +213,20 @@ RankIdentity identify(const std::map<std::string, std::string>& env, bool env_fr
       if (value) id.sources[field] = source_name(model::IdentitySource::kTitle);
     }
   }
-  // torchrun / env:// launches name the global rank; the title adds the parallel grid.
-  if (const auto rank = env_int(env, "RANK")) {
-    id.rank = rank;
-    id.local_rank = env_int(env, "LOCAL_RANK");
-    id.world_size = env_int(env, "WORLD_SIZE");
-    if (id.role == model::ProcessRole::kUnidentified) id.role = model::ProcessRole::kRank;
-    id.source = env_from_memory ? model::IdentitySource::kMemoryEnv : model::IdentitySource::kEnv;
-    const std::string source(model::to_string(id.source));
-    id.sources["rank"] = source;
-    if (id.local_rank) id.sources["local_rank"] = source;
-    if (id.world_size) id.sources["world_size"] = source;
-  } else if (const auto local = env_int(env, "LOCAL_RANK");
-             local && id.role == model::ProcessRole::kRank) {
-    id.local_rank = local;  // Ray v1 workers: LOCAL_RANK only
-    id.sources["local_rank"] = env_source_name(env_from_memory);
+  for (const auto* framework : waits::frameworks()) {
+    if (framework->rank_variables &&
+        identify_from_rank_variables(env, *framework->rank_variables, env_from_memory, id)) {
+      break;
+    }
   }
-  if (!id.dp) {
-    id.dp = env_int(env, "VLLM_DP_RANK");
-    if (id.dp) id.sources["dp"] = env_source_name(env_from_memory);
+  // A framework's variables for the coordinates the title did not give (VLLM_DP_RANK).
+  for (const auto* framework : waits::frameworks()) {
+    for (const auto& variable : framework->coordinate_variables) {
+      auto* field = coordinate_field(id, variable.dimension);
+      if (field == nullptr || *field) continue;
+      *field = env_int(env, variable.name);
+      if (*field) id.sources[std::string(variable.dimension)] = env_source_name(env_from_memory);
+    }
   }
   return id;
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "c10d_objects.h"
+#include "hangscope/waits/frameworks.h"
 
 namespace hangscope::python {
 namespace {
@@ -14,25 +15,14 @@ constexpr std::size_t kMaxGroups = 4096;
 constexpr std::size_t kNativeBytes = ProcessGroupReader::kNativeObjectBytes;
 // Other layouts than torch 1.13's (c10d_objects.h) are searched (read_native_groups).
 
-// A wrapper's module-level groups and the parallel dimension each one is.
-struct WrapperGlobal {
-  const char* name;
-  const char* dimension;
-};
-constexpr std::array<WrapperGlobal, 9> kCoordinatorGlobals = {{{"_WORLD", "world"},
-                                                               {"_TP", "tp"},
-                                                               {"_PP", "pp"},
-                                                               {"_DP", "dp"},
-                                                               {"_EP", "ep"},
-                                                               {"_DCP", "dcp"},
-                                                               {"_MOE_EP", "ep"},
-                                                               {"_MOE_TP", "moe_tp"},
-                                                               {"_ATTN_TP", "attn_tp"}}};
-constexpr std::array<WrapperGlobal, 4> kMegatronGlobals = {
-    {{"_TENSOR_MODEL_PARALLEL_GROUP", "tp"},
-     {"_PIPELINE_MODEL_PARALLEL_GROUP", "pp"},
-     {"_DATA_PARALLEL_GROUP", "dp"},
-     {"_EXPERT_MODEL_PARALLEL_GROUP", "ep"}}};
+// torch.distributed's registry of groups (read_registry); the frameworks' own modules are in
+// their tables (waits::GroupModule).
+constexpr std::string_view kTorchRegistryModule = "torch.distributed.distributed_c10d";
+
+// The label of a framework's group: "vllm:tp".
+std::string framework_label(std::string_view framework, std::string_view dimension) {
+  return std::string(framework) + ":" + std::string(dimension);
+}
 
 std::int32_t int_at(const std::array<std::byte, kNativeBytes>& bytes, std::size_t offset) {
   std::int32_t value = 0;
@@ -54,16 +44,20 @@ std::optional<std::string> ProcessGroupReader::text(std::uint64_t object, std::s
 
 // The modules read, found in one pass over sys.modules (a torch process imports thousands):
 // the keys are read in one batch and compared without being decoded (ObjectReader::find_modules).
-const std::vector<std::string_view> kModules = {
-    "torch.distributed.distributed_c10d", "vllm.distributed.parallel_state",
-    "sglang.srt.distributed.parallel_state", "megatron.core.parallel_state"};
-
+// torch's registry, then every framework table's group modules.
 const std::vector<std::string_view>& ProcessGroupReader::modules_read() {
-  return kModules;
+  static const std::vector<std::string_view> modules = [] {
+    std::vector<std::string_view> out = {kTorchRegistryModule};
+    for (const auto* framework : waits::frameworks()) {
+      for (const auto& groups : framework->group_modules) out.push_back(groups.module);
+    }
+    return out;
+  }();
+  return modules;
 }
 
 std::optional<std::uint64_t> ProcessGroupReader::module_globals(std::string_view module) {
-  if (!modules_) modules_ = objects_.find_modules(runtime_, kModules);
+  if (!modules_) modules_ = objects_.find_modules(runtime_, modules_read());
   const auto found = modules_->find(std::string(module));
   if (found == modules_->end() || !objects_.plausible(found->second)) return std::nullopt;
   const auto globals = objects_.read_field(found->second, layout_.module_dict);
@@ -274,23 +268,26 @@ std::optional<std::int64_t> ProcessGroupReader::collective_timeout(
   return std::nullopt;
 }
 
-// vLLM's and SGLang's GroupCoordinator: the parallel dimension of its torch groups, the rank in
-// it, and the groups torch's registry does not hold (stateless groups).
-void ProcessGroupReader::read_coordinators(std::string_view framework, std::uint64_t globals,
+// A framework's group coordinators (vLLM's and SGLang's GroupCoordinator): the parallel
+// dimension of its torch groups, the rank in it, and the groups torch's registry does not hold
+// (stateless groups).
+void ProcessGroupReader::read_coordinators(std::string_view framework,
+                                           const waits::GroupModule& groups, std::uint64_t globals,
                                            model::DistributedState& state) {
-  for (const auto& [global_name, dimension] : kCoordinatorGlobals) {
-    const auto coordinator = objects_.dict_get(globals, global_name);
+  const auto& fields = *groups.coordinator;
+  for (const auto& global : groups.globals) {
+    const auto coordinator = objects_.dict_get(globals, global.name);
     if (!coordinator || objects_.type_name(*coordinator) == "NoneType") continue;
-    const std::string label = std::string(framework) + ":" + dimension;
+    const std::string label = framework_label(framework, global.dimension);
     const auto rank_in_group = [&]() -> std::optional<int> {
-      const auto value = objects_.attribute(*coordinator, "rank_in_group");
+      const auto value = objects_.attribute(*coordinator, fields.rank_in_group);
       return value ? objects_.small_int(*value) : std::nullopt;
     }();
-    if (rank_in_group && std::string_view(dimension) != "world") {
-      state.coordinates.emplace(dimension, *rank_in_group);
+    if (rank_in_group && global.dimension != "world") {
+      state.coordinates.emplace(global.dimension, *rank_in_group);
     }
     bool registered = false;
-    for (const char* member : {"device_group", "cpu_group"}) {
+    for (const auto member : fields.torch_groups) {
       const auto pg = objects_.attribute(*coordinator, member);
       if (!pg) continue;
       if (auto* group = group_at(state, *pg)) {
@@ -300,14 +297,14 @@ void ProcessGroupReader::read_coordinators(std::string_view framework, std::uint
     }
     if (registered) continue;
     // Not in torch's registry: the coordinator's own list of ranks.
-    const auto ranks = objects_.attribute(*coordinator, "ranks");
+    const auto ranks = objects_.attribute(*coordinator, fields.ranks);
     const auto items = ranks ? objects_.sequence_items(*ranks, 1 << 17) : std::nullopt;
     if (!items) continue;
     model::ProcessGroupState group;
     for (auto item : *items) {
       if (const auto r = objects_.small_int(item)) group.ranks.push_back(*r);
     }
-    const auto unique = objects_.attribute(*coordinator, "unique_name");
+    const auto unique = objects_.attribute(*coordinator, fields.unique_name);
     group.name = (unique ? text(*unique, 128) : std::nullopt).value_or(label);
     group.size = static_cast<int>(group.ranks.size());
     group.group_rank = rank_in_group;
@@ -317,31 +314,37 @@ void ProcessGroupReader::read_coordinators(std::string_view framework, std::uint
   }
 }
 
-void ProcessGroupReader::read_megatron(std::uint64_t globals, model::DistributedState& state) {
-  for (const auto& [global_name, dimension] : kMegatronGlobals) {
-    const auto pg = objects_.dict_get(globals, global_name);
+// A framework's module globals that are torch groups themselves (Megatron's parallel_state).
+void ProcessGroupReader::read_plain_groups(std::string_view framework,
+                                           const waits::GroupModule& groups, std::uint64_t globals,
+                                           model::DistributedState& state) {
+  for (const auto& global : groups.globals) {
+    const auto pg = objects_.dict_get(globals, global.name);
     if (!pg) continue;
     if (auto* group = group_at(state, *pg)) {
-      add_label(*group, std::string("megatron:") + dimension);
-      if (group->group_rank) state.coordinates.emplace(dimension, *group->group_rank);
+      add_label(*group, framework_label(framework, global.dimension));
+      if (group->group_rank) state.coordinates.emplace(global.dimension, *group->group_rank);
     }
   }
 }
 
 std::optional<model::DistributedState> ProcessGroupReader::read() {
-  const auto c10d = module_globals("torch.distributed.distributed_c10d");
+  const auto c10d = module_globals(kTorchRegistryModule);
   if (!c10d) return std::nullopt;
   model::DistributedState state;
   read_registry(*c10d, state);
   read_native_groups(state);
-  if (const auto vllm = module_globals("vllm.distributed.parallel_state")) {
-    read_coordinators("vllm", *vllm, state);
-  }
-  if (const auto sglang = module_globals("sglang.srt.distributed.parallel_state")) {
-    read_coordinators("sglang", *sglang, state);
-  }
-  if (const auto megatron = module_globals("megatron.core.parallel_state")) {
-    read_megatron(*megatron, state);
+  // The frameworks' groups, in the tables' order (a dimension's first coordinate is kept).
+  for (const auto* framework : waits::frameworks()) {
+    for (const auto& groups : framework->group_modules) {
+      const auto globals = module_globals(groups.module);
+      if (!globals) continue;
+      if (groups.coordinator) {
+        read_coordinators(framework->name, groups, *globals, state);
+      } else {
+        read_plain_groups(framework->name, groups, *globals, state);
+      }
+    }
   }
   // A coordinator's rank list gives the global rank when no C++ group could be read.
   if (!state.rank) {

@@ -1,5 +1,6 @@
-// Which processes are ranks, which rank, which job: from torchrun/env:// variables, vLLM, Ray
-// and SGLang process titles, and vLLM's data-parallel variables.
+// Which processes are ranks, which rank, which job: from the variables, process titles and log
+// lines the frameworks leave (the titles and variables each framework's table names,
+// waits/frameworks.h: torchrun/env://, vLLM, Ray, SGLang).
 #pragma once
 
 #include <map>
@@ -20,9 +21,10 @@ struct TitleInfo {
   std::optional<int> tp, pp, dp, ep;
 };
 
-// Parses VLLM::Worker[_DP{d}][_PP{p}][_TP{t}][_EP{e}], VLLM::EngineCore[_DP{d}],
-// VLLM::APIServer_{i}, VLLM::DPCoordinator, ray::RayWorkerWrapper…, ray::…,
-// sglang::scheduler[_DP{d}][_PP{p}][_TP{t}]; nullopt for any other title.
+// Reads a title as the framework tables' ProcessTitle say (VLLM::Worker[_DP{d}][_PP{p}][_TP{t}]
+// [_EP{e}], VLLM::EngineCore[_DP{d}], VLLM::APIServer_{i}, VLLM::DPCoordinator,
+// ray::RayWorkerWrapper…, ray::…, sglang::scheduler[_DP{d}][_PP{p}][_TP{t}]); nullopt for any
+// other title.
 std::optional<TitleInfo> parse_title(std::string_view title);
 
 // `env` is the process environment (`env_from_memory`: read from libc's environ), `title` the
@@ -46,8 +48,9 @@ struct ProcessLogs {
 // is already known takes its dp/pp/tp from the vLLM assignment line that names that rank.
 void identify_from_own_logs(const std::vector<ProcessLogs>& processes);
 
-// The key that groups ranks of one job: MASTER_ADDR:MASTER_PORT, else vLLM's DP master,
-// else the Ray job id; "" when none is known.
+// The key that groups ranks of one job: the first framework's job variables that are set, in
+// the tables' order (MASTER_ADDR:MASTER_PORT, else vLLM's DP master, else the Ray job id); ""
+// when none is known.
 std::string job_key(const std::map<std::string, std::string>& env);
 
 }  // namespace hangscope::identity

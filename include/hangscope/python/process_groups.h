@@ -1,8 +1,9 @@
 // torch.distributed's process groups read from a rank's memory, without running code in it:
 // torch's registry (distributed_c10d: the default group, _pg_group_ranks, _pg_names, _pg_map),
 // each group's C++ ProcessGroup behind its pybind11 holder (the process's own rank in it, the
-// group size, the sequence number of its collectives), and the wrappers that say what a group
-// is for (vLLM's and SGLang's GroupCoordinator, Megatron's parallel_state). docs/analysis.md,
+// group size, the sequence number of its collectives), and the frameworks' modules that say what
+// a group is for (vLLM's and SGLang's GroupCoordinator, Megatron's parallel_state: where each
+// keeps its groups is in its framework table, waits/frameworks.h). docs/analysis.md,
 // "Membership", says what is read where.
 #pragma once
 
@@ -18,6 +19,10 @@
 
 #include "hangscope/model/process_dump.h"
 #include "hangscope/python/objects.h"
+
+namespace hangscope::waits {
+struct GroupModule;  // waits/frameworks.h: a framework's module of group globals
+}  // namespace hangscope::waits
 
 namespace hangscope::python {
 
@@ -35,7 +40,8 @@ class ProcessGroupReader {
         runtime_(runtime_address),
         modules_(std::move(modules)) {}
 
-  // The modules read: torch.distributed's and the wrappers' (vLLM, SGLang, Megatron).
+  // The modules read: torch.distributed's and the framework tables' group modules (vLLM, SGLang,
+  // Megatron).
   static const std::vector<std::string_view>& modules_read();
 
   // nullopt when torch.distributed was never imported; a state with no groups when it was but
@@ -59,9 +65,10 @@ class ProcessGroupReader {
   void read_native_groups(model::DistributedState& state);
   std::optional<std::int64_t> collective_timeout(
       const std::array<std::byte, kNativeObjectBytes>& native, const std::string& backend);
-  void read_coordinators(std::string_view framework, std::uint64_t globals,
-                         model::DistributedState& state);
-  void read_megatron(std::uint64_t globals, model::DistributedState& state);
+  void read_coordinators(std::string_view framework, const waits::GroupModule& groups,
+                         std::uint64_t globals, model::DistributedState& state);
+  void read_plain_groups(std::string_view framework, const waits::GroupModule& groups,
+                         std::uint64_t globals, model::DistributedState& state);
   model::ProcessGroupState* group_at(model::DistributedState& state, std::uint64_t object);
 
   ObjectReader& objects_;

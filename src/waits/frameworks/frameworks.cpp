@@ -6,11 +6,27 @@
 namespace hangscope::waits {
 
 const std::vector<const FrameworkTable*>& frameworks() {
-  // The order the wait primitives are tried in: torch's before the frameworks built on it,
-  // the standard library's last (a peer-facing wait outranks a lock under it anyway).
-  static const std::vector<const FrameworkTable*> all = {
-      &torch_table(), &vllm_table(), &sglang_table(), &ray_table(), &python_table()};
+  // The order the wait primitives (and job variables, titles, group modules) are tried in:
+  // torch's before the frameworks built on it, the standard library's last (a peer-facing wait
+  // outranks a lock under it anyway).
+  static const std::vector<const FrameworkTable*> all = {&torch_table(),  &vllm_table(),
+                                                         &sglang_table(), &megatron_table(),
+                                                         &ray_table(),    &python_table()};
   return all;
+}
+
+const FrameworkTable* framework_named(std::string_view name) {
+  for (const auto* table : frameworks()) {
+    if (table->name == name) return table;
+  }
+  return nullptr;
+}
+
+const FrameworkTable& default_serving_framework() {
+  for (const auto* table : frameworks()) {
+    if (table->serving && table->serving->by_default) return *table;
+  }
+  return vllm_table();  // unreachable while vLLM's table says it is the default
 }
 
 const model::FramePatterns& frames_meaning(FrameMeaning meaning) {
