@@ -94,10 +94,7 @@ std::string member_name(const Job& job, const RankEntry& e) {
   const std::string noun = job.group ? job.group->noun() : "rank";
   const std::string place = noun + " " + (e.rank ? std::to_string(*e.rank) : "?");
   if (!job.group) return place + where(e);
-  const auto* p = e.latest();
-  const bool engine = e.role == model::ProcessRole::kEngine ||
-                      (p != nullptr && p->identity.title.find("EngineCore") != std::string::npos);
-  if (engine) return place + "'s engine core" + where(e);
+  if (e.role == model::ProcessRole::kEngine) return place + "'s engine core" + where(e);
   if (e.world_rank) {
     return place + ": rank " + std::to_string(*e.world_rank) + " of job " + e.world_job + where(e);
   }

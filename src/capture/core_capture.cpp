@@ -217,7 +217,7 @@ identity::Environment environment_of(CoreTarget& target) {
   if (auto variables =
           identity::environment_from_memory(target.image(), target.memory(), target.executable())) {
     env.variables = std::move(*variables);
-    env.source = "memory";
+    env.source = identity::EnvironmentSource::kMemory;
   }
   return env;
 }

@@ -10,8 +10,9 @@ namespace hangscope::capture {
 
 void identify_from_environment(model::ProcessRecord& record, const identity::Environment& env,
                                std::string_view command_line) {
-  record.environment_source = env.source;
-  record.identity = identity::identify(env.variables, env.source == "memory", command_line);
+  record.environment_source = identity::to_string(env.source);
+  record.identity = identity::identify(
+      env.variables, env.source == identity::EnvironmentSource::kMemory, command_line);
   record.environment = filter_environment(env.variables);
 }
 

@@ -60,7 +60,8 @@ int analyse_and_report(const ReportRequest& request, const model::Bundle& bundle
   // Shown in every output mode: a rule file left out changes which verdicts can be reached.
   for (const auto& e : rule_set.errors) print_warning("skipped rule: " + e);
   auto task = progress.start("analysing the snapshots");
-  const auto analysis = diagnosis::diagnose(bundle, rule_set);
+  auto analysis = diagnosis::diagnose(bundle, rule_set);
+  if (request.amend) request.amend(analysis);
   timer.lap("analysis and rules");
   task.stage("writing the reports");
   const auto notes = report::write_reports(request.dir, bundle, analysis);

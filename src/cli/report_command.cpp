@@ -4,8 +4,11 @@
 
 #include "hangscope/cli/commands.h"
 #include "hangscope/cli/options.h"
+#include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
+#include "hangscope/common/text.h"
 #include "hangscope/sources/sources.h"
+#include "hangscope/watch/findings.h"
 
 namespace hangscope::cli {
 namespace {
@@ -27,6 +30,20 @@ int run_report(const ReportArguments& args) {
     if (node.status == model::NodeState::kError) print_error(node.error);
   }
   ReportRequest request;
+  // An incident of `hangscope watch`: what watch saw beyond the samples (a rank that exited while
+  // its peers wait; the job that hung, whose verdicts lead) leads the report again.
+  try {
+    if (const auto finding = watch::read_finding(args.bundle)) {
+      progress.say(printable(args.bundle) + " is an incident of hangscope watch (" +
+                   std::string(watch::to_string(finding->kind)) + ", job " +
+                   printable(finding->job) + "): its finding in watch.json leads the report");
+      request.amend = [finding = *finding](analysis::Analysis& analysis) {
+        watch::apply_finding(analysis, finding);
+      };
+    }
+  } catch (const Error& e) {
+    print_error(std::string(e.what()) + ": the report is made from the samples alone");
+  }
   request.dir = args.bundle;
   request.where = "in the bundle " + args.bundle;
   request.rules_dir = args.rules_dir;

@@ -97,6 +97,18 @@ std::map<std::string, std::string> parse_environ_block(std::string_view block) {
   return variables;
 }
 
+std::string_view to_string(EnvironmentSource source) {
+  switch (source) {
+    case EnvironmentSource::kMemory:
+      return "memory";
+    case EnvironmentSource::kProc:
+      return "proc";
+    case EnvironmentSource::kNone:
+      break;
+  }
+  return "";
+}
+
 Environment read_environment(const proc::ProcessFs& fs, elf::ProcessImage& image,
                              memory::MemoryReader& memory) {
   Environment env;
@@ -105,14 +117,14 @@ Environment read_environment(const proc::ProcessFs& fs, elf::ProcessImage& image
   // the environment the process was started with.
   if (auto variables = environment_from_memory(image, memory, executable_path(fs))) {
     env.variables = std::move(*variables);
-    env.source = "memory";
+    env.source = EnvironmentSource::kMemory;
     return env;
   }
   const auto read = read_proc_file(fs.dir() + "/environ", 4u << 20);
   if (read.text) {
     env.variables = parse_environ_block(*read.text);
     if (!env.variables.empty()) {
-      env.source = "proc";
+      env.source = EnvironmentSource::kProc;
       return env;
     }
   }

@@ -23,7 +23,6 @@
 namespace hangscope::watch {
 namespace {
 
-constexpr const char* kWatchFile = "watch.json";
 constexpr std::size_t kMaxHookOutput = 64 * 1024;
 
 void make_directory(const std::string& path) {
@@ -48,20 +47,10 @@ bool is_partial_name(const std::string& name) {
   return std::regex_match(name, pattern);
 }
 
-nlohmann::json rank_json(const RankReading& r) {
-  nlohmann::json j = {{"node", valid_utf8(r.node)}, {"pid", r.pid}, {"state", r.state}};
-  j["rank"] = r.rank ? nlohmann::json(*r.rank) : nlohmann::json(nullptr);
-  if (!r.where.empty()) j["where"] = valid_utf8(r.where);
-  if (!r.evidence.empty()) j["evidence"] = valid_utf8(r.evidence);
-  if (r.sequence) j["sequence"] = *r.sequence;
-  if (!r.exit.empty()) j["exit"] = valid_utf8(r.exit);
-  return j;
-}
-
 nlohmann::json watch_json(const Incident& incident, const std::deque<JobPoll>& history) {
   nlohmann::json j;
   j["schema"] = "hangscope.watch/v1";
-  j["kind"] = incident.kind;
+  j["kind"] = std::string(to_string(incident.finding.kind));
   j["job"] = valid_utf8(incident.job);
   j["label"] = valid_utf8(incident.label);
   j["detected"] = utc_iso(incident.detected_unix_ns);
@@ -74,13 +63,14 @@ nlohmann::json watch_json(const Incident& incident, const std::deque<JobPoll>& h
   j["after_seconds"] = incident.after_seconds;
   j["poll_seconds"] = incident.poll_seconds;
   j["verdict"] = {{"id", incident.verdict}, {"summary", valid_utf8(incident.summary)}};
+  j["finding"] = finding_json(incident.finding);
   auto& observations = j["observations"] = nlohmann::json::array();
   for (const auto& poll : history) {
     nlohmann::json o = {{"time", utc_iso(poll.unix_ns)},       {"unix_ns", poll.unix_ns},
                         {"until_unix_ns", poll.until_unix_ns}, {"progressed", poll.progressed},
                         {"waiting", poll.waiting()},           {"progressing", poll.progressing()}};
     auto& ranks = o["ranks"] = nlohmann::json::array();
-    for (const auto& r : poll.ranks) ranks.push_back(rank_json(r));
+    for (const auto& r : poll.ranks) ranks.push_back(rank_reading_json(r));
     observations.push_back(std::move(o));
   }
   return j;
@@ -97,7 +87,7 @@ std::string remove_incident(const std::string& path) {
                           snapshot::kBundleFiles.end();
     if (!ours) return printable(path) + ": left in place, it holds " + printable(e);
   }
-  const std::string watch_file = path + "/" + kWatchFile;
+  const std::string watch_file = path + "/" + std::string(kWatchFile);
   if (::unlink(watch_file.c_str()) != 0 && errno != ENOENT) {
     return printable(watch_file) + ": cannot remove it (" + std::strerror(errno) + ")";
   }
@@ -159,7 +149,8 @@ std::string write_incident(const std::string& dir, const Incident& incident,
   }
   report::write_bundle_data(partial, bundle);
   report::write_reports(partial, bundle, analysis);
-  write_file_replacing(partial + "/" + kWatchFile, watch_json(incident, history).dump(2) + "\n");
+  write_file_replacing(partial + "/" + std::string(kWatchFile),
+                       watch_json(incident, history).dump(2) + "\n");
   for (int n = 1;; ++n) {
     const std::string final_path = dir + "/" + name + (n == 1 ? "" : "-" + std::to_string(n));
     // renameat2(RENAME_NOREPLACE) would do it in one step; a directory there makes rename fail
@@ -184,7 +175,8 @@ std::vector<std::string> tidy_incidents(const std::string& dir, std::size_t keep
       const auto left = remove_incident(path);
       said.push_back(left.empty() ? "removed " + printable(path) + " (an interrupted incident)"
                                   : left);
-    } else if (is_incident_name(e) && ::access((path + "/" + kWatchFile).c_str(), F_OK) == 0) {
+    } else if (is_incident_name(e) &&
+               ::access((path + "/" + std::string(kWatchFile)).c_str(), F_OK) == 0) {
       incidents.push_back(e);
     }
   }

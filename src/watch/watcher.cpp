@@ -15,6 +15,7 @@
 #include "hangscope/diagnosis/diagnose.h"
 #include "hangscope/rules/rule.h"
 #include "hangscope/sources/observations.h"
+#include "hangscope/watch/findings.h"
 #include "hangscope/watch/incidents.h"
 #include "hangscope/watch/job_progress.h"
 
@@ -31,98 +32,8 @@ std::string seconds_text(double s) {
   return buffer;
 }
 
-// Whether a verdict is about `job`: its own, or one that spans it.
-bool about_job(const analysis::Verdict& v, const std::string& job) {
-  if (v.job == job || std::find(v.jobs.begin(), v.jobs.end(), job) != v.jobs.end()) return true;
-  return std::any_of(v.processes.begin(), v.processes.end(),
-                     [&](const auto& p) { return p.job == job || p.group == job; });
-}
-
-// The first verdict (they are ordered) about `job`.
-const analysis::Verdict* verdict_for(const analysis::Analysis& analysis, const std::string& job) {
-  for (const auto& v : analysis.verdicts) {
-    if (about_job(v, job)) return &v;
-  }
-  return nullptr;
-}
-
-// The capture holds every job of the nodes, and another job hung meanwhile may have the verdict
-// of higher confidence: the incident's report leads with its own job's verdicts (its top
-// verdict, the culprit, is this job's), the others after them in their order.
-void lead_with_job(analysis::Analysis& analysis, const std::string& job) {
-  std::stable_partition(analysis.verdicts.begin(), analysis.verdicts.end(),
-                        [&](const analysis::Verdict& v) { return about_job(v, job); });
-  if (!analysis.verdicts.empty()) analysis.conclusion = analysis.verdicts.front().summary;
-}
-
 std::string first_line(const std::string& text) {
   return text.substr(0, text.find('\n'));
-}
-
-std::string rank_text(const RankReading& r) {
-  return (r.rank ? "rank " + std::to_string(*r.rank) : std::string("a process")) + " (" + r.node +
-         " pid " + std::to_string(r.pid) + ")";
-}
-
-std::string ranks_text(const std::vector<RankReading>& ranks) {
-  std::vector<std::string> parts;
-  for (const auto& r : ranks) parts.push_back(rank_text(r));
-  return join(parts, ", ", 6);
-}
-
-// The verdict watch itself makes when a rank exited while its peers waited: the capture taken
-// afterwards no longer holds that rank, so the analysis cannot see it die.
-// Where the waiting ranks wait, as the confirming capture (native stacks too) shows it: a store
-// wait called from user code has no Python frame of its own for the observations to name.
-std::string where_they_wait(const JobEvent& e, const analysis::Analysis& analysis) {
-  for (const auto& job : analysis.jobs) {
-    if (job.key != e.job) continue;
-    for (const auto& w : e.waiting) {
-      for (const auto& entry : job.ranks) {
-        if (entry.node == w.node && entry.pid == w.pid && !entry.wait.primitive.empty()) {
-          return entry.wait.describe();
-        }
-      }
-    }
-  }
-  for (const auto& w : e.waiting) {
-    if (!w.where.empty()) return w.where;
-  }
-  return "";
-}
-
-analysis::Verdict rank_dead_verdict(const JobEvent& e, const std::string& where_waiting) {
-  analysis::Verdict v;
-  v.id = analysis::verdict_ids::kRankDead;
-  v.kind = analysis::VerdictKind::kGeneric;
-  v.title = "A rank exited while its peers wait";
-  v.confidence = 0.9;
-  v.job = e.job;
-  if (e.dead.rank) v.diverged_ranks.insert(*e.dead.rank);
-  for (const auto& w : e.waiting) {
-    if (w.rank) v.waiting_ranks.insert(*w.rank);
-  }
-  const std::string how = e.dead.exit.empty() ? "exited" : "exited (" + e.dead.exit + ")";
-  const std::string where = where_waiting.empty() ? "" : " in " + where_waiting;
-  v.summary = "Rank " + (e.dead.rank ? std::to_string(*e.dead.rank) : std::string("?")) + " (" +
-              e.dead.node + " pid " + std::to_string(e.dead.pid) + ") " + how + " while " +
-              ranks_text(e.waiting) + " waited" + where + "; they wait for it until their timeout.";
-  v.evidence.push_back(
-      "watch saw " + rank_text(e.dead) + " in one poll and gone (" +
-      (e.dead.exit.empty() ? "its exit status was not seen: it was reaped" : e.dead.exit) +
-      ") in the next, while its peers stood in their wait with no collective "
-      "completed (watch.json holds every poll)");
-  if (!e.dead.where.empty()) v.evidence.push_back("its last stack: " + e.dead.where);
-  v.remedies.push_back(
-      "find why the process exited: its log's last lines, the kernel log (`dmesg`: OOM killer, "
-      "segfault), the launcher's log");
-  v.processes.push_back(
-      {e.dead.node, e.dead.pid, "rank", e.job, e.dead.rank, "", std::nullopt, "diverged"});
-  for (const auto& w : e.waiting) {
-    if (v.processes.size() >= 16) break;
-    v.processes.push_back({w.node, w.pid, "rank", e.job, w.rank, "", std::nullopt, "waiting"});
-  }
-  return v;
 }
 
 class Watcher {
@@ -167,7 +78,7 @@ class Watcher {
       const auto polls = read_polls(bundle);
       for (const auto& p : polls) {
         for (const auto& r : p.ranks) {
-          spdlog::debug("{} {}: {}{} ({})", p.label, rank_text(r), r.state,
+          spdlog::debug("{} {}: {}{} ({})", p.label, rank_reading_text(r), r.state,
                         r.where.empty() ? "" : " at " + r.where, r.evidence);
         }
       }
@@ -265,33 +176,26 @@ class Watcher {
     incident.detected_unix_ns = unix_now_ns();
     incident.after_seconds = seconds(options_.after);
     incident.poll_seconds = seconds(options_.poll);
-    analysis::Analysis analysis = found;
-    if (e.kind == JobEvent::Kind::kRankDead) {
-      incident.kind = "rank-dead";
-      auto verdict = rank_dead_verdict(e, where_they_wait(e, found));
-      analysis.verdicts.insert(analysis.verdicts.begin(), verdict);
-      analysis.conclusion = verdict.summary;
-      incident.verdict = verdict.id;
-      incident.summary = verdict.summary;
-    } else {
-      incident.kind = "hang";
+    incident.finding = finding_of(e, found);
+    if (e.kind == JobEvent::Kind::kSuspect) {
       incident.stalled_since_unix_ns = e.stalled_since_ns;
-      const auto* verdict = verdict_for(analysis, e.job);
-      if (verdict == nullptr) {
+      if (verdict_for(found, e.job) == nullptr) {
         feedback_.say(
             e.label + ": " + std::to_string(e.waiting.size()) +
             " rank(s) waited with no collective completed for " +
             seconds_text(static_cast<double>(incident.detected_unix_ns - e.stalled_since_ns) /
                          1e9) +
-            ", but the samples show no hang (" + first_line(analysis.conclusion) +
+            ", but the samples show no hang (" + first_line(found.conclusion) +
             "): checked again after twice as long");
         tracker_.cleared(e.job);
         if (metrics_) metrics_->count_cleared();
         return false;
       }
-      incident.verdict = verdict->id;
-      incident.summary = verdict->summary;
-      lead_with_job(analysis, e.job);
+    }
+    analysis::Analysis analysis = found;
+    if (const auto* lead = apply_finding(analysis, incident.finding)) {
+      incident.verdict = lead->id;
+      incident.summary = lead->summary;
     }
     const auto* history = tracker_.history(e.job);
     std::string path;
@@ -304,7 +208,7 @@ class Watcher {
       return false;
     }
     tracker_.incident(e.job);
-    if (metrics_) metrics_->count_incident(incident.kind);
+    if (metrics_) metrics_->count_incident(to_string(incident.finding.kind));
     std::cout << utc_iso(incident.detected_unix_ns) << " incident " << printable(e.job) << " "
               << incident.verdict << " " << printable(path) << ": "
               << printable(first_line(incident.summary)) << std::endl;

@@ -47,9 +47,10 @@ TEST(IdentityCapture, SetproctitleRankIsIdentifiedFromItsEnvironmentInMemory) {
   EXPECT_EQ(cmdline.text->rfind("VLLM::Worker_PP1_TP3", 0), 0u);
 
   const auto env = environment_of(rank.pid());
-  EXPECT_EQ(env.source, "memory");
+  EXPECT_EQ(env.source, identity::EnvironmentSource::kMemory);
   EXPECT_EQ(env.variables.at("RANK"), "7");
-  const auto id = identity::identify(env.variables, env.source == "memory", "VLLM::Worker_PP1_TP3");
+  const auto id = identity::identify(
+      env.variables, env.source == identity::EnvironmentSource::kMemory, "VLLM::Worker_PP1_TP3");
   EXPECT_EQ(model::to_string(id.role), "rank");
   EXPECT_EQ(id.rank, 7);
   EXPECT_EQ(id.local_rank, 3);
@@ -88,7 +89,7 @@ TEST(IdentityCapture, PlainProcessEnvironmentComesFromMemory) {
   testing::TargetProcess target({NATIVE_TARGET}, {{"RANK", "2"}});
   target.wait_for_line("ready");
   const auto env = environment_of(target.pid());
-  EXPECT_EQ(env.source, "memory");
+  EXPECT_EQ(env.source, identity::EnvironmentSource::kMemory);
   EXPECT_EQ(env.variables.at("RANK"), "2");
   const auto proc_file = read_file(proc::ProcessFs(target.pid()).dir() + "/environ");
   ASSERT_TRUE(proc_file.text);
@@ -111,7 +112,7 @@ TEST(IdentityCapture, MasterPortSetThroughOsEnvironSeparatesTheJobs) {
   ASSERT_TRUE(proc_file.text);
   EXPECT_EQ(identity::parse_environ_block(*proc_file.text).at("MASTER_PORT"), "29500");
   const auto env = environment_of(first.pid());
-  EXPECT_EQ(env.source, "memory");
+  EXPECT_EQ(env.source, identity::EnvironmentSource::kMemory);
   EXPECT_EQ(env.variables.at("MASTER_PORT"), "29601");
 
   capture::NodeCaptureOptions options;

@@ -827,13 +827,20 @@ TEST(Watch, ARankKilledMidRunIsARankDeadIncident) {
     }
   }
   EXPECT_TRUE(seen_exited) << "watch.json never shows rank " << victim << " exited";
-  // Re-rendered from the snapshots alone, the rank is missing: still a hang naming it.
+  // Re-rendered by `hangscope report`: watch's finding (watch.json) leads the report again, word
+  // for word, and the re-analysis of the snapshots (the rank missing) follows it.
   const auto rerun =
       testing::run_command(std::string(HANGSCOPE_BINARY) + " report " + lines[0].path + " --json");
   EXPECT_EQ(rerun.exit_code, 3) << rerun.err;
+  EXPECT_NE(rerun.err.find("is an incident of hangscope watch (rank-dead"), std::string::npos)
+      << rerun.err;
   if (const auto report = parse_json(rerun.out)) {
-    ASSERT_FALSE((*report)["verdicts"].empty());
-    EXPECT_EQ((*report)["verdicts"][0].value("diverged_ranks", json()), json::array({victim}));
+    ASSERT_GE((*report)["verdicts"].size(), 2u) << report->dump(1);
+    const auto& lead = (*report)["verdicts"][0];
+    EXPECT_EQ(lead.value("id", ""), "rank-dead");
+    EXPECT_EQ(lead.value("summary", ""), files.report["verdicts"][0].value("summary", "?"));
+    EXPECT_EQ(lead.value("diverged_ranks", json()), json::array({victim}));
+    EXPECT_EQ((*report)["verdicts"][1].value("diverged_ranks", json()), json::array({victim}));
   } else {
     ADD_FAILURE() << "hangscope report printed no JSON: " << rerun.out << rerun.err;
   }

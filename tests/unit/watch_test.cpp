@@ -9,7 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis_builders.h"
+#include "hangscope/common/error.h"
 #include "hangscope/diagnosis/diagnose.h"
+#include "hangscope/watch/findings.h"
 #include "hangscope/watch/incidents.h"
 #include "hangscope/watch/job_progress.h"
 
@@ -206,7 +208,6 @@ class IncidentDir : public ::testing::Test {
 
 Incident incident_of(const std::string& job, std::int64_t at) {
   Incident i;
-  i.kind = "hang";
   i.job = job;
   i.label = "job " + job;
   i.detected_unix_ns = at;
@@ -270,6 +271,109 @@ TEST_F(IncidentDir, OldIncidentsGoBeyondKeepAndNothingElseIsTouched) {
   EXPECT_TRUE(std::any_of(said.begin(), said.end(), [](const std::string& s) {
     return s.find("notes.txt") != std::string::npos;
   }));
+}
+
+RankReading reading(const std::string& node, pid_t pid, int rank, const std::string& state) {
+  RankReading r;
+  r.node = node;
+  r.pid = pid;
+  r.rank = rank;
+  r.state = state;
+  return r;
+}
+
+// A rank that exited while its peers wait: the capture taken afterwards no longer holds it, so
+// the verdict is watch's own. Kept in watch.json, it leads the analysis of the incident again
+// when the incident is read back (`hangscope report INCIDENT`), word for word.
+TEST_F(IncidentDir, ARankDeadFindingLeadsTheIncidentsAnalysisAgainWhenReadBack) {
+  const std::string job = "127.0.0.1:29500";
+  const auto bundle = JobBuilder(3, job).rank(0, barrier_stack()).rank(2, barrier_stack()).bundle();
+  Finding finding;
+  finding.kind = Finding::Kind::kRankDead;
+  finding.job = job;
+  finding.dead = reading("node0", 101, 1, "exited");
+  finding.dead.exit = "killed by SIGKILL";
+  finding.dead.where = "all_reduce (torch/distributed/distributed_c10d.py:1536)";
+  finding.waiting = {reading("node0", 100, 0, "waiting"), reading("node0", 102, 2, "waiting")};
+  finding.where_waiting = "barrier (torch/distributed/distributed_c10d.py:3145)";
+
+  auto watched = diagnosis::diagnose(bundle);
+  const auto* lead = apply_finding(watched, finding);
+  ASSERT_NE(lead, nullptr);
+  EXPECT_EQ(lead->id, "rank-dead");
+  EXPECT_EQ(&watched.verdicts.front(), lead);
+  EXPECT_EQ(lead->diverged_ranks.contains(1), true);
+  EXPECT_NE(lead->summary.find("Rank 1 (node0 pid 101) exited (killed by SIGKILL) while rank 0 "
+                               "(node0 pid 100), rank 2 (node0 pid 102) waited in barrier"),
+            std::string::npos)
+      << lead->summary;
+  EXPECT_EQ(watched.conclusion, lead->summary);
+
+  Incident incident = incident_of(job, 1'796'000'000LL * kSecond);
+  incident.finding = finding;
+  const auto path = write_incident(dir_, incident, bundle, watched, {});
+  const auto read = read_finding(path);
+  ASSERT_TRUE(read.has_value());
+  auto again = diagnosis::diagnose(bundle);
+  const auto* lead_again = apply_finding(again, *read);
+  ASSERT_NE(lead_again, nullptr);
+  EXPECT_EQ(lead_again->id, lead->id);
+  EXPECT_EQ(lead_again->summary, lead->summary);
+  EXPECT_EQ(lead_again->evidence, lead->evidence);
+  ASSERT_EQ(again.verdicts.size(), watched.verdicts.size());
+  for (std::size_t i = 0; i < again.verdicts.size(); ++i) {
+    EXPECT_EQ(again.verdicts[i].id, watched.verdicts[i].id) << i;
+  }
+}
+
+// A hang: the job's own verdicts lead, in their order, the other jobs' after them.
+TEST(WatchFindings, AHangFindingPutsItsJobsVerdictsFirst) {
+  auto bundle =
+      JobBuilder(2, "10.0.0.1:1").rank(0, barrier_stack()).rank(1, working_stack()).bundle();
+  const auto other =
+      JobBuilder(2, "10.0.0.2:2").rank(0, barrier_stack()).rank(1, working_stack()).bundle();
+  // The other job's ranks on other hosts, with other pids.
+  for (auto s : other.snapshots) {
+    s.node_name = s.hostname = "other-" + s.node_name;
+    for (auto& p : s.processes) p.pid += 5000;
+    bundle.snapshots.push_back(std::move(s));
+  }
+  for (auto n : other.nodes) {
+    n.name = "other-" + n.name;
+    bundle.nodes.push_back(std::move(n));
+  }
+  auto analysis = diagnosis::diagnose(bundle);
+  for (const std::string job : {"10.0.0.1:1", "10.0.0.2:2"}) {
+    Finding finding;
+    finding.job = job;
+    const auto* lead = apply_finding(analysis, finding);
+    ASSERT_NE(lead, nullptr) << job;
+    EXPECT_TRUE(about_job(analysis.verdicts.front(), job)) << job;
+    EXPECT_EQ(&analysis.verdicts.front(), lead);
+    EXPECT_EQ(analysis.conclusion, lead->summary);
+  }
+}
+
+// watch.json read back: none (a plain bundle), one without a finding (an older watch), and one
+// whose finding is damaged, named with the field.
+TEST_F(IncidentDir, AWatchFileWithoutAFindingSaysNothingAndADamagedOneIsNamed) {
+  EXPECT_FALSE(read_finding(dir_).has_value());
+  std::ofstream(dir_ + "/watch.json") << R"({"schema": "hangscope.watch/v1", "kind": "hang"})";
+  EXPECT_FALSE(read_finding(dir_).has_value());
+  std::ofstream(dir_ + "/watch.json") << R"({"finding": {"kind": "rank-dead", "job": "j",
+      "dead": {"node": "n", "pid": "not a pid"}, "waiting": []}})";
+  try {
+    read_finding(dir_);
+    ADD_FAILURE() << "a damaged finding was read";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(dir_ + "/watch.json"), std::string::npos) << what;
+    EXPECT_NE(what.find("\"pid\" is not a number"), std::string::npos) << what;
+  }
+  std::ofstream(dir_ + "/watch.json") << R"({"finding": {"kind": "exploded", "job": "j"}})";
+  EXPECT_THROW(read_finding(dir_), Error);
+  std::ofstream(dir_ + "/watch.json") << "{ not json";
+  EXPECT_THROW(read_finding(dir_), Error);
 }
 
 TEST(WatchJobNames, EveryCharacterOutsideThePortableSetBecomesAnUnderscore) {

@@ -53,6 +53,9 @@ struct ReportRequest {
   std::string rules_dir;  // --rules
   Output output = Output::kSummary;
   std::size_t max_rule_bytes = 0;
+  // What the analysis learns from outside the samples, applied before the reports are written
+  // (a watch incident's finding); none when empty.
+  std::function<void(analysis::Analysis&)> amend;
 };
 
 // Analyses a bundle (with the rules), writes its reports into `dir`, prints the result and

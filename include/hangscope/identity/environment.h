@@ -14,10 +14,20 @@
 
 namespace hangscope::identity {
 
+// Where an environment was read from.
+enum class EnvironmentSource {
+  kNone,    // neither could be read
+  kMemory,  // libc's environ, in the process's memory
+  kProc,    // /proc/PID/environ (the environment it was started with)
+};
+
+// "memory", "proc", "" (a process record's environment_source).
+std::string_view to_string(EnvironmentSource source);
+
 struct Environment {
   std::map<std::string, std::string> variables;
-  std::string source;  // "proc", "memory", or "" when neither could be read
-  std::string note;    // why the environment is missing, when it is
+  EnvironmentSource source = EnvironmentSource::kNone;
+  std::string note;  // why the environment is missing, when it is
 };
 
 // NAME=VALUE entries separated by NULs; entries without '=' are ignored.
