@@ -832,8 +832,6 @@ TEST(Watch, ARankKilledMidRunIsARankDeadIncident) {
   const auto rerun =
       testing::run_command(std::string(HANGSCOPE_BINARY) + " report " + lines[0].path + " --json");
   EXPECT_EQ(rerun.exit_code, 3) << rerun.err;
-  EXPECT_NE(rerun.err.find("is an incident of hangscope watch (rank-dead"), std::string::npos)
-      << rerun.err;
   if (const auto report = parse_json(rerun.out)) {
     ASSERT_GE((*report)["verdicts"].size(), 2u) << report->dump(1);
     const auto& lead = (*report)["verdicts"][0];
