@@ -101,7 +101,6 @@ const std::vector<std::string> kCacheVariables = {"VLLM_CACHE_ROOT",
                                                   "HOME",
                                                   "VLLM_FLASHINFER_AUTOTUNE_CACHE_DIR",
                                                   "VLLM_DISABLE_COMPILE_CACHE",
-                                                  "VLLM_DP_RANK",
                                                   "TORCHINDUCTOR_CACHE_DIR",
                                                   "USER"};
 
@@ -205,7 +204,7 @@ void collect_cache_facts(model::ProcessRecord& record,
         p2p->second[i].describe();
   }
   if (record.identity.rank) {
-    const int dp_rank = std::atoi(get("VLLM_DP_RANK").c_str());
+    const int dp_rank = record.identity.dp.value_or(0);  // the framework tables' DP variable
     const auto compile = facts::torch_compile_cache(root, env, *record.identity.rank, dp_rank);
     if (compile.state != "absent") {
       record.facts[model::fact_keys::kCacheTorchCompileState] = compile.state;
