@@ -2,6 +2,10 @@
 
 #include <re2/re2.h>
 
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "hangscope/common/numbers.h"
 #include "hangscope/waits/frameworks.h"
 
@@ -233,28 +237,64 @@ RankIdentity identify(const std::map<std::string, std::string>& env, bool env_fr
 
 namespace {
 
-// vLLM's initialize_model_parallel line: "rank 3 in world size 4 is assigned as DP rank 0, PP
-// rank 1, TP rank 1, EP rank N/A" gives the parallel coordinates the environment does not.
+// A framework's coordinate log line, compiled once.
+struct CompiledLogLine {
+  std::unique_ptr<RE2> pattern;
+  std::vector<std::string_view> dimensions;
+};
+
+const std::vector<CompiledLogLine>& coordinate_log_lines() {
+  static const auto compiled = [] {
+    std::vector<CompiledLogLine> out;
+    for (const auto* framework : waits::frameworks()) {
+      for (const auto& line : framework->coordinate_log_lines) {
+        auto pattern = std::make_unique<RE2>(line.pattern);
+        // The groups are the rank and one per dimension; a table that says otherwise is skipped.
+        if (!pattern->ok() ||
+            pattern->NumberOfCapturingGroups() != static_cast<int>(line.dimensions.size()) + 1) {
+          continue;
+        }
+        out.push_back({std::move(pattern), line.dimensions});
+      }
+    }
+    return out;
+  }();
+  return compiled;
+}
+
+// A framework's start-up line giving the coordinates (vLLM's initialize_model_parallel: "rank 3
+// in world size 4 is assigned as DP rank 0, PP rank 1, TP rank 1") fills those the environment
+// did not; the newest line of this rank decides.
 void coordinates_from_log(const std::vector<std::string>& lines, RankIdentity& identity) {
-  static const RE2 assigned(
-      R"(rank (\d+) in world size (\d+) is assigned as DP rank (\d+), PP rank (\d+), TP rank (\d+))");
+  const auto& known = coordinate_log_lines();
   for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
-    // The line is about 120 characters; std::regex recurses once per digit of a number and
-    // overflowed the stack on a long one (a log line is any text the rank printed).
+    // A log line is any text the rank printed: a long one is no start-up line.
     if (it->size() > 4096) continue;
-    std::string m[6];
-    if (!RE2::PartialMatch(*it, assigned, &m[1], &m[2], &m[3], &m[4], &m[5])) continue;
-    // Numbers that do not fit an int (to_int: nullopt) are no ranks (std::stoi threw).
-    if (identity.rank && identity.rank != to_int(m[1])) continue;  // another rank's line
-    const auto set = [&](std::optional<int>& field, const char* name, const std::string& value) {
-      if (field) return;
-      field = to_int(value);
-      if (field) identity.sources[name] = source_name(model::IdentitySource::kLog);
-    };
-    set(identity.dp, "dp", m[3]);
-    set(identity.pp, "pp", m[4]);
-    set(identity.tp, "tp", m[5]);
-    return;
+    for (const auto& line : known) {
+      const std::size_t groups = line.dimensions.size() + 1;
+      std::vector<std::string> values(groups);
+      std::vector<RE2::Arg> args(groups);
+      std::vector<const RE2::Arg*> arg_pointers(groups);
+      for (std::size_t i = 0; i < groups; ++i) {
+        args[i] = &values[i];
+        arg_pointers[i] = &args[i];
+      }
+      if (!RE2::PartialMatchN(*it, *line.pattern, arg_pointers.data(), static_cast<int>(groups))) {
+        continue;
+      }
+      // Numbers that do not fit an int (to_int: nullopt) are no ranks.
+      if (identity.rank && identity.rank != to_int(values[0])) continue;  // another rank's line
+      for (std::size_t d = 0; d < line.dimensions.size(); ++d) {
+        auto* field = coordinate_field(identity, line.dimensions[d]);
+        if (field == nullptr || *field) continue;
+        *field = to_int(values[d + 1]);
+        if (*field) {
+          identity.sources[std::string(line.dimensions[d])] =
+              source_name(model::IdentitySource::kLog);
+        }
+      }
+      return;
+    }
   }
 }
 

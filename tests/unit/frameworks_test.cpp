@@ -4,6 +4,7 @@
 #include "hangscope/waits/frameworks.h"
 
 #include <gtest/gtest.h>
+#include <re2/re2.h>
 
 #include <algorithm>
 #include <map>
@@ -111,6 +112,36 @@ TEST(FrameworkTables, RankAndCoordinateVariablesFillWhatTheTitleDidNot) {
   EXPECT_EQ(ray.local_rank, 1);
   EXPECT_FALSE(ray.rank);
   EXPECT_FALSE(identity::identify({{"LOCAL_RANK", "1"}}, false, "python3").local_rank);
+}
+
+// A coordinate log line the identity reader could not use would be skipped at run time: each
+// table's pattern compiles, with one group for the rank and one per dimension it names.
+TEST(FrameworkTables, EachCoordinateLogLineCompilesWithAGroupPerDimension) {
+  int lines = 0;
+  for (const auto* framework : waits::frameworks()) {
+    for (const auto& line : framework->coordinate_log_lines) {
+      ++lines;
+      const RE2 pattern(line.pattern);
+      ASSERT_TRUE(pattern.ok()) << framework->name << ": " << pattern.error();
+      EXPECT_EQ(pattern.NumberOfCapturingGroups(), static_cast<int>(line.dimensions.size()) + 1)
+          << framework->name << ": " << line.pattern;
+    }
+  }
+  EXPECT_GE(lines, 1);  // vLLM's initialize_model_parallel line
+  // The vLLM line, read through the table, fills what the environment did not; a newer line of
+  // another rank is passed over.
+  model::RankIdentity id;
+  id.rank = 2;
+  id.tp = 0;  // from the environment: stands
+  identity::identify_from_log(
+      {"INFO 12-05 [parallel_state.py:1106] rank 2 in world size 4 is assigned as DP rank 1, PP "
+       "rank 1, TP rank 1, EP rank N/A",
+       "rank 3 in world size 4 is assigned as DP rank 9, PP rank 9, TP rank 9"},
+      id);
+  EXPECT_EQ(id.dp, 1);
+  EXPECT_EQ(id.pp, 1);
+  EXPECT_EQ(id.tp, 0);
+  EXPECT_EQ(id.sources.at("dp"), "log");
 }
 
 TEST(FrameworkTables, TheGroupModulesReadAreTorchsThenEachTables) {

@@ -3,7 +3,8 @@
 // primitives a thread can stand in; the frames that say what a process is or does (a serving
 // front's request, an engine core's busy loop, a rank at init, …); the module globals that hold
 // its process groups and the parallel dimension of each; its process titles and what they say;
-// the environment variables that name a job, a rank or a parallel coordinate; and its serving
+// the environment variables that name a job, a rank or a parallel coordinate, and the log lines
+// that give coordinates; and its serving
 // front (how its API servers are recognised, the engine's locals that name an awaited worker,
 // what its ranks are called). The readers (python, identity) and the analysis iterate over
 // frameworks() and read the data: adding a framework or a version's renamed name is one table's
@@ -125,6 +126,14 @@ struct CoordinateVariable {
   std::string_view dimension;  // "dp"
 };
 
+// A line a framework logs at start-up that gives a rank's parallel coordinates (when the
+// environment does not): an RE2 pattern whose first group is the global rank, then one group per
+// dimension in `dimensions`. The newest such line of the rank's own log decides.
+struct CoordinateLogLine {
+  std::string_view pattern;
+  std::vector<std::string_view> dimensions;  // "dp", "pp", "tp": the groups after the rank
+};
+
 // A local variable of an engine core's busy-loop frames that names the worker it waits for.
 struct AwaitedWorkerLocal {
   enum class Holds {
@@ -157,6 +166,7 @@ struct FrameworkTable {
   std::optional<JobVariables> job_variables = {};    // tried in the frameworks' order
   std::optional<RankVariables> rank_variables = {};  // tried in the frameworks' order
   std::vector<CoordinateVariable> coordinate_variables = {};
+  std::vector<CoordinateLogLine> coordinate_log_lines = {};
   std::optional<ServingFront> serving = {};
 };
 

@@ -96,6 +96,11 @@ const FrameworkTable& vllm_table() {
                                     .required = {"VLLM_DP_MASTER_IP"},
                                     .optional = {"VLLM_DP_MASTER_PORT"}},
       .coordinate_variables = {{"VLLM_DP_RANK", "dp"}},
+      // initialize_model_parallel: "rank 3 in world size 4 is assigned as DP rank 0, PP rank 1,
+      // TP rank 1, EP rank N/A".
+      .coordinate_log_lines = {{R"(rank (\d+) in world size \d+ is assigned as DP rank (\d+), )"
+                                R"(PP rank (\d+), TP rank (\d+))",
+                                {"dp", "pp", "tp"}}},
       .serving =
           ServingFront{
               .command_word = "",
