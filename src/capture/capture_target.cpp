@@ -3,7 +3,11 @@
 #include "hangscope/capture/capture_target.h"
 
 #include <algorithm>
+#include <exception>
+#include <future>
 #include <set>
+#include <system_error>
+#include <thread>
 
 #include "hangscope/common/diagnostic.h"
 #include "hangscope/common/error.h"
@@ -24,8 +28,8 @@ void CaptureTarget::add_process_facts(const ReadOptions&, model::ProcessDump&) {
 
 namespace {
 
-// The interpreter, its version and torch.distributed's groups; nullptr when there is none (with a
-// note, unless a native process is no news).
+// The interpreter and its version; nullptr when there is none (with a note, unless a native
+// process is no news).
 std::unique_ptr<PythonSession> open_python(CaptureTarget& target, const ReadOptions& options,
                                            model::ProcessDump& dump, PhaseTimer& phases) {
   if (options.stacks == StackKinds::kNativeOnly) return nullptr;
@@ -34,8 +38,6 @@ std::unique_ptr<PythonSession> open_python(CaptureTarget& target, const ReadOpti
   if (python) {
     dump.python = python->interpreter().version.to_string();
     phases.lap("interpreter");
-    dump.distributed = python->read_process_groups(options.tasks);
-    phases.lap("torch.distributed's process groups");
   } else if (options.stacks == StackKinds::kPythonOnly || note.code != DiagnosticCode::kNotPython) {
     // A native process is no news, unless Python stacks were all that was asked for.
     dump.notes.push_back(note.text);
@@ -63,6 +65,82 @@ void read_python(PythonSession& python, const ReadOptions& options, int attempts
   // which thread runs which loop.
   if (options.tasks) read.tasks = python.read_tasks(read.threads, options.task_locals);
   read.done = true;
+}
+
+// The Python side of a capture, read on its own thread beside the native side: torch.distributed's
+// groups at once (while the threads are stopped and copied: memory reads only, and the groups
+// come first because the threads' locals name them), then the Python threads and tasks once the
+// copy ended, while the native stacks are unwound and symbolized. Never reads while a thread is
+// held; for a target that holds every thread at one instant the reads stay in that instant.
+class PythonBeside {
+ public:
+  PythonBeside(PythonSession& python, const ReadOptions& options, const std::string& label)
+      : worker_([this, &python, &options, label] { run(python, options, label); }) {}
+  PythonBeside(const PythonBeside&) = delete;
+  PythonBeside& operator=(const PythonBeside&) = delete;
+  // A capture that failed before finish(): the side reads no threads and is joined.
+  ~PythonBeside() {
+    if (!worker_.joinable()) return;
+    signal(false);
+    worker_.join();
+  }
+
+  // Every thread runs again: the Python threads may be read.
+  void copy_ended() { signal(true); }
+
+  // Waits for the side: the groups (dump.distributed) and the threads' read; rethrows what the
+  // group read threw, as the capture did before it had a second thread.
+  std::optional<model::DistributedState> finish(PythonRead& read) {
+    signal(true);
+    worker_.join();
+    if (failure_) std::rethrow_exception(failure_);
+    read = std::move(read_);
+    return std::move(groups_);
+  }
+
+ private:
+  void signal(bool read_threads) {
+    if (signalled_) return;
+    signalled_ = true;
+    copied_.set_value(read_threads);
+  }
+
+  void run(PythonSession& python, const ReadOptions& options, const std::string& label) {
+    try {
+      PhaseTimer phases(label + ", beside the stop: ");
+      groups_ = python.read_process_groups(options.tasks);
+      phases.lap("torch.distributed's process groups");
+      if (!copied_signal_.get()) return;
+      read_python(python, options, 3, read_);
+      phases.lap("Python stacks");
+    } catch (...) {
+      failure_ = std::current_exception();
+    }
+  }
+
+  std::promise<bool> copied_;  // true: read the threads; false: the capture failed
+  std::future<bool> copied_signal_ = copied_.get_future();
+  bool signalled_ = false;
+  PythonRead read_;
+  std::optional<model::DistributedState> groups_;
+  std::exception_ptr failure_;
+  std::thread worker_;  // last: it starts once every member above exists
+};
+
+// The Python side on a second thread, when the target's threads are stopped one by one (not held
+// at one instant) and native stacks are wanted; nullptr when it reads in line (or no thread can
+// be started).
+std::unique_ptr<PythonBeside> start_python_beside(CaptureTarget& target, PythonSession* python,
+                                                  const ReadOptions& options) {
+  if (python == nullptr || target.holds_one_instant() ||
+      options.stacks == StackKinds::kPythonOnly) {
+    return nullptr;
+  }
+  try {
+    return std::make_unique<PythonBeside>(*python, options, target.label());
+  } catch (const std::system_error&) {
+    return nullptr;  // no thread to spare: read in line
+  }
 }
 
 // The threads, with the Python stacks read at the instant they were held when the target holds
@@ -199,20 +277,33 @@ model::ProcessDump assemble_dump(CaptureTarget& target, const ReadOptions& optio
   dump.notes = target.notes();
   // The interpreter before any thread stops: finding it opens files, which can wait.
   const auto python = open_python(target, options, dump, phases);
+  auto beside = start_python_beside(target, python.get(), options);
+  if (python && !beside) {
+    dump.distributed = python->read_process_groups(options.tasks);
+    phases.lap("torch.distributed's process groups");
+  }
   PythonRead read;
-  ThreadCopies copies = copy_threads(target, options, python.get(), read);
+  ThreadCopies copies = copy_threads(target, options, beside ? nullptr : python.get(), read);
   dump.notes.insert(dump.notes.end(), copies.notes.begin(), copies.notes.end());
   dump.max_paused = copies.max_paused;
   phases.lap("threads copied");
   // Everything below runs with every thread running again.
-  if (python && !read.done) read_python(*python, options, 3, read);
-  phases.lap("Python stacks");
-  if (!read.error.empty()) dump.notes.push_back("Python stacks unavailable: " + read.error);
+  if (beside) {
+    beside->copy_ended();
+  } else if (python && !read.done) {
+    read_python(*python, options, 3, read);
+    phases.lap("Python stacks");
+  }
   NativeStacks native;
   if (options.stacks != StackKinds::kPythonOnly) {
     native = unwind_and_symbolize(copies.threads, target.image(), &target.memory(),
                                   options.max_native_frames, phases);
   }
+  if (beside) {
+    dump.distributed = beside->finish(read);
+    phases.lap("the Python side, waited for");
+  }
+  if (!read.error.empty()) dump.notes.push_back("Python stacks unavailable: " + read.error);
   describe_threads(target, copies.threads, native, dump);
   if (python && !read.threads.empty()) {
     attach_python_threads(target, copies.threads, *python, read, options, dump);

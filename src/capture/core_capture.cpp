@@ -191,6 +191,8 @@ class CoreTarget final : public CaptureTarget {
     return copies;
   }
 
+  bool holds_one_instant() const override { return true; }  // nothing in a core moves
+
   void add_thread_facts(const native::ThreadCopy& copy, model::ThreadDump& thread) override {
     if (const int signal = signal_of(*core_, copy.tid); signal != 0 && !one_signal_) {
       thread.notes.push_back("the core was written while this thread took " + signal_name(signal));

@@ -34,6 +34,7 @@
 #include "hangscope/model/fact_keys.h"
 #include "hangscope/model/package_version.h"
 #include "hangscope/model/store_keys.h"
+#include "hangscope/native/held_window.h"
 #include "hangscope/proc/process_fs.h"
 #include "hangscope/waits/frameworks.h"
 #include "hangscope/waits/serving_roles.h"
@@ -583,6 +584,8 @@ std::vector<pid_t> discover_processes() {
 
 model::NodeSnapshot capture_node(const NodeCaptureOptions& options) {
   const auto begin = std::chrono::steady_clock::now();
+  // Before the node's maps and modules fill the process (native::start_stop_watchdog says why).
+  if (options.process.stacks != StackKinds::kPythonOnly) native::start_stop_watchdog();
   model::NodeSnapshot node;
   node.hostname = hostname();
   node.node_name = options.node_name.empty() ? node.hostname : options.node_name;

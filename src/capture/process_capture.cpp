@@ -10,6 +10,7 @@
 #include "hangscope/elf/process_image.h"
 #include "hangscope/memory/process_memory.h"
 #include "hangscope/native/freezer.h"
+#include "hangscope/native/held_window.h"
 #include "hangscope/proc/process_fs.h"
 #include "socket_tables.h"
 
@@ -110,6 +111,8 @@ class LiveProcess final : public CaptureTarget {
     return copies;
   }
 
+  bool holds_one_instant() const override { return freeze_.mode == native::StopMode::kAllThreads; }
+
   std::optional<std::chrono::nanoseconds> while_thread_stopped(
       pid_t tid, const std::function<void()>& while_stopped) override {
     return native::while_thread_stopped(tid, freeze_.stop_timeout, while_stopped);
@@ -148,6 +151,8 @@ std::unique_ptr<CaptureTarget> open_process(pid_t pid, const CaptureOptions& opt
 
 model::ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
                                    std::optional<proc::MemoryMap> maps) {
+  // Threads will be stopped: the stop watchdog is forked before this capture grows the process.
+  if (options.stacks != StackKinds::kPythonOnly) native::start_stop_watchdog();
   const auto target = open_process(pid, options, std::move(maps));
   return assemble_dump(*target, options);
 }

@@ -24,8 +24,11 @@ ProcessImage::ProcessImage(const proc::ProcessFs& fs, proc::MemoryMap maps,
 const Module* ProcessImage::module_for(const proc::Mapping& mapping) {
   if (!mapping.is_file()) return nullptr;
   auto key = std::make_tuple(mapping.device, mapping.inode, mapping.path);
-  auto it = modules_.find(key);
-  if (it != modules_.end()) return it->second.get();
+  {
+    std::lock_guard lock(mutex_);
+    auto it = modules_.find(key);
+    if (it != modules_.end()) return it->second.get();
+  }
   std::string first_error;
   const auto open = [&]() -> std::shared_ptr<const Module> {
     for (const auto& candidate : files_->candidates(mapping)) {
@@ -44,6 +47,9 @@ const Module* ProcessImage::module_for(const proc::Mapping& mapping) {
   // A deleted file is never shared: its inode may be reused by another file.
   std::shared_ptr<const Module> module =
       cache_ && !mapping.deleted ? cache_->get(key, open) : open();
+  std::lock_guard lock(mutex_);
+  // Another thread may have opened the same file meanwhile: the first one kept is the one used.
+  if (auto it = modules_.find(key); it != modules_.end()) return it->second.get();
   if (!module) {
     failures_.push_back(
         {&mapping, "cannot read " + mapping.path + (mapping.deleted ? " (deleted)" : "") +
@@ -75,6 +81,7 @@ std::optional<Location> ProcessImage::locate(std::uint64_t address) {
 }
 
 std::vector<std::string> ProcessImage::notes() const {
+  std::lock_guard lock(mutex_);
   std::vector<std::string> notes;
   for (const auto& failure : failures_) {
     const bool has_code =

@@ -12,7 +12,7 @@ namespace hangscope::memory {
 ProcessMemory::ProcessMemory(pid_t pid) : pid_(pid) {}
 
 ProcessMemory::~ProcessMemory() {
-  if (mem_fd_ >= 0) ::close(mem_fd_);
+  if (const int fd = mem_fd_.load(); fd >= 0) ::close(fd);
 }
 
 std::size_t ProcessMemory::read(std::uint64_t address, void* out, std::size_t size) {
@@ -65,14 +65,21 @@ void ProcessMemory::read_many(std::span<ReadRequest> requests) {
   }
 }
 
-std::size_t ProcessMemory::read_via_proc_mem(std::uint64_t address, void* out, std::size_t size) {
-  if (mem_fd_ < 0) {
+int ProcessMemory::mem_fd() {
+  if (const int fd = mem_fd_.load(); fd >= 0) return fd;
+  std::lock_guard lock(mem_open_);
+  if (mem_fd_.load() < 0) {
     mem_fd_ = ::open(("/proc/" + std::to_string(pid_) + "/mem").c_str(), O_RDONLY | O_CLOEXEC);
-    if (mem_fd_ < 0) return 0;
   }
+  return mem_fd_.load();
+}
+
+std::size_t ProcessMemory::read_via_proc_mem(std::uint64_t address, void* out, std::size_t size) {
+  const int fd = mem_fd();
+  if (fd < 0) return 0;
   std::size_t copied = 0;
   while (copied < size) {
-    const ssize_t n = ::pread(mem_fd_, static_cast<char*>(out) + copied, size - copied,
+    const ssize_t n = ::pread(fd, static_cast<char*>(out) + copied, size - copied,
                               static_cast<off_t>(address + copied));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;

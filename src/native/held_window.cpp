@@ -65,6 +65,11 @@ class HeldWindows {
     }
   }
 
+  void start_watchdog() noexcept {
+    std::lock_guard lock(mutex_);
+    watchdog_.start_idle();
+  }
+
   pid_t watchdog_pid() noexcept {
     std::lock_guard lock(mutex_);
     return watchdog_.pid();
@@ -131,6 +136,10 @@ HeldWindow::HeldWindow() noexcept {
 
 HeldWindow::~HeldWindow() {
   held_windows().close();
+}
+
+void start_stop_watchdog() noexcept {
+  held_windows().start_watchdog();
 }
 
 pid_t stop_watchdog_pid() noexcept {

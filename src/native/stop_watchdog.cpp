@@ -202,6 +202,10 @@ void StopWatchdog::window_opened() noexcept {
   }
 }
 
+void StopWatchdog::start_idle() noexcept {
+  if (!running()) start();
+}
+
 void StopWatchdog::window_closed() noexcept {
   if (shared_ != nullptr) shared_->open.store(0);
 }

@@ -22,6 +22,8 @@ class StopWatchdog {
   // A held window opens: starts the watchdog if none runs (or the last one died) and tells it.
   // Never throws; without a watchdog (fork failed) the window is simply not guarded.
   void window_opened() noexcept;
+  // Starts the watchdog, idle, if none runs (before any window; see start_stop_watchdog).
+  void start_idle() noexcept;
   // The held window closed: the watchdog goes back to waiting.
   void window_closed() noexcept;
   // Ends and reaps the watchdog (at exit: an orphan would be left to init as a zombie).

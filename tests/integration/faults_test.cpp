@@ -15,8 +15,11 @@
 #include <cstdlib>
 #include <fstream>
 #include <optional>
+#include <regex>
+#include <sstream>
 #include <tuple>
 
+#include "command.h"
 #include "hangscope/capture/process_capture.h"
 #include "hangscope/common/error.h"
 #include "hangscope/common/files.h"
@@ -440,6 +443,38 @@ TEST(Faults, JobControlStopOfTheAgentWaitsUntilTheTargetIsReleased) {
       << diagnose.error_output();
   EXPECT_TRUE(testing::no_thread_stopped(target.pid()));
   std::system(("rm -rf " + bundle).c_str());
+}
+
+// The stop watchdog is forked before the capture reads the target's maps and opens its modules:
+// a fork write-protects every page the process has then, and each of them written afterwards is
+// copied once, so a watchdog forked late made a one-shot dump pay for all of them.
+TEST(Faults, TheStopWatchdogIsForkedBeforeTheTargetIsRead) {
+  if (!testing::have_strace()) GTEST_SKIP() << "strace is not installed (tools/install-deps.sh)";
+  auto target = start_target();
+  target.wait_for_line("ready");
+  const std::string trace = testing::temp_path("hangscope-watchdog-trace");
+  const auto result = testing::run_command(testing::strace_command(
+      "clone,clone3,fork,vfork,open,openat", trace,
+      std::string(HANGSCOPE_BINARY) + " dump --pid " + std::to_string(target.pid())));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::ifstream in(trace);
+  std::stringstream text;
+  text << in.rdbuf();
+  ::unlink(trace.c_str());
+  // A fork is a clone that makes a process (no CLONE_THREAD); the first read of the target is
+  // its maps.
+  const std::regex fork_line(R"(\b(clone|clone3|fork|vfork)\((?![^\n]*CLONE_THREAD))");
+  const std::string maps = "\"/proc/" + std::to_string(target.pid()) + "/maps\"";
+  int line_number = 0, forked_at = -1, maps_at = -1;
+  std::istringstream lines(text.str());
+  for (std::string line; std::getline(lines, line); ++line_number) {
+    if (forked_at < 0 && std::regex_search(line, fork_line)) forked_at = line_number;
+    if (maps_at < 0 && line.find(maps) != std::string::npos) maps_at = line_number;
+  }
+  ASSERT_GE(maps_at, 0) << "the target's maps were never opened:\n" << text.str();
+  ASSERT_GE(forked_at, 0) << "no watchdog was forked:\n" << text.str();
+  EXPECT_LT(forked_at, maps_at) << text.str();
+  EXPECT_TRUE(testing::no_thread_stopped(target.pid()));
 }
 
 class StopSignalOfHangscope : public ::testing::TestWithParam<std::string> {};

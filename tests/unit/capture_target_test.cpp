@@ -40,6 +40,8 @@ class FakeTarget final : public capture::CaptureTarget {
     return copies;
   }
 
+  bool holds_one_instant() const override { return false; }  // stops threads one by one
+
   void add_thread_facts(const native::ThreadCopy& copy, model::ThreadDump& thread) override {
     calls.push_back("add_thread_facts " + std::to_string(copy.tid));
     thread.notes.push_back("the target's fact of " + std::to_string(copy.tid));

@@ -81,6 +81,10 @@ class CaptureTarget {
 
   // The threads, as `request` asks. Throws hangscope::Error when there are none left.
   virtual ThreadCopies copy_threads(const CopyRequest& request) = 0;
+  // Whether copy_threads holds every thread at one instant (and runs the request's
+  // at_one_instant): a core always, a live process in --stop-mode all. Otherwise the Python
+  // side is read on a second thread, beside the stop, the copy and the native unwinding.
+  virtual bool holds_one_instant() const = 0;
   // Stops one thread for `while_stopped` (a second read of its Python frames): how long it was
   // paused, or nothing when it cannot be stopped (then while_stopped does not run). A core's
   // threads never run, so it has nothing to stop.
@@ -105,7 +109,8 @@ class CaptureTarget {
 };
 
 // The dump of any target: its interpreter and torch.distributed's groups, its threads copied (the
-// Python stacks read at that instant when the target holds one, else right after), native stacks
+// Python stacks read at that instant when the target holds one, else right after, on a second
+// thread that reads the groups while the threads are stopped and copied), native stacks
 // unwound and symbolized, each thread described from its copy, Python threads read again while
 // stopped where they moved (a target that can stop them), matched and merged, asyncio tasks, then
 // the target's own facts and the notes of files that could not be opened. Throws hangscope::Error

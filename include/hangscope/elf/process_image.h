@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -25,6 +26,7 @@ struct Location {
   std::uint64_t vaddr = 0;         // the address as a virtual address of the module
 };
 
+// Safe to use from several threads at once (a capture reads Python beside the native unwinding).
 class ProcessImage {
  public:
   // `files` says where each mapped file is opened; `cache` (optional) shares parsed modules
@@ -66,6 +68,7 @@ class ProcessImage {
     std::string message;
   };
   std::vector<OpenFailure> failures_;
+  mutable std::mutex mutex_;  // guards modules_ and failures_; never held while a file opens
 };
 
 }  // namespace hangscope::elf

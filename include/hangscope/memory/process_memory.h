@@ -3,7 +3,9 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -11,6 +13,7 @@
 
 namespace hangscope::memory {
 
+// Reads may come from several threads at once.
 class ProcessMemory final : public MemoryReader {
  public:
   explicit ProcessMemory(pid_t pid);
@@ -27,10 +30,12 @@ class ProcessMemory final : public MemoryReader {
 
  private:
   std::size_t read_via_proc_mem(std::uint64_t address, void* out, std::size_t size);
+  int mem_fd();  // /proc/PID/mem, opened on first use; -1 when it cannot be
 
   pid_t pid_;
-  int mem_fd_ = -1;
-  bool vm_readv_refused_ = false;
+  std::mutex mem_open_;  // guards the opening of mem_fd_
+  std::atomic<int> mem_fd_{-1};
+  std::atomic<bool> vm_readv_refused_{false};
 };
 
 }  // namespace hangscope::memory
