@@ -7,6 +7,7 @@
 
 #include "hangscope/capture/sockets.h"
 #include "hangscope/common/error.h"
+#include "hangscope/common/phase_timer.h"
 #include "hangscope/elf/process_image.h"
 #include "hangscope/memory/process_memory.h"
 #include "hangscope/native/freezer.h"
@@ -153,7 +154,9 @@ model::ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
                                    std::optional<proc::MemoryMap> maps) {
   // Threads will be stopped: the stop watchdog is forked before this capture grows the process.
   if (options.stacks != StackKinds::kPythonOnly) native::start_stop_watchdog();
+  PhaseTimer phases(pid_label(pid, "") + ", ");
   const auto target = open_process(pid, options, std::move(maps));
+  phases.lap("maps read, target opened");
   return assemble_dump(*target, options);
 }
 

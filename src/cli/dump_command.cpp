@@ -11,6 +11,7 @@
 #include "hangscope/cli/commands.h"
 #include "hangscope/cli/options.h"
 #include "hangscope/common/error.h"
+#include "hangscope/common/phase_timer.h"
 #include "hangscope/report/dump_format.h"
 
 namespace hangscope::cli {
@@ -72,7 +73,9 @@ int run_dump(const DumpArguments& args) {
   if ((args.pid == 0) == args.core.empty()) {
     throw UsageError("give one process: --pid PID (live) or --core FILE (a core file)");
   }
+  PhaseTimer phases("dump, ");
   const auto dump = args.core.empty() ? dump_live(args) : dump_core(args);
+  phases.lap("captured, the target closed");
   if (args.json) {
     auto json = report::dump_to_json(dump);
     if (!args.sockets) json.erase("sockets");  // not read: absent, not empty
@@ -81,6 +84,7 @@ int run_dump(const DumpArguments& args) {
   } else {
     std::cout << report::dump_to_text(dump);
   }
+  phases.lap("printed");
   return kExitOk;
 }
 

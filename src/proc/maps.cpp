@@ -1,7 +1,14 @@
 #include "hangscope/proc/maps.h"
 
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstdio>
+#include <string>
 
 #include "hangscope/common/files.h"
 
@@ -88,13 +95,143 @@ const Mapping* MemoryMap::find(std::uint64_t address) const {
   return it->contains(address) ? &*it : nullptr;
 }
 
-std::optional<MemoryMap> read_memory_map(pid_t pid, int* error) {
-  auto read = read_proc_file("/proc/" + std::to_string(pid) + "/maps", 64u << 20);
-  if (!read.text) {
-    if (error) *error = read.error;
+namespace {
+
+// Linux 6.11's PROCMAP_QUERY (include/uapi/linux/fs.h), declared here: the build machine's
+// headers may predate it. The kernel checks `size`, so a newer kernel still takes this layout.
+struct ProcmapQuery {
+  std::uint64_t size;
+  std::uint64_t query_flags;    // in
+  std::uint64_t query_addr;     // in
+  std::uint64_t vma_start;      // out
+  std::uint64_t vma_end;        // out
+  std::uint64_t vma_flags;      // out
+  std::uint64_t vma_page_size;  // out
+  std::uint64_t vma_offset;     // out
+  std::uint64_t inode;          // out
+  std::uint32_t dev_major;      // out
+  std::uint32_t dev_minor;      // out
+  std::uint32_t vma_name_size;  // in/out
+  std::uint32_t build_id_size;  // in/out
+  std::uint64_t vma_name_addr;  // in
+  std::uint64_t build_id_addr;  // in
+};
+static_assert(sizeof(ProcmapQuery) == 104);
+constexpr unsigned long kProcmapQuery = 0xC0686611;  // _IOWR('f', 17, struct procmap_query)
+constexpr std::uint64_t kVmaReadable = 0x01;
+constexpr std::uint64_t kVmaWritable = 0x02;
+constexpr std::uint64_t kVmaExecutable = 0x04;
+constexpr std::uint64_t kCoveringOrNextVma = 0x10;
+
+class MapsFile {
+ public:
+  explicit MapsFile(pid_t pid)
+      : fd_(::open(("/proc/" + std::to_string(pid) + "/maps").c_str(),
+                   O_RDONLY | O_CLOEXEC | O_NOCTTY)) {}
+  ~MapsFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  MapsFile(const MapsFile&) = delete;
+  MapsFile& operator=(const MapsFile&) = delete;
+  int fd() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// "major:minor" in hex, at least two digits each, as the text of maps writes a device.
+std::string device_text(std::uint32_t major, std::uint32_t minor) {
+  char text[24];
+  std::snprintf(text, sizeof text, "%02x:%02x", major, minor);
+  return text;
+}
+
+// One mapping from a query's answer; its name (a path, "[heap]", "[anon:NAME]") as the text
+// writes it, with " (deleted)" taken off into `deleted`.
+Mapping mapping_of(const ProcmapQuery& q, std::string_view name) {
+  Mapping m;
+  m.start = q.vma_start;
+  m.end = q.vma_end;
+  m.readable = (q.vma_flags & kVmaReadable) != 0;
+  m.writable = (q.vma_flags & kVmaWritable) != 0;
+  m.executable = (q.vma_flags & kVmaExecutable) != 0;
+  m.offset = q.vma_offset;
+  m.inode = q.inode;
+  m.device = device_text(q.dev_major, q.dev_minor);
+  constexpr std::string_view kDeleted = " (deleted)";
+  if (name.size() > kDeleted.size() && name.substr(name.size() - kDeleted.size()) == kDeleted) {
+    m.deleted = true;
+    name.remove_suffix(kDeleted.size());
+  }
+  m.path = std::string(name);
+  return m;
+}
+
+// Every mapping through PROCMAP_QUERY, each with its name; nullopt with errno in *error when the
+// kernel has no such ioctl (ENOTTY) or a query fails.
+std::optional<MemoryMap> query_mappings(int fd, int* error) {
+  std::vector<Mapping> mappings;
+  std::string name(4096 + 16, '\0');  // d_path writes at most PATH_MAX
+  std::uint64_t address = 0;
+  for (;;) {
+    ProcmapQuery q{};
+    q.size = sizeof q;
+    q.query_flags = kCoveringOrNextVma;
+    q.query_addr = address;
+    q.vma_name_size = static_cast<std::uint32_t>(name.size());
+    q.vma_name_addr = reinterpret_cast<std::uint64_t>(name.data());
+    if (::ioctl(fd, kProcmapQuery, &q) != 0) {
+      if (errno == ENOENT) break;  // no mapping at or after `address`
+      if (error) *error = errno;
+      return std::nullopt;
+    }
+    // vma_name_size counts the terminating NUL; 0 means no name (anonymous).
+    const std::size_t length = q.vma_name_size > 0 ? q.vma_name_size - 1 : 0;
+    mappings.push_back(mapping_of(q, std::string_view(name.data(), length)));
+    if (q.vma_end <= address) break;  // never loop on a kernel that answers oddly
+    address = q.vma_end;
+  }
+  return MemoryMap(std::move(mappings));
+}
+
+std::optional<MemoryMap> read_maps_text(int fd, int* error) {
+  std::string text;
+  char buffer[64 * 1024];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      if (error) *error = errno;
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
+    if (text.size() > (64u << 20)) {
+      if (error) *error = EFBIG;
+      return std::nullopt;
+    }
+  }
+  return MemoryMap::parse(text);
+}
+
+}  // namespace
+
+std::optional<MemoryMap> read_memory_map(pid_t pid, int* error, MapsMethod method) {
+  const MapsFile file(pid);
+  if (file.fd() < 0) {
+    if (error) *error = errno;
     return std::nullopt;
   }
-  return MemoryMap::parse(*read.text);
+  if (method != MapsMethod::kText) {
+    int query_error = 0;
+    if (auto map = query_mappings(file.fd(), &query_error)) return map;
+    if (method == MapsMethod::kQuery) {
+      if (error) *error = query_error;
+      return std::nullopt;
+    }
+    // An older kernel (ENOTTY), or a query that failed: the text says what it can.
+  }
+  return read_maps_text(file.fd(), error);
 }
 
 }  // namespace hangscope::proc

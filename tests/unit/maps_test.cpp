@@ -1,7 +1,18 @@
 #include "hangscope/proc/maps.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
 
 namespace hangscope::proc {
 namespace {
@@ -58,6 +69,82 @@ TEST(Maps, ReadsOwnMapAndFindsOwnCode) {
   int missing_error = 0;
   EXPECT_FALSE(read_memory_map(0x7ffffff0, &missing_error));
   EXPECT_EQ(missing_error, ENOENT);
+}
+
+// A child with a memfd mapped (a file no directory holds: " (deleted)"), an anonymous mapping
+// named by prctl where the kernel has CONFIG_ANON_VMA_NAME, and the usual file, heap and stack
+// mappings, sleeping until killed.
+pid_t start_mapped_child() {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    void* heap = ::malloc(1024);  // a [heap], however small the child
+    static_cast<char*>(heap)[0] = 1;
+    void* anon = ::mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ::prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, anon, 8192, "hangscope test");
+    const int memfd = ::memfd_create("hangscope memfd", 0);
+    if (memfd >= 0 && ::ftruncate(memfd, 4096) == 0) {
+      ::mmap(nullptr, 4096, PROT_READ, MAP_SHARED, memfd, 0);
+    }
+    for (;;) ::pause();
+  }
+  return child;
+}
+
+void expect_same_mapping(const Mapping& text, const Mapping& query) {
+  EXPECT_EQ(text.start, query.start);
+  EXPECT_EQ(text.end, query.end) << text.path;
+  EXPECT_EQ(text.readable, query.readable) << text.path;
+  EXPECT_EQ(text.writable, query.writable) << text.path;
+  EXPECT_EQ(text.executable, query.executable) << text.path;
+  EXPECT_EQ(text.offset, query.offset) << text.path;
+  EXPECT_EQ(text.inode, query.inode) << text.path;
+  EXPECT_EQ(text.device, query.device) << text.path;
+  EXPECT_EQ(text.path, query.path);
+  EXPECT_EQ(text.deleted, query.deleted) << text.path;
+}
+
+// PROCMAP_QUERY (Linux 6.11) and the text of maps describe the same mappings, field for field:
+// names of files, deleted files, named anonymous memory, [heap] and [stack] included.
+TEST(Maps, TheQueryAndTheTextAgree) {
+  const pid_t child = start_mapped_child();
+  ASSERT_GT(child, 0);
+  // The child maps what it maps right after the fork: wait until its memfd shows.
+  std::optional<MemoryMap> text;
+  int error = 0;
+  for (int i = 0; i < 500; ++i) {
+    text = read_memory_map(child, &error, MapsMethod::kText);
+    if (text && std::any_of(text->mappings().begin(), text->mappings().end(),
+                            [](const Mapping& m) { return m.path == "/memfd:hangscope memfd"; })) {
+      break;
+    }
+    ::usleep(10000);
+  }
+  int query_error = 0;
+  const auto query = read_memory_map(child, &query_error, MapsMethod::kQuery);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ASSERT_TRUE(text) << error;
+  if (!query && query_error == ENOTTY) GTEST_SKIP() << "this kernel has no PROCMAP_QUERY";
+  ASSERT_TRUE(query) << query_error;
+  std::vector<Mapping> listed;  // [vsyscall] is no VMA: the query never returns it
+  for (const auto& m : text->mappings()) {
+    if (m.path != "[vsyscall]") listed.push_back(m);
+  }
+  ASSERT_EQ(listed.size(), query->mappings().size());
+  for (std::size_t i = 0; i < listed.size(); ++i) {
+    expect_same_mapping(listed[i], query->mappings()[i]);
+  }
+  const auto named = [&](const std::string& path) {
+    return std::count_if(query->mappings().begin(), query->mappings().end(),
+                         [&](const Mapping& m) { return m.path == path; });
+  };
+  EXPECT_EQ(named("[stack]"), 1);
+  EXPECT_EQ(named("[heap]"), 1);
+  const auto memfd =
+      std::find_if(query->mappings().begin(), query->mappings().end(),
+                   [](const Mapping& m) { return m.path == "/memfd:hangscope memfd"; });
+  ASSERT_NE(memfd, query->mappings().end());
+  EXPECT_TRUE(memfd->deleted);
 }
 
 }  // namespace

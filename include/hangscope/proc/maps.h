@@ -49,7 +49,17 @@ class MemoryMap {
   std::size_t malformed_lines_ = 0;
 };
 
-// Reads and parses /proc/PID/maps; nullopt with errno in *error when unreadable.
-std::optional<MemoryMap> read_memory_map(pid_t pid, int* error);
+// How a memory map is read.
+enum class MapsMethod {
+  kBest,   // the query when the kernel has it, else the text
+  kQuery,  // PROCMAP_QUERY (Linux 6.11): one ioctl per mapping, no text formatted or parsed
+  kText,   // the text of /proc/PID/maps, parsed
+};
+
+// The mappings of `pid`; nullopt with errno in *error when unreadable (ENOTTY: kQuery asked of a
+// kernel without it). The two methods agree but for [vsyscall], which only the text lists (no
+// code of a target runs there).
+std::optional<MemoryMap> read_memory_map(pid_t pid, int* error,
+                                         MapsMethod method = MapsMethod::kBest);
 
 }  // namespace hangscope::proc
