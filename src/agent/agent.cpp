@@ -39,7 +39,7 @@ class AgentService final : public v1::Agent::Service {
     if (auto denied = authenticate(*context, "Info")) return *denied;
     char host[256] = {};
     ::gethostname(host, sizeof host - 1);
-    reply->set_node_name(options_.node_name.empty() ? host : options_.node_name);
+    reply->set_node_name(options_.selection.node_name_or(host));
     reply->set_hostname(host);
     reply->set_agent_version(kVersion);
     reply->set_clock_unix_ns(unix_now_ns());
@@ -60,18 +60,16 @@ class AgentService final : public v1::Agent::Service {
     const int samples = parts::clamp_samples(*request, &clamped);
     if (!clamped.empty()) reply->add_notes(clamped);
     const std::int64_t now = unix_now_ns();
-    if (auto refused = parts::check_capture(*request, samples, now, options_.pids, *context)) {
+    if (auto refused =
+            parts::check_capture(*request, samples, now, options_.selection.pids, *context)) {
       return *refused;
     }
     capture::NodeCaptureOptions options;
     options.process = options_.capture;
     options.process.locals = request->locals();
     options.process.modules = modules_;  // parsed libraries stay parsed between requests
-    options.node_name = options_.node_name;
-    options.pids.assign(request->pids().begin(), request->pids().end());
-    if (options.pids.empty()) options.pids = options_.pids;
-    options.select = options_.select;
-    options.log_globs = options_.log_globs;
+    options.selection = selection_for(*request);
+    options.evidence = options_.evidence;
     // A few requests may wait; more are refused as busy rather than piling up threads.
     const QueueSlot slot(queued_);
     if (slot.count() > AgentLimits::kMaxQueuedCaptures) {
@@ -88,8 +86,6 @@ class AgentService final : public v1::Agent::Service {
     plan.samples = samples;
     plan.interval = std::chrono::nanoseconds(request->interval_ns());
     plan.start_unix_ns = parts::sampling_start(request->start_unix_ns(), now);
-    plan.trigger_flight_dumps = options_.trigger_flight_dumps;
-    plan.query_store = options_.query_store;
     capture::SeriesHooks hooks;
     hooks.wait_until = [&](std::int64_t due) { return sleep_until_due(due, *context); };
     // One capture at a time on a node: no target is ever traced by two requests at once.
@@ -116,7 +112,8 @@ class AgentService final : public v1::Agent::Service {
     }
     const int probes = static_cast<int>(std::min<std::uint32_t>(
         request->probes(), static_cast<std::uint32_t>(AgentLimits::kMaxObserveProbes)));
-    if (auto refused = parts::check_pids(request->pids(), options_.pids, "Observe", *context)) {
+    if (auto refused =
+            parts::check_pids(request->pids(), options_.selection.pids, "Observe", *context)) {
       return *refused;
     }
     // One observation at a time: a second watcher waits for the first one's window.
@@ -126,10 +123,7 @@ class AgentService final : public v1::Agent::Service {
                           "agent busy: another observation is running");
     }
     capture::ObserveOptions options;
-    options.pids.assign(request->pids().begin(), request->pids().end());
-    if (options.pids.empty()) options.pids = options_.pids;
-    options.select = options_.select;
-    options.node_name = options_.node_name;
+    options.selection = selection_for(*request);
     options.window = std::chrono::nanoseconds(window);
     options.probes = probes;
     std::optional<std::array<model::NodeSnapshot, 2>> samples;
@@ -155,6 +149,17 @@ class AgentService final : public v1::Agent::Service {
       std::this_thread::sleep_for(std::chrono::nanoseconds(std::min(wait, kStepNs)));
     }
     return !context.IsCancelled();
+  }
+
+  // The agent's selection, with the pids a request names instead of its own when it names any
+  // (check_pids allowed them).
+  template <typename Request>
+  capture::ProcessSelection selection_for(const Request& request) const {
+    capture::ProcessSelection selection = options_.selection;
+    if (!request.pids().empty()) {
+      selection.pids.assign(request.pids().begin(), request.pids().end());
+    }
+    return selection;
   }
 
   // Counts the requests waiting for or holding the capture, for as long as it lives.

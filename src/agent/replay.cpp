@@ -190,8 +190,8 @@ struct Replay::State {
       std::string note;
       const int samples = parts::clamp_samples(request, &note);
       const std::int64_t now = unix_now_ns();
-      if (auto refused =
-              parts::check_capture(request, samples, now, state_.options.pids, *context)) {
+      if (auto refused = parts::check_capture(request, samples, now, state_.options.selection.pids,
+                                              *context)) {
         return finish(*refused);
       }
       Node* node = state_.find(context->ExperimentalGetAuthority());
@@ -233,8 +233,8 @@ struct Replay::State {
         notes.push_back("asked for a window of " + std::to_string(request.window_ns() / 1'000'000) +
                         " ms; this agent observes at most 10 s at once");
       }
-      if (auto refused =
-              parts::check_pids(request.pids(), state_.options.pids, "Observe", *context)) {
+      if (auto refused = parts::check_pids(request.pids(), state_.options.selection.pids, "Observe",
+                                           *context)) {
         return finish(*refused);
       }
       const Node* node = state_.find(context->ExperimentalGetAuthority());

@@ -322,7 +322,7 @@ void collect_flight_records(model::NodeSnapshot& node,
   }
   std::vector<std::size_t> asked;
   const std::int64_t since = now_ns() - 10'000'000;  // file times have a granularity
-  for (std::size_t i = 0; options.trigger_flight_dumps && i < node.processes.size(); ++i) {
+  for (std::size_t i = 0; options.evidence.trigger_flight_dumps && i < node.processes.size(); ++i) {
     auto& r = node.processes[i];
     if (r.identity.role != model::ProcessRole::kRank || !r.identity.rank) continue;
     const auto error =
@@ -588,17 +588,18 @@ model::NodeSnapshot capture_node(const NodeCaptureOptions& options) {
   if (options.process.stacks != StackKinds::kPythonOnly) native::start_stop_watchdog();
   model::NodeSnapshot node;
   node.hostname = hostname();
-  node.node_name = options.node_name.empty() ? node.hostname : options.node_name;
+  node.node_name = options.selection.node_name_or(node.hostname);
   node.capture_unix_ns = unix_now_ns();
-  std::vector<pid_t> pids = options.pids.empty() ? discover_processes() : options.pids;
+  std::vector<pid_t> pids =
+      options.selection.pids.empty() ? discover_processes() : options.selection.pids;
   std::sort(pids.begin(), pids.end());  // a process named twice is captured once
   pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
-  if (!options.select.empty()) {
+  if (!options.selection.select.empty()) {
     RE2::Options quiet;
     quiet.set_log_errors(false);
-    const RE2 pattern(options.select, quiet);
+    const RE2 pattern(options.selection.select, quiet);
     if (!pattern.ok()) {
-      throw Error("--select " + options.select + ": not a valid regular expression (" +
+      throw Error("--select " + options.selection.select + ": not a valid regular expression (" +
                   pattern.error() + ")");
     }
     std::erase_if(pids, [&](pid_t pid) { return !selected(pid, pattern); });
@@ -658,12 +659,12 @@ model::NodeSnapshot capture_node(const NodeCaptureOptions& options) {
   waits::assign_serving_roles(node.processes);
   collect_flight_records(node, dump_env, options);
   collect_nccl_ras(node, dump_env);
-  if (options.query_store) collect_store_queries(node, dump_env);
+  if (options.evidence.query_store) collect_store_queries(node, dump_env);
   collect_shm_rings(node, shm_maps);
-  if (!options.log_globs.empty()) {
+  if (!options.evidence.log_globs.empty()) {
     std::set<pid_t> wanted;
     for (const auto& r : node.processes) wanted.insert(r.pid);
-    auto shared = identity::attribute_shared_logs(options.log_globs, wanted);
+    auto shared = identity::attribute_shared_logs(options.evidence.log_globs, wanted);
     for (auto& r : node.processes) {
       if (auto it = shared.find(r.pid); it != shared.end()) {
         r.logs.push_back(std::move(it->second));

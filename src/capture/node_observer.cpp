@@ -191,7 +191,7 @@ std::size_t NodeObserver::watched() const {
 }
 
 std::vector<pid_t> NodeObserver::candidates(const ObserveOptions& options) {
-  if (!options.pids.empty()) return options.pids;
+  if (!options.selection.pids.empty()) return options.selection.pids;
   const auto now = std::chrono::steady_clock::now();
   if (!discovery_->done || now - discovery_->at >= kRediscoverEvery) {
     discovery_->found = discover_processes();
@@ -207,9 +207,8 @@ std::vector<pid_t> NodeObserver::candidates(const ObserveOptions& options) {
 void NodeObserver::describe_new(const std::vector<pid_t>& pids, const ObserveOptions& options) {
   if (pids.empty()) return;
   NodeCaptureOptions o;
-  o.pids = pids;
-  o.select = options.select;
-  o.node_name = options.node_name;
+  o.selection = options.selection;
+  o.selection.pids = pids;
   o.process.stacks = StackKinds::kPythonOnly;
   // Locals once, when a process is described: the groups outside torch's registry that its
   // frames hold (vLLM's stateless DP group in an engine core's `self.dp_group`) are found
@@ -283,7 +282,7 @@ std::optional<std::array<model::NodeSnapshot, 2>> NodeObserver::observe(
   const std::string host = hostname();
   const auto read_all = [&](model::NodeSnapshot& node, bool first) {
     node.hostname = host;
-    node.node_name = options.node_name.empty() ? host : options.node_name;
+    node.node_name = options.selection.node_name_or(host);
     node.capture_unix_ns = unix_now_ns();
     node.sample_index = first ? 0 : 1;
     for (auto it = processes_.begin(); it != processes_.end();) {
@@ -300,7 +299,7 @@ std::optional<std::array<model::NodeSnapshot, 2>> NodeObserver::observe(
   // stands for this window's first (the threads were armed for it), which saves a read of every
   // process per poll. After a pause, or with processes described just now, read again.
   constexpr std::int64_t kReuseWithinNs = 250'000'000;
-  if (last_read_ && fresh.empty() && options.pids == last_pids_ &&
+  if (last_read_ && fresh.empty() && options.selection.pids == last_pids_ &&
       unix_now_ns() - last_read_->capture_unix_ns < kReuseWithinNs) {
     samples[0] = *last_read_;
     samples[0].sample_index = 0;
@@ -332,7 +331,7 @@ std::optional<std::array<model::NodeSnapshot, 2>> NodeObserver::observe(
   timer.lap("last read");
   samples[1].capture_time = std::chrono::steady_clock::now() - begin;
   last_read_ = samples[1];
-  last_pids_ = options.pids;
+  last_pids_ = options.selection.pids;
   return samples;
 }
 

@@ -67,6 +67,7 @@ std::optional<std::vector<model::NodeSnapshot>> capture_series(NodeCaptureOption
                                                                const SeriesPlan& plan,
                                                                const SeriesHooks& hooks) {
   if (!options.process.modules) options.process.modules = std::make_shared<elf::ModuleCache>();
+  const ExtraEvidence asked = options.evidence;  // dumps and store queries: last sample only
   const auto capture = hooks.capture ? hooks.capture : capture_node;
   const std::int64_t start = plan.start_unix_ns > 0 ? plan.start_unix_ns : unix_now_ns();
   const std::int64_t interval = plan.interval.count();
@@ -81,8 +82,8 @@ std::optional<std::vector<model::NodeSnapshot>> capture_series(NodeCaptureOption
     }
     if (!hooks.wait_until(due)) return std::nullopt;
     const bool last = i == plan.samples - 1;
-    options.trigger_flight_dumps = plan.trigger_flight_dumps && last;
-    options.query_store = plan.query_store && last;
+    options.evidence.trigger_flight_dumps = asked.trigger_flight_dumps && last;
+    options.evidence.query_store = asked.query_store && last;
     auto sample = capture(options);
     sample.sample_index = i;
     if (probes) probes->attach(sample);

@@ -8,6 +8,7 @@
 
 #include "hangscope/agent/agent.h"
 #include "hangscope/capture/node_capture.h"
+#include "hangscope/capture/process_selection.h"
 #include "hangscope/capture/sample_series.h"
 #include "hangscope/cli/commands.h"
 #include "hangscope/cli/options.h"
@@ -28,14 +29,10 @@ struct CollectArguments {
   std::string token_file;
   bool insecure = false;
   std::string tls_cert, tls_key, tls_ca;
-  std::string node_name;
-  std::vector<int> pids;
-  std::string select;
+  capture::ProcessSelection selection;  // --pid, --select, --node-name
+  capture::ExtraEvidence evidence;      // --log, --trigger-fr-dump, --query-store
   bool locals = false;
-  bool trigger_fr_dump = false;
-  bool query_store = false;
   std::vector<std::string> replay;
-  std::vector<std::string> log_globs;
   // Which options the command line gave (given_options), for check_options().
   std::vector<std::string> once_only, agent_only;
 };
@@ -49,7 +46,7 @@ void check_options(const CollectArguments& args) {
     throw UsageError(args.once_only.front() + " applies to --once only");
   }
   duration_option("--interval", args.interval);
-  if (!args.select.empty()) check_regex("--select", args.select);
+  if (!args.selection.select.empty()) check_regex("--select", args.selection.select);
   if (args.once) {
     check_output_file(args.output);
     return;
@@ -81,12 +78,8 @@ int collect_once(const CollectArguments& args) {
   sampling.samples = args.samples;
   sampling.interval = duration_option("--interval", args.interval);
   sampling.locals = args.locals;
-  sampling.node_name = args.node_name;
-  sampling.pids.assign(args.pids.begin(), args.pids.end());
-  sampling.select = args.select;
-  sampling.log_globs = args.log_globs;
-  sampling.trigger_flight_dumps = args.trigger_fr_dump;
-  sampling.query_store = args.query_store;
+  sampling.selection = args.selection;
+  sampling.evidence = args.evidence;
   const auto samples = sources::sample_local_node(sampling, LogFeedback());
   snapshot::write_file(args.output, samples);
   std::cerr << "hangscope: wrote " << samples.size() << " sample(s) of node "
@@ -107,12 +100,8 @@ int run_collect(const CollectArguments& args) {
   options.tls_cert = args.tls_cert;
   options.tls_key = args.tls_key;
   options.tls_ca = args.tls_ca;
-  options.node_name = args.node_name;
-  options.pids.assign(args.pids.begin(), args.pids.end());
-  options.select = args.select;
-  options.log_globs = args.log_globs;
-  options.trigger_flight_dumps = args.trigger_fr_dump;
-  options.query_store = args.query_store;
+  options.selection = args.selection;
+  options.evidence = args.evidence;
   options.replay_files = args.replay;
   if (const char* calls = std::getenv("HANGSCOPE_REPLAY_BUSY_CALLS")) {
     options.replay_busy_calls = std::strtol(calls, nullptr, 10);
@@ -150,18 +139,19 @@ CommandRunner register_collect_command(CLI::App& app) {
   auto* tls_key = app.add_option("--tls-key", args->tls_key, "Server key (PEM)");
   auto* tls_ca =
       app.add_option("--tls-ca", args->tls_ca, "CA of required client certificates (PEM)");
-  app.add_option("--node-name", args->node_name, "Name of this node (default: hostname)");
-  app.add_option("--pid", args->pids, "Capture these processes instead of discovering ranks")
+  app.add_option("--node-name", args->selection.node_name, "Name of this node (default: hostname)");
+  app.add_option("--pid", args->selection.pids,
+                 "Capture these processes instead of discovering ranks")
       ->check(pid_validator());
   app.add_option(
-      "--select", args->select,
+      "--select", args->selection.select,
       "Only processes whose command line (a retitled process's title), name or executable "
       "path matches this regex (RE2 syntax; agent and --once)");
   auto* locals = app.add_flag("--locals", args->locals, "Python locals (--once)");
-  app.add_flag("--trigger-fr-dump", args->trigger_fr_dump,
+  app.add_flag("--trigger-fr-dump", args->evidence.trigger_flight_dumps,
                "Ask each rank for a fresh flight-recorder dump through its "
                "TORCH_NCCL_DEBUG_INFO_PIPE_FILE fifo (last sample; waits up to 5 s)");
-  app.add_flag("--query-store", args->query_store,
+  app.add_flag("--query-store", args->evidence.query_store,
                "Ask each waiting rank's c10d store (MASTER_ADDR:MASTER_PORT) which of the keys it "
                "awaits exist: read-only CHECKs (last sample; --once: implies --locals; agent: "
                "when the client asks for locals, as diagnose does by default)");
@@ -169,7 +159,7 @@ CommandRunner register_collect_command(CLI::App& app) {
       "--replay", args->replay,
       "Serve these recorded snapshot files instead of capturing: file i on the --listen "
       "port + i, one simulated node each (benchmarks, tests)");
-  app.add_option("--log", args->log_globs,
+  app.add_option("--log", args->evidence.log_globs,
                  "Extra log files (glob); lines are given to ranks by their \"pid=N\" prefix");
   app.footer(
       "Examples:\n"

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "hangscope/agent/agent.h"
+#include "hangscope/capture/process_selection.h"
 #include "hangscope/cli/commands.h"
 #include "hangscope/cli/options.h"
 #include "hangscope/common/error.h"
@@ -34,8 +35,7 @@ struct DiagnoseArguments {
   bool json = false;
   bool quiet = false;
   bool locals = true;
-  std::vector<int> pids;
-  std::string select;
+  capture::ProcessSelection selection;  // --pid, --select (local capture)
   std::string rules_dir;
   bool trigger_fr_dump = false;
   bool query_store = false;
@@ -152,14 +152,14 @@ Plan make_plan(const DiagnoseArguments& args) {
       throw UsageError(e.what());
     }
   }
-  if (!args.select.empty()) check_regex("--select", args.select);
+  if (!args.selection.select.empty()) check_regex("--select", args.selection.select);
   if (args.query_store && !args.locals) throw UsageError("--query-store needs --locals");
   if (p.source == Plan::Source::kAgents) p.token = load_token(args.token_file);
   p.where = p.source == Plan::Source::kCores           ? "in the core files"
             : p.source == Plan::Source::kFlightRecords ? "in the flight-recorder dumps"
             : p.source == Plan::Source::kFiles         ? "in the snapshot files"
             : p.source == Plan::Source::kAgents        ? "on the nodes of the agents"
-            : args.pids.empty()                        ? "on this node"
+            : args.selection.pids.empty()              ? "on this node"
                                                        : "among the processes given with --pid";
   p.dir = args.output.empty() ? "hangscope-" + utc_stamp() : args.output;
   prepare_output_dir(p.dir, args.force);
@@ -196,10 +196,9 @@ model::Bundle gather(const Plan& p, const DiagnoseArguments& args, const Progres
   sampling.samples = args.samples;
   sampling.interval = p.interval;
   sampling.locals = args.locals;
-  sampling.pids.assign(args.pids.begin(), args.pids.end());
-  sampling.select = args.select;
-  sampling.trigger_flight_dumps = args.trigger_fr_dump;
-  sampling.query_store = args.query_store;
+  sampling.selection = args.selection;
+  sampling.evidence.trigger_flight_dumps = args.trigger_fr_dump;
+  sampling.evidence.query_store = args.query_store;
   return sources::from_local_node(sampling, progress);
 }
 
@@ -299,7 +298,7 @@ CommandRunner register_diagnose_command(CLI::App& app) {
       app.add_flag("--locals,!--no-locals", args->locals,
                    "Python locals of the waiting frames (peers, groups, store keys; masked)")
           ->capture_default_str();
-  auto* pid = app.add_option("--pid", args->pids,
+  auto* pid = app.add_option("--pid", args->selection.pids,
                              "Local capture: these processes instead of discovering ranks")
                   ->check(pid_validator());
   auto* trigger =
@@ -311,7 +310,7 @@ CommandRunner register_diagnose_command(CLI::App& app) {
                    "Local capture: ask each waiting rank's c10d store which of the keys it awaits "
                    "exist (read-only; needs --locals; agents: `collect --query-store`)");
   auto* select = app.add_option(
-      "--select", args->select,
+      "--select", args->selection.select,
       "Local capture: only processes whose command line matches this regex (RE2 syntax)");
   app.footer(
       "Examples:\n"

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "hangscope/agent/agent.h"
+#include "hangscope/capture/process_selection.h"
 #include "hangscope/cli/commands.h"
 #include "hangscope/cli/options.h"
 #include "hangscope/common/error.h"
@@ -27,8 +28,7 @@ struct WatchArguments {
   std::string interval = "1s";
   bool locals = true;
   std::string rules_dir;
-  std::vector<int> pids;
-  std::string select;
+  capture::ProcessSelection selection;  // --pid, --select (this node only)
   std::string after;
   std::string poll = "2s";
   std::string output = "hangscope-watch";
@@ -106,7 +106,7 @@ watch::WatchOptions make_options(const WatchArguments& args) {
     o.request.tls_cert = args.tls_cert;
     o.request.tls_key = args.tls_key;
   }
-  if (!args.select.empty()) check_regex("--select", args.select);
+  if (!args.selection.select.empty()) check_regex("--select", args.selection.select);
   o.poll = duration_option("--poll", args.poll);
   if (o.poll < std::chrono::milliseconds(100)) throw UsageError("--poll: at least 100ms");
   if (o.poll > std::chrono::seconds(10)) {
@@ -128,10 +128,8 @@ watch::WatchOptions make_options(const WatchArguments& args) {
   o.local.samples = args.samples;
   o.local.interval = interval;
   o.local.locals = args.locals;
-  o.local.pids.assign(args.pids.begin(), args.pids.end());
-  o.local.select = args.select;
-  o.observe.pids = o.local.pids;
-  o.observe.select = args.select;
+  o.local.selection = args.selection;
+  o.observe.selection = args.selection;
   if (args.output.empty()) throw UsageError("-o: an empty directory name");
   o.dir = args.output;
   o.on_hang = args.on_hang;
@@ -214,9 +212,9 @@ CommandRunner register_watch_command(CLI::App& app) {
                "Python locals of the waiting frames in the confirming samples")
       ->capture_default_str();
   app.add_option("--rules", args->rules_dir, "Directory of extra signature rule files (*.json)");
-  auto* pid = app.add_option("--pid", args->pids, "This node only: watch these processes")
+  auto* pid = app.add_option("--pid", args->selection.pids, "This node only: watch these processes")
                   ->check(pid_validator());
-  auto* select = app.add_option("--select", args->select,
+  auto* select = app.add_option("--select", args->selection.select,
                                 "This node only: processes whose command line matches this regex");
   app.add_flag("--quiet", args->quiet, "No status line or progress on stderr");
   app.footer(

@@ -13,17 +13,13 @@ namespace hangscope::sources {
 std::vector<model::NodeSnapshot> sample_local_node(const LocalSampling& sampling,
                                                    const Feedback& feedback) {
   capture::NodeCaptureOptions options;
-  options.node_name = sampling.node_name;
-  options.process.locals = sampling.locals || sampling.query_store;  // the keys are in locals
-  options.process.modules = std::make_shared<elf::ModuleCache>();    // shared by the samples
-  options.pids = sampling.pids;
-  options.select = sampling.select;
-  options.log_globs = sampling.log_globs;
+  options.selection = sampling.selection;
+  options.evidence = sampling.evidence;
+  options.process.locals = sampling.locals || sampling.evidence.query_store;  // keys: in locals
+  options.process.modules = std::make_shared<elf::ModuleCache>();  // shared by the samples
   capture::SeriesPlan plan;
   plan.samples = sampling.samples;
   plan.interval = sampling.interval;
-  plan.trigger_flight_dumps = sampling.trigger_flight_dumps;
-  plan.query_store = sampling.query_store;
   auto taking = feedback.start("capturing samples", "", static_cast<std::uint64_t>(plan.samples));
   capture::SeriesHooks hooks;
   hooks.wait_until = capture::sleep_until_unix;

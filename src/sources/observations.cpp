@@ -63,7 +63,7 @@ model::Bundle Observations::poll(std::chrono::milliseconds window, int probes,
       answer.error = e.what();
     }
     if (answer.node_name.empty())
-      answer.node_name = local_options_.node_name.empty() ? hostname() : local_options_.node_name;
+      answer.node_name = local_options_.selection.node_name_or(hostname());
     answers.push_back(std::move(answer));
   } else {
     answers.resize(observers_.size());

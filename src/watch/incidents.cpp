@@ -51,7 +51,7 @@ nlohmann::json watch_json(const Incident& incident, const std::deque<JobPoll>& h
   nlohmann::json j;
   j["schema"] = "hangscope.watch/v1";
   j["kind"] = std::string(to_string(incident.finding.kind));
-  j["job"] = valid_utf8(incident.job);
+  j["job"] = valid_utf8(incident.finding.job);  // also at the top, as watch.json always had it
   j["label"] = valid_utf8(incident.label);
   j["detected"] = utc_iso(incident.detected_unix_ns);
   j["detected_unix_ns"] = incident.detected_unix_ns;
@@ -141,7 +141,8 @@ std::string write_incident(const std::string& dir, const Incident& incident,
                            const model::Bundle& bundle, const analysis::Analysis& analysis,
                            const std::deque<JobPoll>& history) {
   make_directory(dir);
-  const std::string name = utc_stamp(incident.detected_unix_ns) + "-" + sanitize_job(incident.job);
+  const std::string name =
+      utc_stamp(incident.detected_unix_ns) + "-" + sanitize_job(incident.finding.job);
   const std::string partial = dir + "/." + name + ".partial";
   if (is_directory(partial)) {
     const auto left = remove_incident(partial);
@@ -201,7 +202,7 @@ HookResult run_on_hang(const std::string& command, const std::string& bundle,
   }
   // Everything the child needs is made before fork: it only calls async-signal-safe functions.
   const std::vector<std::string> variables = {"HANGSCOPE_BUNDLE=" + printable(bundle),
-                                              "HANGSCOPE_JOB=" + printable(incident.job),
+                                              "HANGSCOPE_JOB=" + printable(incident.finding.job),
                                               "HANGSCOPE_VERDICT=" + printable(incident.verdict),
                                               "HANGSCOPE_SUMMARY=" + printable(incident.summary)};
   std::vector<std::string> environment;

@@ -171,7 +171,6 @@ class Watcher {
   // One event: an incident written (true), or a suspicion the samples cleared (false).
   bool handle(const JobEvent& e, const model::Bundle& capture, const analysis::Analysis& found) {
     Incident incident;
-    incident.job = e.job;
     incident.label = e.label;
     incident.detected_unix_ns = unix_now_ns();
     incident.after_seconds = seconds(options_.after);

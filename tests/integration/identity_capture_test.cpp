@@ -72,8 +72,8 @@ TEST(IdentityCapture, SelectFindsARetitledProcessByTitleOrExecutable) {
   rank.wait_for_line("ready");
   const auto captured = [&](const std::string& select) {
     capture::NodeCaptureOptions options;
-    options.pids = {rank.pid()};
-    options.select = select;
+    options.selection.pids = {rank.pid()};
+    options.selection.select = select;
     options.process.stacks = capture::StackKinds::kPythonOnly;
     return capture::capture_node(options).processes.size();
   };
@@ -116,7 +116,7 @@ TEST(IdentityCapture, MasterPortSetThroughOsEnvironSeparatesTheJobs) {
   EXPECT_EQ(env.variables.at("MASTER_PORT"), "29601");
 
   capture::NodeCaptureOptions options;
-  options.pids = {first.pid(), second.pid()};
+  options.selection.pids = {first.pid(), second.pid()};
   options.process.stacks = capture::StackKinds::kPythonOnly;
   const auto node = capture::capture_node(options);
   ASSERT_EQ(node.processes.size(), 2u);
@@ -153,7 +153,7 @@ TEST(IdentityCapture, RayWorkerLogIsFoundAndNamesTheRank) {
         << ") INFO world_size=8 rank=6 local_rank=2 backend=nccl\n";
   }
   capture::NodeCaptureOptions options;
-  options.pids = {worker.pid()};
+  options.selection.pids = {worker.pid()};
   const auto node = capture::capture_node(options);
   std::system(("rm -rf " + session).c_str());
   ASSERT_EQ(node.processes.size(), 1u);

@@ -33,7 +33,7 @@ TEST_P(SampleSeries, ProbesSeeAStepLoopLeaveItsWaitAndAStuckThreadNever) {
   testing::TargetProcess target({GetParam().path, kStepLoop});
   target.wait_for_line("ready");
   capture::NodeCaptureOptions options;
-  options.pids = {target.pid()};
+  options.selection.pids = {target.pid()};
   capture::SeriesPlan plan;
   plan.samples = 3;
   // diagnose's default interval: a sanitizer build on a loaded machine reads a process in

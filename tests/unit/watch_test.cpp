@@ -208,7 +208,7 @@ class IncidentDir : public ::testing::Test {
 
 Incident incident_of(const std::string& job, std::int64_t at) {
   Incident i;
-  i.job = job;
+  i.finding.job = job;
   i.label = "job " + job;
   i.detected_unix_ns = at;
   i.verdict = "rank-diverged";
@@ -234,6 +234,8 @@ TEST_F(IncidentDir, AnIncidentIsACompleteBundleUnderItsTimeAndJobAndNeverHalfWri
   std::ifstream in(path + "/watch.json");
   const auto watch = nlohmann::json::parse(in);
   EXPECT_EQ(watch["kind"], "hang");
+  EXPECT_EQ(watch["job"], "10.0.0.1:29500");  // the finding's job, at the top as always
+  EXPECT_EQ(watch["finding"]["job"], "10.0.0.1:29500");
   EXPECT_EQ(watch["verdict"]["id"], "rank-diverged");
   ASSERT_EQ(watch["observations"].size(), 1u);
   EXPECT_EQ(watch["observations"][0]["ranks"][1]["state"], "working");

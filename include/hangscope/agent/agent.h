@@ -13,6 +13,7 @@
 #include "hangscope/agent/credentials.h"
 #include "hangscope/capture/node_capture.h"
 #include "hangscope/capture/node_observer.h"
+#include "hangscope/capture/process_selection.h"
 #include "hangscope/model/bundle.h"
 
 namespace hangscope::agent {
@@ -42,13 +43,11 @@ struct AgentOptions {
   std::string token_file;  // where the token came from (its mode is checked); "" = environment
   bool insecure = false;
   std::string tls_cert, tls_key, tls_ca;  // PEM files; tls_ca requires client certificates
-  std::string node_name;
-  std::vector<pid_t> pids;             // capture only these (default: discover the node's ranks)
-  std::string select;                  // --select: only processes whose command line matches
-  std::vector<std::string> log_globs;  // --log: extra log files
+  // --pid, --select, --node-name: what may be captured (a request may only narrow the pids).
+  capture::ProcessSelection selection;
   capture::CaptureOptions capture;
-  bool trigger_flight_dumps = false;  // --trigger-fr-dump: fresh dumps (last sample)
-  bool query_store = false;           // --query-store: read-only store key checks (last sample)
+  // --log, --trigger-fr-dump, --query-store (fresh dumps and store keys on the last sample).
+  capture::ExtraEvidence evidence;
   // --replay: serve these recorded snapshot files instead of capturing, file i on the listen
   // port + i (each a simulated node with its own endpoint; for benchmarks and tests).
   std::vector<std::string> replay_files;

@@ -17,15 +17,14 @@
 #include <string>
 #include <vector>
 
+#include "hangscope/capture/process_selection.h"
 #include "hangscope/elf/module_cache.h"
 #include "hangscope/model/node_snapshot.h"
 
 namespace hangscope::capture {
 
 struct ObserveOptions {
-  std::vector<pid_t> pids;  // explicit processes; empty = discover (as a capture does)
-  std::string select;       // ECMAScript/RE2 pattern on the command line (as a capture)
-  std::string node_name;    // default: the hostname
+  ProcessSelection selection;  // as a capture's
   // From the first read to the last; probes are spread over it (one per equal slot).
   std::chrono::nanoseconds window{0};
   int probes = 8;

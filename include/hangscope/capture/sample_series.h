@@ -23,9 +23,6 @@ struct SeriesPlan {
   std::chrono::nanoseconds interval{0};
   std::int64_t start_unix_ns = 0;  // sample i is due at start + i * interval (0: now)
   int probes_per_interval = kProbesPerInterval;
-  // On the last sample only: ask ranks for flight-recorder dumps, and their stores for keys.
-  bool trigger_flight_dumps = false;
-  bool query_store = false;
 };
 
 struct SeriesHooks {
@@ -39,7 +36,8 @@ struct SeriesHooks {
 
 // The samples, sample_index set, each carrying the probes taken since the one before (the
 // threads' ProbeTally); nullopt when wait_until said stop. Processes that appear, exit or are
-// not Python get no probes; the samples are taken all the same.
+// not Python get no probes; the samples are taken all the same. The fresh flight-recorder dumps
+// and store queries that options.evidence asks for are made on the last sample only.
 std::optional<std::vector<model::NodeSnapshot>> capture_series(NodeCaptureOptions options,
                                                                const SeriesPlan& plan,
                                                                const SeriesHooks& hooks);

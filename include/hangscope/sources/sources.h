@@ -12,14 +12,14 @@
 //   core files           from_cores            a core file holding one process
 #pragma once
 
-#include <sys/types.h>
-
 #include <chrono>
 #include <cstddef>
 #include <string>
 #include <vector>
 
 #include "hangscope/agent/agent.h"
+#include "hangscope/capture/node_capture.h"
+#include "hangscope/capture/process_selection.h"
 #include "hangscope/common/files.h"
 #include "hangscope/common/progress_meter.h"
 #include "hangscope/model/bundle.h"
@@ -58,12 +58,8 @@ struct LocalSampling {
   int samples = 3;
   std::chrono::milliseconds interval{1000};
   bool locals = true;
-  std::vector<pid_t> pids;  // --pid: only these
-  std::string select;       // --select REGEX
-  std::string node_name;    // "" = the hostname
-  std::vector<std::string> log_globs;
-  bool trigger_flight_dumps = false;
-  bool query_store = false;
+  capture::ProcessSelection selection;  // --pid, --select, --node-name
+  capture::ExtraEvidence evidence;      // --log, --trigger-fr-dump, --query-store
 };
 
 // This node's samples as capture::capture_series takes them (the one sampling loop, which the

@@ -20,9 +20,9 @@ namespace hangscope::watch {
 // The file of an incident directory that holds what watch saw: the finding and every poll.
 inline constexpr std::string_view kWatchFile = "watch.json";
 
-// What an incident is about, for its directory, watch.json, the stdout line and --on-hang.
+// What an incident is about, for its directory, watch.json, the stdout line and --on-hang; its
+// job is the finding's.
 struct Incident {
-  std::string job;
   std::string label;
   std::int64_t detected_unix_ns = 0;
   std::int64_t stalled_since_unix_ns = 0;  // hang: the first poll of the stall
@@ -30,7 +30,7 @@ struct Incident {
   double poll_seconds = 0;
   std::string verdict;  // the top verdict's id ("" when the capture reached none)
   std::string summary;  // its summary
-  Finding finding;      // its kind, and what watch concluded beyond the samples
+  Finding finding;      // its kind and job, and what watch concluded beyond the samples
 };
 
 // "<job key with every character outside [A-Za-z0-9._-] replaced by _>" (at most 100).
