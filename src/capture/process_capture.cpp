@@ -13,6 +13,7 @@
 #include "hangscope/native/freezer.h"
 #include "hangscope/native/held_window.h"
 #include "hangscope/proc/process_fs.h"
+#include "hangscope/python/version.h"
 #include "socket_tables.h"
 
 namespace hangscope::capture {
@@ -158,6 +159,10 @@ model::ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
   const auto target = open_process(pid, options, std::move(maps));
   phases.lap("maps read, target opened");
   return assemble_dump(*target, options);
+}
+
+std::string supported_python_versions() {
+  return python::supported_versions();
 }
 
 }  // namespace hangscope::capture

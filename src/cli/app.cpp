@@ -9,6 +9,7 @@
 #include <iostream>
 #include <map>
 
+#include "hangscope/capture/process_capture.h"
 #include "hangscope/cli/commands.h"
 #include "hangscope/cli/options.h"
 #include "hangscope/common/progress_meter.h"
@@ -127,9 +128,10 @@ int run(int argc, char** argv) {
       "hangscope"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("hangscope ") + kVersion + " (git " +
-                                        git_revision() +
-                                        ")\nPython stacks: CPython 3.10-3.13, 3.14 and later "
-                                        "through their _Py_DebugOffsets table");
+                                        git_revision() + ")\nPython stacks: CPython " +
+                                        capture::supported_python_versions() +
+                                        " (3.13 and later through the interpreter's own "
+                                        "_Py_DebugOffsets table)");
   const std::string exit_codes =
       "Exit codes: 0 success (diagnose/report: no hang found), 1 error, 2 bad usage, 3 a hang "
       "was found (diagnose/report named a rank, or a node that did not answer or refused). "

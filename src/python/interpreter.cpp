@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "hangscope/python/version.h"
+
 namespace hangscope::python {
 namespace {
 
@@ -67,7 +69,8 @@ InterpreterSearch find_interpreter(elf::ProcessImage& image, memory::MemoryReade
   if (without_runtime && !without_runtime->at_least(3, 7)) {
     search.problem = {DiagnosticCode::kPythonUnsupported,
                       "unsupported Python version " + without_runtime->to_string() +
-                          " (hangscope reads CPython 3.10 and later): Python stacks unavailable"};
+                          " (hangscope reads CPython " + supported_versions() +
+                          "): Python stacks unavailable"};
     return search;
   }
   if (unreadable.empty()) {

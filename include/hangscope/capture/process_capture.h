@@ -42,4 +42,7 @@ std::unique_ptr<CaptureTarget> open_process(pid_t pid, const CaptureOptions& opt
 model::ProcessDump capture_process(pid_t pid, const CaptureOptions& options,
                                    std::optional<proc::MemoryMap> maps = std::nullopt);
 
+// The CPython versions whose Python stacks a capture reads ("3.10 to 3.14"), for --version.
+std::string supported_python_versions();
+
 }  // namespace hangscope::capture
