@@ -111,6 +111,7 @@ class PythonBeside {
       groups_ = python.read_process_groups(options.tasks);
       phases.lap("torch.distributed's process groups");
       if (!copied_signal_.get()) return;
+      phases.lap("the copy, waited for");
       read_python(python, options, 3, read_);
       phases.lap("Python stacks");
     } catch (...) {
