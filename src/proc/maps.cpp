@@ -123,22 +123,6 @@ constexpr std::uint64_t kVmaWritable = 0x02;
 constexpr std::uint64_t kVmaExecutable = 0x04;
 constexpr std::uint64_t kCoveringOrNextVma = 0x10;
 
-class MapsFile {
- public:
-  explicit MapsFile(pid_t pid)
-      : fd_(::open(("/proc/" + std::to_string(pid) + "/maps").c_str(),
-                   O_RDONLY | O_CLOEXEC | O_NOCTTY)) {}
-  ~MapsFile() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  MapsFile(const MapsFile&) = delete;
-  MapsFile& operator=(const MapsFile&) = delete;
-  int fd() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 // "major:minor" in hex, at least two digits each, as the text of maps writes a device.
 std::string device_text(std::uint32_t major, std::uint32_t minor) {
   char text[24];
@@ -217,21 +201,22 @@ std::optional<MemoryMap> read_maps_text(int fd, int* error) {
 }  // namespace
 
 std::optional<MemoryMap> read_memory_map(pid_t pid, int* error, MapsMethod method) {
-  const MapsFile file(pid);
-  if (file.fd() < 0) {
+  const FileDescriptor file(
+      ::open(("/proc/" + std::to_string(pid) + "/maps").c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  if (!file) {
     if (error) *error = errno;
     return std::nullopt;
   }
   if (method != MapsMethod::kText) {
     int query_error = 0;
-    if (auto map = query_mappings(file.fd(), &query_error)) return map;
+    if (auto map = query_mappings(file.get(), &query_error)) return map;
     if (method == MapsMethod::kQuery) {
       if (error) *error = query_error;
       return std::nullopt;
     }
     // An older kernel (ENOTTY), or a query that failed: the text says what it can.
   }
-  return read_maps_text(file.fd(), error);
+  return read_maps_text(file.get(), error);
 }
 
 }  // namespace hangscope::proc
