@@ -1,7 +1,8 @@
 # Install layout and the Debian package (docs/install.md).
 #
 # `cmake --install build --prefix P` (or `cpack -G DEB` in build/, prefix /usr) lays out:
-#   P/bin/hangscope                                  (src/CMakeLists.txt)
+#   P/bin/hangscope                                  (src/CMakeLists.txt: the front, dump)
+#   P/libexec/hangscope/hangscope                    (src/CMakeLists.txt: every other command)
 #   P/share/hangscope/rules/*.json                   reference copies of the built-in rules (the
 #                                                    binary has them compiled in and never reads
 #                                                    these; extra rules go to /etc/hangscope/rules.d)
@@ -108,8 +109,8 @@ install(CODE [[
   endforeach()
 ]])
 
-# CPack: `cd build && cpack -G DEB` writes hangscope_<version>_<arch>.deb (the binary stripped)
-# and hangscope-dbgsym_<version>_<arch>.ddeb (its debug information, found by build id).
+# CPack: `cd build && cpack -G DEB` writes hangscope_<version>_<arch>.deb (the two programs
+# stripped) and hangscope-dbgsym_<version>_<arch>.ddeb (their debug information, by build id).
 # cpack (and `make install`) package what was built and build nothing themselves: without this,
 # cpack's "preinstall" step builds every target, test executables included, which from a test
 # (tests/deploy/deb_package_test.sh) would relink binaries that other tests are running.

@@ -1,6 +1,5 @@
 // The hangscope command line: global options, the commands, and how every failure becomes one
 // line on stderr and an exit code (design.md).
-#include <google/protobuf/stubs/logging.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -33,15 +32,6 @@ void setup_logging(int verbosity, const std::string& level) {
                                        : spdlog::level::warn);
   }
   spdlog::set_default_logger(logger);
-}
-
-// Protobuf logs parse problems (a string that is not UTF-8) on stderr, quoting field names;
-// the caller reports the failed parse itself, with the file's name.
-void quiet_protobuf(google::protobuf::LogLevel level, const char* file, int line,
-                    const std::string& message) {
-  if (level >= google::protobuf::LOGLEVEL_FATAL) {
-    std::cerr << "hangscope: protobuf: " << file << ":" << line << ": " << message << "\n";
-  }
 }
 
 // The word after the global options: what the user meant as the command ("frobnicate").
@@ -119,8 +109,7 @@ CLI::Validator pid_validator() {
       "PID");
 }
 
-int run(int argc, char** argv) {
-  google::protobuf::SetLogHandler(quiet_protobuf);
+int run(int argc, char** argv, std::span<const Command> commands) {
   CLI::App app{
       "hangscope: find the rank that diverged in a hung multi-node PyTorch / vLLM job.\n"
       "Captures native and Python stacks of live processes without stopping them for longer "
@@ -145,21 +134,10 @@ int run(int argc, char** argv) {
       ->check(CLI::IsMember({"error", "warn", "info", "debug"}));
 
   std::map<CLI::App*, CommandRunner> runners;
-  auto* dump = app.add_subcommand("dump", "Print every thread's stack of one process");
-  runners[dump] = register_dump_command(*dump);
-  auto* collect = app.add_subcommand(
-      "collect", "Serve this node's snapshots (agent), or capture it once into a file");
-  runners[collect] = register_collect_command(*collect);
-  auto* diagnose =
-      app.add_subcommand("diagnose", "Gather every node's snapshot and write the report");
-  runners[diagnose] = register_diagnose_command(*diagnose);
-  auto* report = app.add_subcommand("report", "Re-run the analysis of a saved bundle");
-  runners[report] = register_report_command(*report);
-  auto* rules = app.add_subcommand("rules", "List the signature rules, or check a rule file");
-  runners[rules] = register_rules_command(*rules);
-  auto* watch = app.add_subcommand(
-      "watch", "Watch every job without stopping it; keep a bundle when one hangs");
-  runners[watch] = register_watch_command(*watch);
+  for (const Command& command : commands) {
+    auto* sub = app.add_subcommand(command.name, command.summary);
+    runners[sub] = command.add(*sub);
+  }
   // A command's own footer (its examples) replaces the main one: scripts read the exit codes
   // in every command's --help.
   for (auto& [command, runner] : runners) {

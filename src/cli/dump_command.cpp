@@ -90,6 +90,12 @@ int run_dump(const DumpArguments& args) {
 
 }  // namespace
 
+const Command& dump_command() {
+  static const Command command{"dump", "Print every thread's stack of one process",
+                               register_dump_command};
+  return command;
+}
+
 CommandRunner register_dump_command(CLI::App& app) {
   auto args = std::make_shared<DumpArguments>();
   auto* pid = app.add_option("--pid,-p", args->pid, "Process to capture")->check(pid_validator());

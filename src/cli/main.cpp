@@ -1,4 +1,5 @@
-// hangscope's entry point, and its last handler: no exception leaves main.
+// The whole program (libexec/hangscope/hangscope): every command, run by the front program
+// (front_main.cpp) for everything but dump. No exception leaves main.
 #include <cstdio>
 #include <exception>
 

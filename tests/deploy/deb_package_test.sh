@@ -210,6 +210,7 @@ done
 step "package contents = the documented layout (no test executable)"
 {
   echo ./usr/bin/hangscope
+  echo ./usr/libexec/hangscope/hangscope
   for f in "$source_dir"/src/rules/builtin/*.json; do echo "./usr/share/hangscope/rules/${f##*/}"; done
   echo ./usr/share/man/man1/hangscope.1.gz
   echo ./usr/share/bash-completion/completions/hangscope
@@ -280,11 +281,14 @@ run_logged "$work/apt-install.log" in_root sh -c "cd /tmp && apt-get install -y 
 new=$(sed -n '/^The following NEW packages will be installed:/,/^[^ ]/{/^ /p}' "$work/apt-install.log" | xargs)
 echo "  installed: $new"
 in_root dpkg -s hangscope 2>/dev/null | grep -q '^Status: install ok installed' || fail "hangscope is not installed"
-ldd_out=$(in_root ldd /usr/bin/hangscope) || fail "ldd /usr/bin/hangscope: $ldd_out"
-if grep -q 'not found' <<<"$ldd_out"; then
-  fail "libraries the package does not declare: $(grep 'not found' <<<"$ldd_out" | xargs)"
-fi
-echo "  ok: ldd finds all $(grep -c '=>' <<<"$ldd_out") libraries"
+# Both programs: the front (dump) and the whole program it execs for every other command.
+for program in /usr/bin/hangscope /usr/libexec/hangscope/hangscope; do
+  ldd_out=$(in_root ldd "$program") || fail "ldd $program: $ldd_out"
+  if grep -q 'not found' <<<"$ldd_out"; then
+    fail "libraries the package does not declare ($program): $(grep 'not found' <<<"$ldd_out" | xargs)"
+  fi
+  echo "  ok: ldd finds all $(grep -c '=>' <<<"$ldd_out") libraries of $program"
+done
 
 step "chroot ROOT hangscope --version"
 out=$(in_root hangscope --version) || fail "hangscope --version exited $?: $out"
@@ -332,10 +336,15 @@ head -1 "$root/usr/share/doc/hangscope/copyright" | grep -q '^Format: https://ww
   fail "no machine-readable /usr/share/doc/hangscope/copyright"
 grep -q '^License: Expat' "$root/usr/share/doc/hangscope/copyright" || fail "copyright names no licence"
 [ -s "$root/usr/share/doc/hangscope/install.md" ] || fail "docs/install.md not installed"
-build_id=$(readelf -n "$root/usr/bin/hangscope" | sed -n 's/.*Build ID: *//p')
-dpkg-deb -c "${ddebs[0]}" | grep -q "usr/lib/debug/.build-id/${build_id:0:2}/${build_id:2}.debug" ||
-  fail "the dbgsym package has no debug file for build id $build_id"
-echo "  ok: man page, bash + zsh completions, $rules rules accepted by rules check, docs, dbgsym for $build_id"
+build_ids=()
+dbgsym_files=$(dpkg-deb -c "${ddebs[0]}") # listed once: grep -q on a pipe would cut tar short
+for program in /usr/bin/hangscope /usr/libexec/hangscope/hangscope; do
+  build_id=$(readelf -n "$root$program" | sed -n 's/.*Build ID: *//p')
+  grep -q "usr/lib/debug/.build-id/${build_id:0:2}/${build_id:2}.debug" <<<"$dbgsym_files" ||
+    fail "the dbgsym package has no debug file for $program (build id $build_id)"
+  build_ids+=("$build_id")
+done
+echo "  ok: man page, bash + zsh completions, $rules rules accepted by rules check, docs, dbgsym for ${build_ids[*]}"
 
 unit=/lib/systemd/system/hangscope-agent.service
 defaults=/etc/default/hangscope-agent
@@ -346,7 +355,8 @@ watch_defaults=/etc/default/hangscope-watch
 watch_wants_link=/etc/systemd/system/multi-user.target.wants/hangscope-watch.service
 watch_dsh_state=/var/lib/systemd/deb-systemd-helper-enabled/hangscope-watch.service.dsh-also
 agents_in_root() { # pids of the processes running the root's hangscope (one find, no fork per pid)
-  find /proc -mindepth 2 -maxdepth 2 -name exe -lname "$root/usr/bin/hangscope*" 2>/dev/null |
+  find /proc -mindepth 2 -maxdepth 2 -name exe \( -lname "$root/usr/bin/hangscope*" -o \
+    -lname "$root/usr/libexec/hangscope/hangscope*" \) 2>/dev/null |
     cut -d/ -f3 || true
 }
 step "the units (agent, watcher): installed, conffiles, not enabled, not running"
@@ -453,7 +463,9 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 [ -n "$port" ] || fail "the agent did not listen: $(cat "$work/agent.out" "$work/agent.err")"
-[ "$(readlink "/proc/$agent/exe")" = "$root/usr/bin/hangscope" ] || fail "the agent is not the root's hangscope"
+# The unit's /usr/bin/hangscope execs the whole program in place: same pid.
+[ "$(readlink "/proc/$agent/exe")" = "$root/usr/libexec/hangscope/hangscope" ] ||
+  fail "the agent is not the root's hangscope: $(readlink "/proc/$agent/exe")"
 echo "  $(head -1 "$work/agent.err")"
 rc=0
 "$binary" diagnose --agents "127.0.0.1:$port" --token-file "$root/etc/hangscope/token" --samples 1 \
@@ -534,7 +546,7 @@ run_logged "$work/dpkg-remove.log" in_root dpkg --remove hangscope
 # shellcheck disable=SC2016 # ${Status} is dpkg-query's field
 status=$(in_root dpkg-query -W --showformat='${Status}' hangscope)
 [ "$status" = "deinstall ok config-files" ] || fail "after dpkg --remove: $status"
-for f in /usr/bin/hangscope "$unit" "$watch_unit"; do [ ! -e "$root$f" ] || fail "$f left after dpkg --remove"; done
+for f in /usr/bin/hangscope /usr/libexec/hangscope/hangscope "$unit" "$watch_unit"; do [ ! -e "$root$f" ] || fail "$f left after dpkg --remove"; done
 grep -q '^HANGSCOPE_LISTEN=127.0.0.1:0$' "$root$defaults" || fail "the edited $defaults did not survive dpkg --remove"
 grep -q -- '--timeout 8s$' "$root$watch_defaults" || fail "the edited $watch_defaults did not survive dpkg --remove"
 for f in "$dsh_state" "$watch_dsh_state"; do [ -f "$root$f" ] || fail "$f removed before the purge"; done

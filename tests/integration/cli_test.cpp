@@ -6,6 +6,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -147,6 +148,85 @@ TEST(Cli, EveryCommandsHelpShowsExamplesAndExitCodes) {
         << help.out;
     EXPECT_NE(help.out.find("3 a hang was found"), std::string::npos) << command;
   }
+}
+
+// The whole program, which the front (HANGSCOPE_BINARY) runs every command but dump with:
+// bin/../libexec/hangscope/hangscope, in the build tree as installed.
+std::string whole_program() {
+  const std::string front = HANGSCOPE_BINARY;
+  return front.substr(0, front.rfind('/')) + "/../libexec/hangscope/hangscope";
+}
+
+// `dump` runs in the front program, which loads none of the libraries of the agent, the
+// fan-out or the metrics server: the loader's own list of what it loaded says so, and the same
+// dump through the whole program loads them (the check can fail).
+TEST(Cli, DumpLoadsNoRpcTlsOrMetricsLibrary) {
+  testing::TargetProcess target({NATIVE_TARGET});
+  target.wait_for_line("ready");
+  const std::string dump = " dump --pid " + std::to_string(target.pid());
+  const auto front = run_hangscope_as("LD_DEBUG=files", dump);
+  ASSERT_EQ(front.exit_code, 0) << front.err;
+  EXPECT_NE(front.out.find("cv_waiter"), std::string::npos) << front.out;
+  EXPECT_NE(front.err.find("libunwind"), std::string::npos) << "no loader output?\n" << front.err;
+  for (const char* library : {"libssl", "libcrypto", "libprometheus", "libcivetweb", "libz."}) {
+    EXPECT_EQ(front.err.find(library), std::string::npos) << library << " loaded by dump";
+  }
+  const auto whole = testing::run_command("LD_DEBUG=files " + whole_program() + dump);
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  EXPECT_NE(whole.err.find("libssl"), std::string::npos);
+  // Both print the same stacks of the same thread.
+  EXPECT_NE(whole.out.find("cv_waiter"), std::string::npos) << whole.out;
+}
+
+// Every other command is the whole program's, exec'd in place: same pid (a supervisor's or a
+// script's pid stays the agent's), the whole program's executable, "hangscope" as its name.
+TEST(Cli, OtherCommandsRunInTheWholeProgramUnderTheSamePid) {
+  testing::TargetProcess target({NATIVE_TARGET});
+  target.wait_for_line("ready");
+  testing::TargetProcess agent({HANGSCOPE_BINARY, "collect", "--listen", "127.0.0.1:0", "--pid",
+                                std::to_string(target.pid())});
+  agent.wait_for_line("listening on");
+  char exe[4096] = {};
+  const auto n =
+      ::readlink(("/proc/" + std::to_string(agent.pid()) + "/exe").c_str(), exe, sizeof exe - 1);
+  ASSERT_GT(n, 0);
+  char whole[4096] = {};
+  ASSERT_NE(::realpath(whole_program().c_str(), whole), nullptr) << whole_program();
+  EXPECT_EQ(std::string(exe, static_cast<std::size_t>(n)), std::string(whole));
+  EXPECT_EQ(testing::run_command("cat /proc/" + std::to_string(agent.pid()) + "/comm").out,
+            "hangscope\n");
+  // dump's help is the same text in either program (one definition of its options).
+  const auto front_help = run_hangscope("--log-level warn dump --help");
+  const auto whole_help = testing::run_command(whole_program() + " --log-level warn dump --help");
+  EXPECT_EQ(front_help.exit_code, 0);
+  EXPECT_EQ(front_help.out, whole_help.out);
+  // The top-level help is the whole program's: every command.
+  const auto top_help = run_hangscope("--help");
+  EXPECT_NE(top_help.out.find("watch"), std::string::npos) << top_help.out;
+}
+
+// A front copied away from its whole program still dumps, and for any other command names the
+// file it looked for and why it is needed.
+TEST(Cli, AFrontWithoutItsWholeProgramSaysWhatIsMissing) {
+  char dir_template[] = "/tmp/hangscope-front-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  ASSERT_EQ(testing::run_command("cp " + std::string(HANGSCOPE_BINARY) + " " + dir + "/").exit_code,
+            0);
+  testing::TargetProcess target({NATIVE_TARGET});
+  target.wait_for_line("ready");
+  const auto dump =
+      testing::run_command(dir + "/hangscope dump --pid " + std::to_string(target.pid()));
+  const auto rules = testing::run_command(dir + "/hangscope rules list");
+  testing::run_command("rm -rf " + dir);
+  EXPECT_EQ(dump.exit_code, 0) << dump.err;
+  EXPECT_NE(dump.out.find("cv_waiter"), std::string::npos);
+  EXPECT_EQ(rules.exit_code, 1);
+  EXPECT_NE(rules.err.find("hangscope: error: cannot run /tmp/libexec/hangscope/hangscope, the "
+                           "program of every command but dump"),
+            std::string::npos)
+      << rules.err;
+  EXPECT_NE(rules.err.find("No such file"), std::string::npos) << rules.err;
 }
 
 // rules list/check --json: one JSON document a script can read; a bad rule file gives valid

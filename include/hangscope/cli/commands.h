@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <span>
 
 #include "hangscope/analysis/analysis.h"
 #include "hangscope/cli/progress.h"
@@ -31,6 +32,19 @@ CLI::Validator pid_validator();
 
 // The names of the options the command line gave ("--pid"), in the order listed.
 std::vector<std::string> given_options(const std::vector<const CLI::Option*>& options);
+
+// One command of the command line: the word that names it, its line in --help, and how it
+// registers its options (returning what runs it).
+struct Command {
+  const char* name;
+  const char* summary;
+  CommandRunner (*add)(CLI::App& app);
+};
+
+// `dump`, the command the front program runs itself (cli/front.h).
+const Command& dump_command();
+// Every command, in the order --help lists them.
+std::span<const Command> every_command();
 
 CommandRunner register_dump_command(CLI::App& app);
 CommandRunner register_collect_command(CLI::App& app);
@@ -70,7 +84,9 @@ int analyse_and_report(const ReportRequest& request, const model::Bundle& bundle
 void print_result(const std::string& dir, const model::Bundle& bundle,
                   const analysis::Analysis& analysis, Output output);
 
-// Parses argv and runs the chosen command; returns the process exit code.
+// Parses argv and runs the chosen one of `commands`; returns the process exit code.
+int run(int argc, char** argv, std::span<const Command> commands);
+// Parses argv and runs the chosen one of every command (the whole program).
 int run(int argc, char** argv);
 
 }  // namespace hangscope::cli
