@@ -3,6 +3,16 @@ find_package(Threads REQUIRED)
 find_package(Protobuf REQUIRED)
 find_package(gRPC CONFIG REQUIRED)
 find_package(spdlog CONFIG REQUIRED)
+# spdlog and fmt compiled into hangscope (header-only; Debian's spdlog formats through its
+# external fmt): neither libspdlog.so nor libfmt.so is loaded, and with them not libstdc++.so
+# either for the front program, which links libstdc++ statically (src/CMakeLists.txt: a
+# one-shot `dump` paid about 0.9 ms of start-up for loading the three).
+add_library(hangscope_logging INTERFACE)
+target_compile_definitions(hangscope_logging INTERFACE SPDLOG_FMT_EXTERNAL FMT_HEADER_ONLY=1)
+target_include_directories(hangscope_logging SYSTEM INTERFACE
+  $<TARGET_PROPERTY:spdlog::spdlog_header_only,INTERFACE_INCLUDE_DIRECTORIES>
+  $<TARGET_PROPERTY:fmt::fmt-header-only,INTERFACE_INCLUDE_DIRECTORIES>)
+target_link_libraries(hangscope_logging INTERFACE Threads::Threads)
 find_package(CLI11 CONFIG REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)  # SHA-256 of cache files
