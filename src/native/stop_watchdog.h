@@ -37,16 +37,27 @@ class StopWatchdog {
     std::atomic<std::uint32_t> idle{0};        // the watchdog waits for a doorbell, no timeout
   };
 
+  // What the watchdog starts from (copied onto its own stack when it shares our memory).
+  struct WatchArguments {
+    pid_t parent;
+    int doorbell;   // the watchdog's end of the socket pair
+    int other_end;  // the parent's end, closed in the watchdog
+    Shared* shared;
+    long long bound_ms;
+  };
+
  private:
   bool running() noexcept;
   bool start() noexcept;
+  pid_t launch(const WatchArguments& arguments) noexcept;
   void forget_child() noexcept;
 
   std::chrono::milliseconds bound_;
   Shared* shared_ = nullptr;
   int doorbell_ = -1;  // our end of a socket pair; the watchdog sees EOF when we are gone
   pid_t child_ = 0;
-  pid_t owner_ = 0;  // the process that forked it (a forked copy of that one must not kill it)
+  pid_t owner_ = 0;  // the process that started it (a forked copy of that one must not kill it)
+  void* stack_ = nullptr;  // the cloned watchdog's stack (and guard page), kept for the next one
   // A failed start is not retried at every window (each mode opens one per batch).
   std::chrono::steady_clock::time_point retry_after_{};
 };
