@@ -62,8 +62,11 @@ std::optional<Mapping> parse_maps_line(std::string_view line) {
 }
 
 MemoryMap::MemoryMap(std::vector<Mapping> mappings) : mappings_(std::move(mappings)) {
-  std::sort(mappings_.begin(), mappings_.end(),
-            [](const Mapping& a, const Mapping& b) { return a.start < b.start; });
+  const auto by_start = [](const Mapping& a, const Mapping& b) { return a.start < b.start; };
+  // The kernel lists them in order: only a list out of order is sorted.
+  if (!std::is_sorted(mappings_.begin(), mappings_.end(), by_start)) {
+    std::sort(mappings_.begin(), mappings_.end(), by_start);
+  }
 }
 
 MemoryMap MemoryMap::parse(std::string_view text) {
@@ -125,8 +128,16 @@ constexpr std::uint64_t kCoveringOrNextVma = 0x10;
 
 // "major:minor" in hex, at least two digits each, as the text of maps writes a device.
 std::string device_text(std::uint32_t major, std::uint32_t minor) {
-  char text[24];
-  std::snprintf(text, sizeof text, "%02x:%02x", major, minor);
+  std::string text;
+  const auto append_hex = [&text](std::uint32_t value) {
+    char digits[8];
+    char* end = std::to_chars(digits, digits + sizeof digits, value, 16).ptr;
+    if (end - digits < 2) text += '0';
+    text.append(digits, end);
+  };
+  append_hex(major);
+  text += ':';
+  append_hex(minor);
   return text;
 }
 
@@ -155,6 +166,7 @@ Mapping mapping_of(const ProcmapQuery& q, std::string_view name) {
 // kernel has no such ioctl (ENOTTY) or a query fails.
 std::optional<MemoryMap> query_mappings(int fd, int* error) {
   std::vector<Mapping> mappings;
+  mappings.reserve(2048);             // a torch process has about 1,700: none moved on the way
   std::string name(4096 + 16, '\0');  // d_path writes at most PATH_MAX
   std::uint64_t address = 0;
   for (;;) {
