@@ -23,11 +23,18 @@ ProcessImage::ProcessImage(const proc::ProcessFs& fs, proc::MemoryMap maps,
 
 const Module* ProcessImage::module_for(const proc::Mapping& mapping) {
   if (!mapping.is_file()) return nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    if (const auto it = by_mapping_.find(&mapping); it != by_mapping_.end()) return it->second;
+  }
   auto key = std::make_tuple(mapping.device, mapping.inode, mapping.path);
   {
     std::lock_guard lock(mutex_);
     auto it = modules_.find(key);
-    if (it != modules_.end()) return it->second.get();
+    if (it != modules_.end()) {
+      by_mapping_.emplace(&mapping, it->second.get());
+      return it->second.get();
+    }
   }
   std::string first_error;
   const auto open = [&]() -> std::shared_ptr<const Module> {
@@ -49,7 +56,10 @@ const Module* ProcessImage::module_for(const proc::Mapping& mapping) {
       cache_ && !mapping.deleted ? cache_->get(key, open) : open();
   std::lock_guard lock(mutex_);
   // Another thread may have opened the same file meanwhile: the first one kept is the one used.
-  if (auto it = modules_.find(key); it != modules_.end()) return it->second.get();
+  if (auto it = modules_.find(key); it != modules_.end()) {
+    by_mapping_.emplace(&mapping, it->second.get());
+    return it->second.get();
+  }
   if (!module) {
     failures_.push_back(
         {&mapping, "cannot read " + mapping.path + (mapping.deleted ? " (deleted)" : "") +
@@ -59,6 +69,7 @@ const Module* ProcessImage::module_for(const proc::Mapping& mapping) {
   }
   const Module* result = module.get();
   modules_.emplace(std::move(key), std::move(module));
+  by_mapping_.emplace(&mapping, result);
   return result;
 }
 
@@ -105,11 +116,20 @@ std::vector<const proc::Mapping*> ProcessImage::file_mappings() const {
   return files;
 }
 
-std::size_t ProcessImage::read_file_backed(std::uint64_t address, void* out, std::size_t size) {
-  const auto location = locate(address);
-  if (!location || location->module == nullptr || location->mapping->writable) return 0;
-  const std::size_t in_mapping = location->mapping->end - address;
-  return location->module->read_vaddr(location->vaddr, out, std::min(size, in_mapping));
+std::size_t ProcessImage::read_file_backed(std::uint64_t address, void* out, std::size_t size,
+                                           std::optional<Location>* last) {
+  std::optional<Location> located;
+  std::optional<Location>& where = last != nullptr ? *last : located;
+  if (!where || !where->mapping->contains(address)) {
+    where = locate(address);
+    if (!where) return 0;
+  }
+  if (where->module == nullptr || where->mapping->writable) return 0;
+  // One mapping maps one run of the file at one bias (the kernel merges neighbours only when
+  // both the addresses and the file offsets run on).
+  const std::uint64_t vaddr = address - where->bias;
+  const std::size_t in_mapping = where->mapping->end - address;
+  return where->module->read_vaddr(vaddr, out, std::min(size, in_mapping));
 }
 
 }  // namespace hangscope::elf

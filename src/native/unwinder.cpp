@@ -24,6 +24,7 @@ struct WalkContext {
   Unwinder::Impl* impl;
   const ThreadCopy* thread;
   memory::BufferMemory stack;
+  std::optional<elf::Location> last_file = std::nullopt;  // where the last file read was
   std::size_t live_reads = 0;
   std::size_t failed_reads = 0;  // reads no source could serve, during the current step
 };
@@ -69,7 +70,10 @@ int access_mem(unw_addr_space_t, unw_word_t address, unw_word_t* value, int writ
   if (write) return -UNW_EINVAL;
   auto& ctx = context_of(arg);
   if (ctx.stack.read_exact(address, value, sizeof *value)) return 0;
-  if (ctx.impl->image.read_file_backed(address, value, sizeof *value) == sizeof *value) return 0;
+  if (ctx.impl->image.read_file_backed(address, value, sizeof *value, &ctx.last_file) ==
+      sizeof *value) {
+    return 0;
+  }
   if (ctx.impl->live != nullptr && ctx.impl->live->read_exact(address, value, sizeof *value)) {
     ++ctx.live_reads;
     return 0;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "hangscope/elf/module.h"
@@ -47,8 +48,11 @@ class ProcessImage {
   // Nothing is opened: call locate() on a mapping's start to open that one file.
   std::vector<const proc::Mapping*> file_mappings() const;
 
-  // Copies bytes of a file-backed mapping from the local copy of the file.
-  std::size_t read_file_backed(std::uint64_t address, void* out, std::size_t size);
+  // Copies bytes of a file-backed mapping from the local copy of the file. `last`, when given,
+  // is where the caller's previous read was: an address in the same mapping is read without
+  // looking it up again (the unwinder reads a module's .eh_frame a word at a time).
+  std::size_t read_file_backed(std::uint64_t address, void* out, std::size_t size,
+                               std::optional<Location>* last = nullptr);
 
   // Messages about code files that could not be opened or parsed, one per file (data files
   // that are not ELF, such as locale archives, are not worth a note).
@@ -63,12 +67,14 @@ class ProcessImage {
   // Keyed by (device, inode, path): one Module per file, null after a failed open.
   std::shared_ptr<ModuleCache> cache_;
   std::map<ModuleCache::Key, std::shared_ptr<const Module>> modules_;
+  // The module of each mapping already asked for: found without building the file's key.
+  std::unordered_map<const proc::Mapping*, const Module*> by_mapping_;
   struct OpenFailure {
     const proc::Mapping* mapping;
     std::string message;
   };
   std::vector<OpenFailure> failures_;
-  mutable std::mutex mutex_;  // guards modules_ and failures_; never held while a file opens
+  mutable std::mutex mutex_;  // guards the maps above and failures_; never held while a file opens
 };
 
 }  // namespace hangscope::elf
