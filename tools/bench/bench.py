@@ -241,17 +241,21 @@ def bench_capture(procs, args, results):
         pin_to_one_cpu(pid)
         threads = len(os.listdir(f"/proc/{pid}/task"))
         row = {"threads": threads, "pinned_cpu": 0, "all": {}}
-        seconds, out = median_time([HANGSCOPE, "dump", "--pid", str(pid)], args.runs,
-                                   row["all"].setdefault("hangscope", []))
-        row["hangscope"] = seconds
-        row["hangscope_ok"] = out.returncode == 0 and b"[py]" in out.stdout
-        seconds, out = median_time([HANGSCOPE, "dump", "--pid", str(pid), "--native-only"],
-                                   args.runs, row["all"].setdefault("hangscope_native", []))
-        row["hangscope_native"] = seconds
+        # hangscope and eu-stack take turns, run by run: a machine whose speed drifts over a
+        # minute (this VM's does, by a third) moves both sides of the ratio alike.
+        commands = {"hangscope": [HANGSCOPE, "dump", "--pid", str(pid)],
+                    "hangscope_native": [HANGSCOPE, "dump", "--pid", str(pid), "--native-only"]}
         if shutil.which("eu-stack"):
-            seconds, out = median_time(["eu-stack", "-p", str(pid)], args.runs,
-                                       row["all"].setdefault("eu-stack", []))
-            row["eu-stack"] = seconds
+            commands["eu-stack"] = ["eu-stack", "-p", str(pid)]
+        last = {}
+        for _ in range(args.runs):
+            for key, argv in commands.items():
+                seconds, last[key], _ = wall(argv)
+                row["all"].setdefault(key, []).append(seconds)
+        for key in commands:
+            row[key] = statistics.median(row["all"][key])
+        out = last["hangscope"]
+        row["hangscope_ok"] = out.returncode == 0 and b"[py]" in out.stdout
         if shutil.which("gdb"):
             gdb = ["gdb", "-nx", "-p", str(pid), "-batch", "-iex", "set auto-load safe-path /"]
             seconds, out = median_time(gdb + ["-ex", "thread apply all bt"], args.gdb_runs,
@@ -803,7 +807,8 @@ def write_markdown(results, path):
                 if eu and pybt else f"| {name} | {r['threads']} | {ms(r['hangscope'])} | peers missing |")
         pinned = any("pinned_cpu" in r for r in cap.values())
         lines += ["", f"Medians of {len(next(iter(cap.values())).get('all', {}).get('hangscope', [])) or '?'} "
-                  "runs (gdb: fewer), with (the range)" +
+                  "runs (gdb: fewer), with (the range); hangscope and eu-stack take turns run by "
+                  "run" +
                   ("; each target's threads pinned to CPU 0." if pinned else "."), ""]
     pause = results.get("pause", {})
     if pause:
