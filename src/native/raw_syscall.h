@@ -12,15 +12,16 @@
 
 namespace hangscope::native::raw {
 
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && \
-    !defined(HANGSCOPE_SANITIZED)
-#if defined(__has_feature)
+// GCC says a sanitizer by macro, clang by __has_feature.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define HANGSCOPE_NO_RAW_SYSCALLS 1
+#elif defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
     __has_feature(memory_sanitizer)
 #define HANGSCOPE_NO_RAW_SYSCALLS 1
 #endif
 #endif
-#else
+#if !defined(__x86_64__)
 #define HANGSCOPE_NO_RAW_SYSCALLS 1
 #endif
 
