@@ -28,6 +28,17 @@ std::string_view next_word(std::string_view& rest) {
   return word;
 }
 
+// A mapping's name as maps writes it (a path, "[heap]", "[anon:NAME]"), with the kernel's
+// " (deleted)" after a file deleted since it was mapped taken off into `deleted`.
+void set_name(Mapping& m, std::string_view name) {
+  constexpr std::string_view kDeleted = " (deleted)";
+  if (name.size() > kDeleted.size() && name.ends_with(kDeleted)) {
+    m.deleted = true;
+    name.remove_suffix(kDeleted.size());
+  }
+  m.path = std::string(name);
+}
+
 }  // namespace
 
 std::optional<Mapping> parse_maps_line(std::string_view line) {
@@ -52,12 +63,7 @@ std::optional<Mapping> parse_maps_line(std::string_view line) {
   m.executable = perms[2] == 'x';
   m.device = std::string(device);
   while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
-  constexpr std::string_view kDeleted = " (deleted)";
-  if (rest.size() > kDeleted.size() && rest.substr(rest.size() - kDeleted.size()) == kDeleted) {
-    m.deleted = true;
-    rest.remove_suffix(kDeleted.size());
-  }
-  m.path = std::string(rest);
+  set_name(m, rest);
   return m;
 }
 
@@ -153,12 +159,7 @@ Mapping mapping_of(const ProcmapQuery& q, std::string_view name) {
   m.offset = q.vma_offset;
   m.inode = q.inode;
   m.device = device_text(q.dev_major, q.dev_minor);
-  constexpr std::string_view kDeleted = " (deleted)";
-  if (name.size() > kDeleted.size() && name.substr(name.size() - kDeleted.size()) == kDeleted) {
-    m.deleted = true;
-    name.remove_suffix(kDeleted.size());
-  }
-  m.path = std::string(name);
+  set_name(m, name);
   return m;
 }
 
