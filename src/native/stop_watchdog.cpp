@@ -218,7 +218,8 @@ using WatchArguments = StopWatchdog::WatchArguments;
   watch(args.parent, args.doorbell, *args.shared, args.bound_ms);
 }
 
-int cloned_watchdog(void* arguments) {
+// Unused where the watchdog is forked (a sanitizer build).
+[[maybe_unused]] int cloned_watchdog(void* arguments) {
   start_watching(*static_cast<const WatchArguments*>(arguments));
 }
 
